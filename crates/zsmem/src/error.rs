@@ -1,0 +1,101 @@
+//! The crate's one error type. Every bad input is an `Err` with a message a
+//! user can act on; none of them changes any other object.
+
+use std::fmt;
+
+/// Result with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a handle was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandleFault {
+    /// The handle is 0 or its generation field is 0: no handle the pool
+    /// returned looks like that.
+    Null,
+    /// Its class index names no physical class of this pool.
+    UnknownClass,
+    /// Its slot lies beyond any slot this class has handed out.
+    UnknownSlot,
+    /// The object was freed (a use after free or a double free).
+    Freed,
+    /// The slot was freed and now holds a newer object: the handle is stale.
+    Stale,
+}
+
+impl fmt::Display for HandleFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            HandleFault::Null => "null or forged handle (generation 0)",
+            HandleFault::UnknownClass => "forged handle: no such size class in this pool",
+            HandleFault::UnknownSlot => "forged handle: no such slot in its size class",
+            HandleFault::Freed => "the object was already freed (use after free or double free)",
+            HandleFault::Stale => "stale handle: the object was freed and its slot reused",
+        })
+    }
+}
+
+/// Everything that can go wrong in zsmem.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// A configuration parameter is out of range.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+    /// Allocation of zero bytes.
+    #[error("zero-length allocation: an object must hold at least 1 byte")]
+    ZeroLength,
+    /// Allocation larger than the largest object (the page size).
+    #[error("object of {len} bytes is larger than the pool's maximum object size of {max} bytes (its page size)")]
+    TooLarge {
+        /// Requested length.
+        len: usize,
+        /// Largest length the pool accepts.
+        max: usize,
+    },
+    /// The operating system refused memory.
+    #[error("the operating system refused {bytes} bytes of memory ({reason})")]
+    OsOutOfMemory {
+        /// Bytes asked for.
+        bytes: usize,
+        /// What the OS said.
+        reason: String,
+    },
+    /// The pool's configured memory limit would be passed.
+    #[error("memory limit of {limit} bytes reached: {held} bytes held, {needed} more needed for a new zspage")]
+    MemoryLimit {
+        /// The configured limit in bytes.
+        limit: usize,
+        /// Bytes of pages the pool holds now.
+        held: usize,
+        /// Bytes the allocation would add.
+        needed: usize,
+    },
+    /// The handle does not name a live object of this pool.
+    #[error("invalid handle {handle:#018x}: {fault}")]
+    InvalidHandle {
+        /// The handle as given.
+        handle: u64,
+        /// Why it was refused.
+        fault: HandleFault,
+    },
+    /// A write does not fit in the object.
+    #[error("write of {len} bytes at offset {offset} does not fit in an object of {object_len} bytes")]
+    WriteTooLong {
+        /// Bytes to write.
+        len: usize,
+        /// Offset in the object.
+        offset: usize,
+        /// The object's length.
+        object_len: usize,
+    },
+    /// A read buffer is shorter than the object.
+    #[error("read buffer of {len} bytes is smaller than the object of {object_len} bytes")]
+    BufferTooSmall {
+        /// The buffer's length.
+        len: usize,
+        /// The object's length.
+        object_len: usize,
+    },
+    /// `check_invariants` found allocator state that breaks a rule.
+    #[error("pool invariant violated: {0}")]
+    InvariantViolated(String),
+}

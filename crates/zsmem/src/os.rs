@@ -1,0 +1,334 @@
+//! The OS page source: where zspages' memory comes from and goes back to.
+//!
+//! Memory is reserved from the OS in large regions of address space
+//! (`mmap` with `MAP_NORESERVE`: no memory is committed until touched) and
+//! carved into runs of 1..=16 pages, one run per zspage. A freed run is
+//! handed back with `madvise(MADV_DONTNEED)`, so the process's resident
+//! memory falls at once, and its address range is kept on a free list for
+//! the next zspage of that length (or split for a shorter one).
+//!
+//! "Pages held" counts exactly the pages of live runs: every byte of every
+//! zspage, nothing else. Under Miri, which has no `mmap`, runs come from the
+//! Rust allocator instead, with the same accounting.
+//!
+//! Invariant: `held_pages` equals the sum of the lengths of runs handed out
+//! and not yet freed; it never passes `limit_pages`.
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::error::{Error, Result};
+use crate::size_class::MAX_CHAIN_SIZE;
+use crate::sync::Mutex;
+
+/// A run of pages handed to one zspage.
+#[derive(Debug)]
+pub(crate) struct Run(NonNull<u8>);
+
+// SAFETY: a run is a plain range of process memory owned by exactly one
+// zspage; moving that ownership between threads is fine. All access to the
+// bytes happens under the owning class's lock.
+unsafe impl Send for Run {}
+
+impl Run {
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.0.as_ptr()
+    }
+}
+
+/// Where zspages get their pages.
+pub(crate) struct PageSource {
+    page_size: usize,
+    limit_pages: Option<usize>,
+    held_pages: AtomicUsize,
+    max_held_pages: AtomicUsize,
+    arena: Mutex<Arena>,
+}
+
+impl PageSource {
+    pub(crate) fn new(page_size: usize, limit_bytes: Option<usize>) -> Self {
+        PageSource {
+            page_size,
+            limit_pages: limit_bytes.map(|b| b / page_size),
+            held_pages: AtomicUsize::new(0),
+            max_held_pages: AtomicUsize::new(0),
+            arena: Mutex::new(Arena::new(page_size)),
+        }
+    }
+
+    /// Pages of live zspages.
+    pub(crate) fn held_pages(&self) -> usize {
+        self.held_pages.load(Ordering::Relaxed)
+    }
+
+    /// Highest `held_pages` seen (zram's `mem_used_max`).
+    pub(crate) fn max_held_pages(&self) -> usize {
+        self.max_held_pages.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of address space reserved from the OS (resident or not).
+    pub(crate) fn reserved_bytes(&self) -> usize {
+        self.arena.lock().reserved_bytes()
+    }
+
+    /// Take `pages` pages for a zspage.
+    pub(crate) fn alloc_run(&self, pages: usize) -> Result<Run> {
+        debug_assert!((1..=MAX_CHAIN_SIZE).contains(&pages));
+        self.reserve(pages)?;
+        match self.arena.lock().alloc(pages) {
+            Ok(run) => Ok(run),
+            Err(e) => {
+                self.held_pages.fetch_sub(pages, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    /// Give a zspage's pages back to the OS.
+    pub(crate) fn free_run(&self, run: Run, pages: usize) {
+        self.arena.lock().free(run, pages);
+        self.held_pages.fetch_sub(pages, Ordering::Relaxed);
+    }
+
+    /// Count `pages` as held, or refuse if the limit would be passed.
+    fn reserve(&self, pages: usize) -> Result<()> {
+        // Relaxed is enough: the counter guards a quantity, not other memory.
+        let mut held = self.held_pages.load(Ordering::Relaxed);
+        loop {
+            if let Some(limit) = self.limit_pages
+                && held + pages > limit
+            {
+                return Err(Error::MemoryLimit {
+                    limit: limit * self.page_size,
+                    held: held * self.page_size,
+                    needed: pages * self.page_size,
+                });
+            }
+            match self.held_pages.compare_exchange_weak(
+                held,
+                held + pages,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    self.max_held_pages
+                        .fetch_max(held + pages, Ordering::Relaxed);
+                    return Ok(());
+                }
+                Err(now) => held = now,
+            }
+        }
+    }
+}
+
+/// Address space bookkeeping, under the page source's lock.
+struct Arena {
+    page_size: usize,
+    regions: Vec<Region>,
+    /// Next unused byte of the last region.
+    bump: usize,
+    /// Free runs by length in pages (index 0 unused).
+    free_runs: [Vec<NonNull<u8>>; MAX_CHAIN_SIZE + 1],
+}
+
+// SAFETY: the arena only stores addresses of memory it reserved; it never
+// dereferences them. It is only reached through the page source's mutex.
+unsafe impl Send for Arena {}
+
+impl Arena {
+    fn new(page_size: usize) -> Self {
+        Arena {
+            page_size,
+            regions: Vec::new(),
+            bump: 0,
+            free_runs: Default::default(),
+        }
+    }
+
+    fn reserved_bytes(&self) -> usize {
+        self.regions.iter().map(|r| r.len).sum()
+    }
+
+    fn alloc(&mut self, pages: usize) -> Result<Run> {
+        if let Some(p) = self.free_runs[pages].pop() {
+            return Ok(Run(p));
+        }
+        // Split a longer free run rather than grow the address space.
+        for longer in pages + 1..=MAX_CHAIN_SIZE {
+            if let Some(p) = self.free_runs[longer].pop() {
+                // SAFETY: `p` starts a free run of `longer` pages inside one
+                // region, so `p + pages * page_size` is inside that run.
+                let rest = unsafe { p.add(pages * self.page_size) };
+                self.free_runs[longer - pages].push(rest);
+                return Ok(Run(p));
+            }
+        }
+        let bytes = pages * self.page_size;
+        let fits = self.regions.last().is_some_and(|r| self.bump + bytes <= r.len);
+        if !fits {
+            // The tail of the old region is left unused: it was never
+            // touched, so it costs address space only.
+            self.regions.push(Region::reserve(bytes)?);
+            self.bump = 0;
+        }
+        let region = self.regions.last().expect("a region was just ensured");
+        // SAFETY: `bump + bytes <= region.len`, so the run lies in the region.
+        let p = unsafe { region.base.add(self.bump) };
+        self.bump += bytes;
+        Ok(Run(p))
+    }
+
+    fn free(&mut self, run: Run, pages: usize) {
+        Region::discard(run.0, pages * self.page_size);
+        self.free_runs[pages].push(run.0);
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        for r in self.regions.drain(..) {
+            r.release();
+        }
+    }
+}
+
+/// One reservation of address space from the OS.
+struct Region {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+/// Address space reserved per region: large, since untouched pages cost
+/// nothing, and fewer regions mean fewer mappings for the kernel to track.
+#[cfg(not(miri))]
+const REGION_BYTES: usize = 256 << 20;
+
+#[cfg(not(miri))]
+impl Region {
+    fn reserve(min_bytes: usize) -> Result<Region> {
+        let len = REGION_BYTES.max(min_bytes);
+        // SAFETY: an anonymous private mapping at an address of the kernel's
+        // choosing; no existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::OsOutOfMemory {
+                bytes: len,
+                reason: format!("mmap failed: {}", std::io::Error::last_os_error()),
+            });
+        }
+        Ok(Region {
+            base: NonNull::new(p.cast()).expect("mmap never returns null on success"),
+            len,
+        })
+    }
+
+    fn discard(p: NonNull<u8>, bytes: usize) {
+        // SAFETY: `p..p+bytes` is a whole run inside a live region that no
+        // zspage owns any more; dropping its contents is what we want.
+        let rc = unsafe { libc::madvise(p.as_ptr().cast(), bytes, libc::MADV_DONTNEED) };
+        debug_assert_eq!(rc, 0, "madvise(MADV_DONTNEED) on a run of ours failed");
+    }
+
+    fn release(self) {
+        // SAFETY: the region was mapped by `reserve` with this length, and the
+        // pool that owned its runs is being dropped.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+// Miri cannot run mmap/madvise: each region is one heap allocation, and
+// "discarding" a run zeroes it, which is what MADV_DONTNEED's observable
+// effect on a private anonymous mapping is.
+#[cfg(miri)]
+const REGION_BYTES: usize = 1 << 20;
+
+#[cfg(miri)]
+impl Region {
+    fn layout(len: usize) -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(len, 4096).expect("valid layout")
+    }
+
+    fn reserve(min_bytes: usize) -> Result<Region> {
+        let len = REGION_BYTES.max(min_bytes);
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(Self::layout(len)) };
+        NonNull::new(p)
+            .map(|base| Region { base, len })
+            .ok_or_else(|| Error::OsOutOfMemory {
+                bytes: len,
+                reason: "the global allocator returned null".into(),
+            })
+    }
+
+    fn discard(p: NonNull<u8>, bytes: usize) {
+        // SAFETY: the run is inside a live region and owned by nobody.
+        unsafe { std::ptr::write_bytes(p.as_ptr(), 0, bytes) };
+    }
+
+    fn release(self) {
+        // SAFETY: allocated by `reserve` with the same layout.
+        unsafe { std::alloc::dealloc(self.base.as_ptr(), Self::layout(self.len)) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_are_reused_split_and_counted() {
+        let src = PageSource::new(4096, None);
+        let a = src.alloc_run(8).unwrap();
+        let a_addr = a.as_ptr() as usize;
+        assert_eq!(src.held_pages(), 8);
+        src.free_run(a, 8);
+        assert_eq!(src.held_pages(), 0);
+        // A 3-page run is cut from the freed 8-page one.
+        let b = src.alloc_run(3).unwrap();
+        assert_eq!(b.as_ptr() as usize, a_addr);
+        let c = src.alloc_run(5).unwrap();
+        assert_eq!(c.as_ptr() as usize, a_addr + 3 * 4096);
+        assert_eq!(src.held_pages(), 8);
+        assert_eq!(src.max_held_pages(), 8);
+        src.free_run(b, 3);
+        src.free_run(c, 5);
+        assert_eq!(src.held_pages(), 0);
+    }
+
+    #[test]
+    fn limit_refuses_and_loses_nothing() {
+        let src = PageSource::new(4096, Some(4 * 4096));
+        let a = src.alloc_run(3).unwrap();
+        let e = src.alloc_run(2).unwrap_err();
+        assert!(matches!(e, Error::MemoryLimit { .. }), "{e}");
+        assert_eq!(src.held_pages(), 3);
+        src.free_run(a, 3);
+        let b = src.alloc_run(4).unwrap();
+        src.free_run(b, 4);
+    }
+
+    #[test]
+    fn discarded_runs_read_back_as_zero() {
+        let src = PageSource::new(4096, None);
+        let a = src.alloc_run(1).unwrap();
+        let p = a.as_ptr();
+        // SAFETY: the run is ours and 4096 bytes long.
+        unsafe { p.write_bytes(0xAB, 4096) };
+        src.free_run(a, 1);
+        let b = src.alloc_run(1).unwrap();
+        assert_eq!(b.as_ptr(), p);
+        // SAFETY: as above.
+        let bytes = unsafe { std::slice::from_raw_parts(b.as_ptr(), 4096) };
+        assert!(bytes.iter().all(|&x| x == 0));
+        src.free_run(b, 1);
+    }
+}

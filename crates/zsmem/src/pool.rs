@@ -1,0 +1,364 @@
+//! The pool: the public face of the allocator.
+//!
+//! A request of `len` bytes is served by the physical class for
+//! `len + header` bytes, where `header` is 8 in the kernel-faithful
+//! configuration (the kernel keeps the handle inside each non-huge object)
+//! and 0 otherwise (zsmem keeps handles out of band). Each operation takes
+//! exactly one lock, its class's; the handle names the class, so a free or a
+//! read never needs a pool-wide lock. The page source's own lock is taken,
+//! nested inside a class lock, only when a zspage is made or freed.
+
+use crate::class::{Class, GROUP_FULL, unknown_class};
+use crate::error::{Error, Result};
+use crate::handle::{CLASS_BITS, Handle};
+use crate::os::PageSource;
+use crate::size_class::{
+    ChainRule, KERNEL_HANDLE_SIZE, SizeClassConfig, SizeClassTable,
+};
+use crate::stats::{ClassStats, PoolStats};
+use crate::sync::{CachePadded, Mutex, MutexGuard};
+
+/// How to build a [`Pool`].
+///
+/// ```
+/// use zsmem::{Pool, PoolConfig};
+/// let cfg = PoolConfig { page_size: 16384, ..PoolConfig::default() };
+/// let pool = Pool::new(cfg).unwrap();
+/// assert_eq!(pool.size_classes().len(), 1023);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Page size in bytes (power of two, 4 KiB..=64 KiB). Also the largest
+    /// object.
+    pub page_size: usize,
+    /// Most pages per zspage, 1..=16.
+    pub chain_size: usize,
+    /// Distance between class sizes, a multiple of 8.
+    pub class_delta: usize,
+    /// How each class's chain length is chosen.
+    pub chain_rule: ChainRule,
+    /// Size every non-huge object as the kernel does, 8 bytes larger for the
+    /// handle it stores in the object, so that page counts match the
+    /// kernel's for the same objects.
+    pub kernel_handle_header: bool,
+    /// Most bytes of zspage memory the pool may hold; `None` for no limit.
+    pub memory_limit: Option<usize>,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        let s = SizeClassConfig::default();
+        PoolConfig {
+            page_size: s.page_size,
+            chain_size: s.chain_size,
+            class_delta: s.class_delta,
+            chain_rule: s.chain_rule,
+            kernel_handle_header: false,
+            memory_limit: None,
+        }
+    }
+}
+
+impl PoolConfig {
+    /// The kernel's zsmalloc as configured on Linux 6.18 with 4 KiB pages:
+    /// chain size 8, 16-byte classes, the handle counted in each object.
+    pub fn kernel() -> Self {
+        PoolConfig {
+            kernel_handle_header: true,
+            ..PoolConfig::default()
+        }
+    }
+
+    /// The size-class part of the configuration.
+    pub fn size_classes(&self) -> SizeClassConfig {
+        SizeClassConfig {
+            page_size: self.page_size,
+            chain_size: self.chain_size,
+            class_delta: self.class_delta,
+            chain_rule: self.chain_rule,
+        }
+    }
+
+    fn header(&self) -> usize {
+        if self.kernel_handle_header {
+            KERNEL_HANDLE_SIZE
+        } else {
+            0
+        }
+    }
+}
+
+const NO_CLASS: u16 = u16::MAX;
+
+/// A zsmalloc-design pool of variable-sized objects.
+///
+/// `Send + Sync`: share it between threads by reference or `Arc`.
+///
+/// ```
+/// use zsmem::{Pool, PoolConfig};
+/// let pool = Pool::new(PoolConfig::default()).unwrap();
+/// let h = pool.alloc(1000).unwrap();
+/// pool.write(h, &[7u8; 1000]).unwrap();
+/// let mut buf = vec![0u8; 1000];
+/// assert_eq!(pool.read(h, &mut buf).unwrap(), 1000);
+/// assert!(buf.iter().all(|&b| b == 7));
+/// let s = pool.stats();
+/// assert_eq!((s.objects, s.bytes_stored, s.pages_held), (1, 1000, 1));
+/// pool.free(h).unwrap();
+/// assert_eq!(pool.stats().pages_held, 0);
+/// ```
+pub struct Pool {
+    cfg: PoolConfig,
+    table: SizeClassTable,
+    header: usize,
+    /// Class index (as carried in handles) to position in `classes`.
+    dense: Box<[u16]>,
+    classes: Box<[CachePadded<Mutex<Class>>]>,
+    pages: PageSource,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("config", &self.cfg)
+            .field("physical_classes", &self.classes.len())
+            .field("pages_held", &self.pages.held_pages())
+            .finish()
+    }
+}
+
+impl Pool {
+    /// Make a pool; fails with [`Error::InvalidConfig`] naming the bad
+    /// parameter.
+    pub fn new(cfg: PoolConfig) -> Result<Pool> {
+        let table = SizeClassTable::new(cfg.size_classes())?;
+        if table.len() > 1 << CLASS_BITS {
+            return Err(Error::InvalidConfig(format!(
+                "{} size classes do not fit the handle's {CLASS_BITS}-bit class field",
+                table.len()
+            )));
+        }
+        if cfg.memory_limit == Some(0) {
+            return Err(Error::InvalidConfig(
+                "memory limit of 0 bytes: use None for no limit".into(),
+            ));
+        }
+        let mut dense = vec![NO_CLASS; table.len()].into_boxed_slice();
+        let classes = table
+            .physical_indices()
+            .iter()
+            .enumerate()
+            .map(|(d, &i)| {
+                dense[i] = d as u16;
+                CachePadded(Mutex::new(Class::new(table.classes()[i])))
+            })
+            .collect();
+        Ok(Pool {
+            header: cfg.header(),
+            pages: PageSource::new(cfg.page_size, cfg.memory_limit),
+            cfg,
+            table,
+            dense,
+            classes,
+        })
+    }
+
+    /// The configuration the pool was made with.
+    pub fn config(&self) -> &PoolConfig {
+        &self.cfg
+    }
+
+    /// The pool's size-class table.
+    pub fn size_classes(&self) -> &SizeClassTable {
+        &self.table
+    }
+
+    /// Largest object the pool accepts (its page size).
+    pub fn max_object_size(&self) -> usize {
+        self.cfg.page_size
+    }
+
+    /// Objects of this many bytes or more are stored one per page. With the
+    /// kernel's handle header this is the kernel's `huge_class_size`.
+    pub fn huge_class_size(&self) -> usize {
+        self.table.huge_threshold(self.header)
+    }
+
+    fn check_len(&self, len: usize) -> Result<()> {
+        if len == 0 {
+            return Err(Error::ZeroLength);
+        }
+        if len > self.cfg.page_size {
+            return Err(Error::TooLarge {
+                len,
+                max: self.cfg.page_size,
+            });
+        }
+        Ok(())
+    }
+
+    /// The class serving `len` bytes: its handle index and its lock.
+    fn class_for_len(&self, len: usize) -> (usize, &Mutex<Class>) {
+        let index = self.table.physical_for(len + self.header).index;
+        (index, &self.classes[usize::from(self.dense[index])])
+    }
+
+    /// Lock the class a handle names.
+    fn lock_class(&self, h: Handle) -> Result<MutexGuard<'_, Class>> {
+        let d = *self
+            .dense
+            .get(h.class())
+            .filter(|&&d| d != NO_CLASS)
+            .ok_or_else(|| unknown_class(h))?;
+        Ok(self.classes[usize::from(d)].lock())
+    }
+
+    /// Allocate an object of `len` bytes (1..=page size). Its bytes are
+    /// unspecified until written.
+    pub fn alloc(&self, len: usize) -> Result<Handle> {
+        self.check_len(len)?;
+        let (index, class) = self.class_for_len(len);
+        class.lock().alloc(index, len, None, &self.pages)
+    }
+
+    /// Allocate an object holding a copy of `data`, under one lock
+    /// acquisition (what zram does per page).
+    pub fn store(&self, data: &[u8]) -> Result<Handle> {
+        self.check_len(data.len())?;
+        let (index, class) = self.class_for_len(data.len());
+        class.lock().alloc(index, data.len(), Some(data), &self.pages)
+    }
+
+    /// Write `data` to the start of the object.
+    pub fn write(&self, h: Handle, data: &[u8]) -> Result<()> {
+        self.write_at(h, 0, data)
+    }
+
+    /// Write `data` at `offset` in the object; the write must fit.
+    pub fn write_at(&self, h: Handle, offset: usize, data: &[u8]) -> Result<()> {
+        self.lock_class(h)?.write(h, offset, data)
+    }
+
+    /// Copy the object into `buf`, which must be at least as long; returns
+    /// the object's length.
+    pub fn read(&self, h: Handle, buf: &mut [u8]) -> Result<usize> {
+        let class = self.lock_class(h)?;
+        let loc = class.resolve(h)?;
+        if buf.len() < loc.len {
+            return Err(Error::BufferTooSmall {
+                len: buf.len(),
+                object_len: loc.len,
+            });
+        }
+        buf[..loc.len].copy_from_slice(class.bytes(loc));
+        Ok(loc.len)
+    }
+
+    /// A copy of the object.
+    pub fn read_vec(&self, h: Handle) -> Result<Vec<u8>> {
+        self.with_object(h, <[u8]>::to_vec)
+    }
+
+    /// Call `f` with the object's bytes in place, without copying (the
+    /// kernel's `zs_map_object` for reading). The object's class is locked
+    /// while `f` runs: `f` must not call back into this pool.
+    pub fn with_object<R>(&self, h: Handle, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        let class = self.lock_class(h)?;
+        let loc = class.resolve(h)?;
+        Ok(f(class.bytes(loc)))
+    }
+
+    /// The object's length in bytes.
+    pub fn object_len(&self, h: Handle) -> Result<usize> {
+        Ok(self.lock_class(h)?.resolve(h)?.len)
+    }
+
+    /// Free the object. The handle is dead at once: any later use of it is
+    /// an [`Error::InvalidHandle`].
+    pub fn free(&self, h: Handle) -> Result<()> {
+        self.lock_class(h)?.free(h, &self.pages)
+    }
+
+    /// Per physical class statistics, smallest class first.
+    pub fn class_stats(&self) -> Vec<ClassStats> {
+        self.classes
+            .iter()
+            .map(|c| {
+                let c = c.lock();
+                let info = c.info;
+                let groups = c.group_counts();
+                let mut fullness = [0; 11];
+                fullness.copy_from_slice(&groups[1..=GROUP_FULL]);
+                let obj_allocated = c.zspage_count() * info.objs_per_zspage;
+                let obj_used = c.objects();
+                ClassStats {
+                    index: info.index,
+                    size: info.size,
+                    fullness,
+                    obj_allocated,
+                    obj_used,
+                    pages_used: c.zspage_count() * info.pages_per_zspage,
+                    pages_per_zspage: info.pages_per_zspage,
+                    objs_per_zspage: info.objs_per_zspage,
+                    freeable: (obj_allocated - obj_used) / info.objs_per_zspage
+                        * info.pages_per_zspage,
+                    bytes_stored: c.bytes_stored(),
+                    metadata_bytes: c.metadata_bytes(),
+                }
+            })
+            .collect()
+    }
+
+    /// Pool totals. Classes are visited one at a time, so under concurrent
+    /// use the totals are a sum of per-class snapshots.
+    pub fn stats(&self) -> PoolStats {
+        let mut s = PoolStats {
+            page_size: self.cfg.page_size,
+            pages_held: self.pages.held_pages(),
+            max_pages_held: self.pages.max_held_pages(),
+            objects: 0,
+            bytes_stored: 0,
+            huge_objects: 0,
+            metadata_bytes: std::mem::size_of_val(&*self.classes)
+                + std::mem::size_of_val(&*self.dense),
+            reserved_bytes: self.pages.reserved_bytes(),
+        };
+        for c in self.classes.iter() {
+            let c = c.lock();
+            s.objects += c.objects();
+            s.bytes_stored += c.bytes_stored();
+            s.metadata_bytes += c.metadata_bytes();
+            if c.info.is_huge() {
+                s.huge_objects += c.objects();
+            }
+        }
+        s
+    }
+
+    /// Check every invariant of every class and of the page accounting.
+    /// Meant for tests and debugging: it walks all metadata. Under
+    /// concurrent use, run it while no other thread uses the pool.
+    pub fn check_invariants(&self) -> Result<()> {
+        let mut pages = 0;
+        for c in self.classes.iter() {
+            let c = c.lock();
+            c.check(c.info.index).map_err(Error::InvariantViolated)?;
+            pages += c.zspage_count() * c.info.pages_per_zspage;
+        }
+        let held = self.pages.held_pages();
+        if pages != held {
+            return Err(Error::InvariantViolated(format!(
+                "zspages hold {pages} pages but the page source counts {held}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        for c in self.classes.iter() {
+            c.lock().release_all(&self.pages);
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Statistics: per class the kernel's debugfs columns, and pool totals.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+/// One physical class, as `/sys/kernel/debug/zsmalloc/<pool>/classes`
+/// shows it, plus the bytes its objects hold.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ClassStats {
+    /// Class index (the kernel's `class->index`).
+    pub index: usize,
+    /// Object slot size in bytes.
+    pub size: usize,
+    /// Zspages in the fullness groups 10%, 20%, ..., 90%, 99%, 100%.
+    pub fullness: [usize; 11],
+    /// Object slots in all zspages of the class.
+    pub obj_allocated: usize,
+    /// Objects in use.
+    pub obj_used: usize,
+    /// Pages of all zspages of the class.
+    pub pages_used: usize,
+    /// Pages per zspage.
+    pub pages_per_zspage: usize,
+    /// Objects per zspage.
+    pub objs_per_zspage: usize,
+    /// The kernel's estimate of pages compaction could free:
+    /// `(obj_allocated - obj_used) / objs_per_zspage * pages_per_zspage`.
+    pub freeable: usize,
+    /// Sum of the lengths of the objects in use.
+    pub bytes_stored: usize,
+    /// Heap bytes of the class's metadata (handle table, zspage
+    /// descriptors, free stacks, owner arrays).
+    pub metadata_bytes: usize,
+}
+
+/// Totals for a pool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PoolStats {
+    /// Page size of the pool.
+    pub page_size: usize,
+    /// Pages of all zspages: the memory the pool holds for objects (what
+    /// zram reports as `mem_used_total`, in pages).
+    pub pages_held: usize,
+    /// Highest `pages_held` since the pool was made (`mem_used_max`).
+    pub max_pages_held: usize,
+    /// Live objects.
+    pub objects: usize,
+    /// Sum of the live objects' lengths.
+    pub bytes_stored: usize,
+    /// Live objects in huge classes (one per page).
+    pub huge_objects: usize,
+    /// Heap bytes of allocator metadata.
+    pub metadata_bytes: usize,
+    /// Address space reserved from the OS (not all of it resident).
+    pub reserved_bytes: usize,
+}
+
+impl PoolStats {
+    /// `pages_held` in bytes.
+    pub fn bytes_held(&self) -> usize {
+        self.pages_held * self.page_size
+    }
+
+    /// Bytes held for objects but not holding object bytes, as a fraction of
+    /// the bytes stored (the reference's "overhead ratio"). 0 when empty.
+    pub fn overhead_ratio(&self) -> f64 {
+        if self.bytes_stored == 0 {
+            0.0
+        } else {
+            (self.bytes_held() as f64 - self.bytes_stored as f64) / self.bytes_stored as f64
+        }
+    }
+}
+
+/// Render class stats in the layout of the kernel's debugfs `classes` file,
+/// with its `Total` line.
+pub fn format_kernel_classes(classes: &[ClassStats]) -> String {
+    let mut out = String::new();
+    let _ = write!(out, " {:>5} {:>5} ", "class", "size");
+    for g in ["10%", "20%", "30%", "40%", "50%", "60%", "70%", "80%", "90%", "99%", "100%"] {
+        let _ = write!(out, "{g:>9} ");
+    }
+    let _ = writeln!(
+        out,
+        "{:>13} {:>10} {:>10} {:>16} {:>8}",
+        "obj_allocated", "obj_used", "pages_used", "pages_per_zspage", "freeable"
+    );
+    let mut total = [0usize; 11];
+    let (mut alloc, mut used, mut pages, mut freeable) = (0, 0, 0, 0);
+    for c in classes {
+        let _ = write!(out, " {:>5} {:>5} ", c.index, c.size);
+        for (g, n) in c.fullness.iter().enumerate() {
+            let _ = write!(out, "{n:>9} ");
+            total[g] += n;
+        }
+        let _ = writeln!(
+            out,
+            "{:>13} {:>10} {:>10} {:>16} {:>8}",
+            c.obj_allocated, c.obj_used, c.pages_used, c.pages_per_zspage, c.freeable
+        );
+        alloc += c.obj_allocated;
+        used += c.obj_used;
+        pages += c.pages_used;
+        freeable += c.freeable;
+    }
+    let _ = write!(out, "\n {:>5} {:>5} ", "Total", "");
+    for n in total {
+        let _ = write!(out, "{n:>9} ");
+    }
+    let _ = writeln!(
+        out,
+        "{alloc:>13} {used:>10} {pages:>10} {:>16} {freeable:>8}",
+        ""
+    );
+    out
+}
