@@ -1,1 +1,48 @@
-fn main() {}
+//! The `zsmem` command.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use zsmem_cli::{bench, classes, stats};
+
+/// zsmem: a zsmalloc-design compressed-memory allocator, its size-class
+/// simulator and its benchmarks.
+#[derive(Parser, Debug)]
+#[command(name = "zsmem", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Size-class simulator: how requests map to classes, zspage shapes,
+    /// waste and spanning objects, optionally against a second configuration.
+    Classes(classes::ClassesArgs),
+    /// Fill a pool with a synthetic workload and print its statistics in the
+    /// kernel's debugfs layout.
+    Stats(stats::StatsArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli
+        .command
+        .unwrap_or(Command::Classes(classes::ClassesArgs::default()))
+    {
+        Command::Classes(a) => classes::run(&a),
+        Command::Stats(a) => stats::run(&a),
+        Command::Bench(b) => bench::run(&b),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("zsmem: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -229,13 +229,17 @@ impl Class {
 
     /// The object's bytes.
     pub(crate) fn bytes(&self, loc: Location) -> &[u8] {
-        self.zspage(loc.zspage).bytes(loc.obj, self.info.size, loc.len)
+        self.zspage(loc.zspage)
+            .bytes(loc.obj, self.info.size, loc.len)
     }
 
     /// Write into an object; `offset + data.len()` must fit its length.
     pub(crate) fn write(&mut self, h: Handle, offset: usize, data: &[u8]) -> Result<()> {
         let loc = self.resolve(h)?;
-        if offset.checked_add(data.len()).is_none_or(|end| end > loc.len) {
+        if offset
+            .checked_add(data.len())
+            .is_none_or(|end| end > loc.len)
+        {
             return Err(Error::WriteTooLong {
                 len: data.len(),
                 offset,
@@ -243,7 +247,8 @@ impl Class {
             });
         }
         let size = self.info.size;
-        self.zspage_mut(loc.zspage).write(loc.obj, size, offset, data);
+        self.zspage_mut(loc.zspage)
+            .write(loc.obj, size, offset, data);
         Ok(())
     }
 
@@ -355,14 +360,19 @@ impl Class {
                 n += 1;
             }
             if n != self.counts[g] || (n > 0) != (self.nonempty & (1 << g) != 0) {
-                return Err(ctx(format!("group {g} counts {} but lists {n}", self.counts[g])));
+                return Err(ctx(format!(
+                    "group {g} counts {} but lists {n}",
+                    self.counts[g]
+                )));
             }
         }
         let live: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.nodes[i].zspage.is_some())
             .collect();
         if live.iter().any(|&i| !listed[i]) || live.len() != self.zspages {
-            return Err(ctx("a live zspage is on no list, or the zspage count is off".into()));
+            return Err(ctx(
+                "a live zspage is on no list, or the zspage count is off".into(),
+            ));
         }
         if self.spare.len() + live.len() != self.nodes.len() {
             return Err(ctx("spare node list does not match dead nodes".into()));
@@ -373,12 +383,19 @@ impl Class {
         for slot in 0..self.handles.slots() as u32 {
             if let Some(l) = self.handles.live_entry(slot) {
                 let node = self.nodes.get(l.zspage as usize);
-                let owner = node.and_then(|n| n.zspage.as_ref()).and_then(|z| z.owner(l.obj));
+                let owner = node
+                    .and_then(|n| n.zspage.as_ref())
+                    .and_then(|z| z.owner(l.obj));
                 if owner != Some(slot) {
-                    return Err(ctx(format!("handle slot {slot} points at {l:?}, owned by {owner:?}")));
+                    return Err(ctx(format!(
+                        "handle slot {slot} points at {l:?}, owned by {owner:?}"
+                    )));
                 }
                 if l.len > self.info.size {
-                    return Err(ctx(format!("handle slot {slot} length {} over class size", l.len)));
+                    return Err(ctx(format!(
+                        "handle slot {slot} length {} over class size",
+                        l.len
+                    )));
                 }
                 stored += l.len;
                 owned += 1;

@@ -44,7 +44,9 @@ pub enum Error {
     #[error("zero-length allocation: an object must hold at least 1 byte")]
     ZeroLength,
     /// Allocation larger than the largest object (the page size).
-    #[error("object of {len} bytes is larger than the pool's maximum object size of {max} bytes (its page size)")]
+    #[error(
+        "object of {len} bytes is larger than the pool's maximum object size of {max} bytes (its page size)"
+    )]
     TooLarge {
         /// Requested length.
         len: usize,
@@ -60,7 +62,9 @@ pub enum Error {
         reason: String,
     },
     /// The pool's configured memory limit would be passed.
-    #[error("memory limit of {limit} bytes reached: {held} bytes held, {needed} more needed for a new zspage")]
+    #[error(
+        "memory limit of {limit} bytes reached: {held} bytes held, {needed} more needed for a new zspage"
+    )]
     MemoryLimit {
         /// The configured limit in bytes.
         limit: usize,
@@ -78,7 +82,9 @@ pub enum Error {
         fault: HandleFault,
     },
     /// A write does not fit in the object.
-    #[error("write of {len} bytes at offset {offset} does not fit in an object of {object_len} bytes")]
+    #[error(
+        "write of {len} bytes at offset {offset} does not fit in an object of {object_len} bytes"
+    )]
     WriteTooLong {
         /// Bytes to write.
         len: usize,

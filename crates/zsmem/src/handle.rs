@@ -140,7 +140,9 @@ impl HandleTable {
                 if self.entries.len() as u64 > SLOT_MASK {
                     return Err(Error::OsOutOfMemory {
                         bytes: 0,
-                        reason: format!("handle table of class {class} is full (2^{SLOT_BITS} objects)"),
+                        reason: format!(
+                            "handle table of class {class} is full (2^{SLOT_BITS} objects)"
+                        ),
                     });
                 }
                 self.entries.push(Entry {
@@ -242,7 +244,10 @@ impl HandleTable {
         for &s in &self.free {
             let s = s as usize;
             if s >= self.entries.len() {
-                return Err(format!("free slot {s} beyond table of {}", self.entries.len()));
+                return Err(format!(
+                    "free slot {s} beyond table of {}",
+                    self.entries.len()
+                ));
             }
             if std::mem::replace(&mut on_free[s], true) {
                 return Err(format!("slot {s} is on the free list twice"));
@@ -287,7 +292,10 @@ mod tests {
     #[test]
     fn encoding_round_trips_and_is_never_zero() {
         let h = Handle::new(4094, (1 << 30) - 1, GEN_MASK);
-        assert_eq!((h.class(), h.slot(), h.generation()), (4094, (1 << 30) - 1, GEN_MASK));
+        assert_eq!(
+            (h.class(), h.slot(), h.generation()),
+            (4094, (1 << 30) - 1, GEN_MASK)
+        );
         let h = Handle::new(0, 0, 1);
         assert_ne!(h.to_raw(), 0);
     }

@@ -164,7 +164,10 @@ impl Arena {
             }
         }
         let bytes = pages * self.page_size;
-        let fits = self.regions.last().is_some_and(|r| self.bump + bytes <= r.len);
+        let fits = self
+            .regions
+            .last()
+            .is_some_and(|r| self.bump + bytes <= r.len);
         if !fits {
             // The tail of the old region is left unused: it was never
             // touched, so it costs address space only.

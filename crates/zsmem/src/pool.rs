@@ -12,9 +12,7 @@ use crate::class::{Class, GROUP_FULL, unknown_class};
 use crate::error::{Error, Result};
 use crate::handle::{CLASS_BITS, Handle};
 use crate::os::PageSource;
-use crate::size_class::{
-    ChainRule, KERNEL_HANDLE_SIZE, SizeClassConfig, SizeClassTable,
-};
+use crate::size_class::{ChainRule, KERNEL_HANDLE_SIZE, SizeClassConfig, SizeClassTable};
 use crate::stats::{ClassStats, PoolStats};
 use crate::sync::{CachePadded, Mutex, MutexGuard};
 
@@ -226,7 +224,9 @@ impl Pool {
     pub fn store(&self, data: &[u8]) -> Result<Handle> {
         self.check_len(data.len())?;
         let (index, class) = self.class_for_len(data.len());
-        class.lock().alloc(index, data.len(), Some(data), &self.pages)
+        class
+            .lock()
+            .alloc(index, data.len(), Some(data), &self.pages)
     }
 
     /// Write `data` to the start of the object.

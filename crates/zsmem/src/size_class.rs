@@ -336,7 +336,8 @@ impl SizeClassTable {
     /// the largest class, as the kernel does).
     pub fn index_for(&self, size: usize) -> usize {
         let over = size.saturating_sub(MIN_ALLOC_SIZE);
-        over.div_ceil(self.cfg.class_delta).min(self.classes.len() - 1)
+        over.div_ceil(self.cfg.class_delta)
+            .min(self.classes.len() - 1)
     }
 
     /// The physical class that serves a request of `size` bytes.
@@ -397,8 +398,12 @@ mod tests {
 
     #[test]
     fn four_k_delta_16_matches_kernel() {
-        for (chain, phys, huge) in [(4, 69, 3257), (8, 119, 3625), (10, 141, 3705), (16, 192, 3833)]
-        {
+        for (chain, phys, huge) in [
+            (4, 69, 3257),
+            (8, 119, 3625),
+            (10, 141, 3705),
+            (16, 192, 3833),
+        ] {
             let t = table(4096, chain, 16);
             assert_eq!(t.len(), 255, "chain {chain}");
             assert_eq!(t.physical_count(), phys, "chain {chain}");

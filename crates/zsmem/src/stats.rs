@@ -78,7 +78,9 @@ impl PoolStats {
 pub fn format_kernel_classes(classes: &[ClassStats]) -> String {
     let mut out = String::new();
     let _ = write!(out, " {:>5} {:>5} ", "class", "size");
-    for g in ["10%", "20%", "30%", "40%", "50%", "60%", "70%", "80%", "90%", "99%", "100%"] {
+    for g in [
+        "10%", "20%", "30%", "40%", "50%", "60%", "70%", "80%", "90%", "99%", "100%",
+    ] {
         let _ = write!(out, "{g:>9} ");
     }
     let _ = writeln!(

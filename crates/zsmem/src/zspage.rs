@@ -139,7 +139,10 @@ impl Zspage {
                 return Err(format!("object {f} is on the free stack twice"));
             }
             if self.owners[f] != FREE_OBJ {
-                return Err(format!("object {f} is free and owned by slot {}", self.owners[f]));
+                return Err(format!(
+                    "object {f} is free and owned by slot {}",
+                    self.owners[f]
+                ));
             }
         }
         let owned = self.owners.iter().filter(|&&o| o != FREE_OBJ).count();

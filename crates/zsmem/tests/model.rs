@@ -1,0 +1,224 @@
+//! Model-based tests: long random sequences of alloc / store / write / read /
+//! free against a HashMap model; every byte is checked and
+//! `check_invariants` runs after every step.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{Rng, compressed_len, pattern};
+use proptest::prelude::*;
+use zsmem::{ChainRule, Error, Handle, HandleFault, Pool, PoolConfig};
+
+/// The model: what every live handle must read back as.
+#[derive(Default)]
+struct Model {
+    objects: HashMap<u64, Vec<u8>>,
+    order: Vec<u64>,
+    dead: Vec<u64>,
+}
+
+impl Model {
+    fn pick(&self, i: usize) -> Option<u64> {
+        (!self.order.is_empty()).then(|| self.order[i % self.order.len()])
+    }
+
+    fn remove(&mut self, raw: u64) {
+        self.objects.remove(&raw);
+        let pos = self.order.iter().position(|&x| x == raw).unwrap();
+        self.order.swap_remove(pos);
+        self.dead.push(raw);
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Alloc(usize, u64),
+    Store(usize, u64),
+    WriteAt(usize, usize, usize, u64),
+    Read(usize),
+    Free(usize),
+    UseDead(usize),
+}
+
+fn apply(pool: &Pool, m: &mut Model, op: &Op) {
+    let page = pool.max_object_size();
+    match *op {
+        Op::Alloc(len, seed) | Op::Store(len, seed) => {
+            let len = len.clamp(1, page);
+            let data = pattern(seed, len);
+            let h = if matches!(op, Op::Alloc(..)) {
+                let h = pool.alloc(len).unwrap();
+                pool.write(h, &data).unwrap();
+                h
+            } else {
+                pool.store(&data).unwrap()
+            };
+            assert!(
+                m.objects.insert(h.to_raw(), data).is_none(),
+                "handle reused while live"
+            );
+            m.order.push(h.to_raw());
+        }
+        Op::WriteAt(i, off, len, seed) => {
+            let Some(raw) = m.pick(i) else { return };
+            let obj = m.objects.get_mut(&raw).unwrap();
+            let off = off % (obj.len() + 1);
+            let data = pattern(seed, len);
+            let r = pool.write_at(Handle::from_raw(raw), off, &data);
+            if off + len <= obj.len() {
+                r.unwrap();
+                obj[off..off + len].copy_from_slice(&data);
+            } else {
+                assert!(matches!(r, Err(Error::WriteTooLong { .. })), "{r:?}");
+            }
+        }
+        Op::Read(i) => {
+            let Some(raw) = m.pick(i) else { return };
+            let want = &m.objects[&raw];
+            let h = Handle::from_raw(raw);
+            assert_eq!(pool.object_len(h).unwrap(), want.len());
+            let mut buf = vec![0u8; page];
+            let n = pool.read(h, &mut buf).unwrap();
+            assert_eq!(&buf[..n], &want[..], "object bytes differ");
+        }
+        Op::Free(i) => {
+            let Some(raw) = m.pick(i) else { return };
+            pool.free(Handle::from_raw(raw)).unwrap();
+            m.remove(raw);
+        }
+        Op::UseDead(i) => {
+            if m.dead.is_empty() {
+                return;
+            }
+            let raw = m.dead[i % m.dead.len()];
+            let h = Handle::from_raw(raw);
+            for r in [
+                pool.free(h),
+                pool.read_vec(h).map(drop),
+                pool.write(h, b"x"),
+            ] {
+                match r {
+                    Err(Error::InvalidHandle {
+                        fault: HandleFault::Freed | HandleFault::Stale,
+                        ..
+                    }) => {}
+                    other => panic!("dead handle {raw:#x} gave {other:?}"),
+                }
+            }
+        }
+    }
+}
+
+fn verify(pool: &Pool, m: &Model) {
+    pool.check_invariants().unwrap();
+    let s = pool.stats();
+    assert_eq!(s.objects, m.objects.len());
+    assert_eq!(
+        s.bytes_stored,
+        m.objects.values().map(Vec::len).sum::<usize>()
+    );
+}
+
+fn configs() -> Vec<PoolConfig> {
+    vec![
+        PoolConfig::default(),
+        PoolConfig::kernel(),
+        PoolConfig {
+            chain_size: 2,
+            ..PoolConfig::default()
+        },
+        PoolConfig {
+            page_size: 16384,
+            class_delta: 64,
+            chain_rule: ChainRule::SpanAware,
+            ..PoolConfig::default()
+        },
+        PoolConfig {
+            page_size: 65536,
+            chain_size: 1,
+            class_delta: 16,
+            chain_rule: ChainRule::UsedPercent,
+            kernel_handle_header: true,
+            memory_limit: None,
+        },
+    ]
+}
+
+/// The long run: 200,000+ operations over five configurations, invariants
+/// checked after every one, every byte of every read compared.
+#[test]
+fn long_random_sequences_match_the_model() {
+    let mut total = 0;
+    for (ci, cfg) in configs().into_iter().enumerate() {
+        let pool = Pool::new(cfg).unwrap();
+        let page = pool.max_object_size();
+        let mut m = Model::default();
+        let mut r = Rng(0x5EED + ci as u64);
+        // Waves: the target population rises and falls so zspages fill,
+        // drain and are returned.
+        let steps = if cfg!(miri) { 300 } else { 42_000 };
+        for step in 0..steps {
+            let target = 50 + (step / 500 % 8) * 60;
+            let grow = m.objects.len() < target;
+            let op = match r.range(0, 99) {
+                0..=29 if grow => Op::Store(compressed_len(&mut r, page), r.next()),
+                30..=44 if grow => Op::Alloc(r.range(1, page), r.next()),
+                0..=44 => Op::Free(r.next() as usize),
+                45..=74 => Op::Read(r.next() as usize),
+                75..=84 => Op::WriteAt(
+                    r.next() as usize,
+                    r.next() as usize,
+                    r.range(0, 300),
+                    r.next(),
+                ),
+                85..=94 => Op::Free(r.next() as usize),
+                _ => Op::UseDead(r.next() as usize),
+            };
+            apply(&pool, &mut m, &op);
+            verify(&pool, &m);
+            total += 1;
+        }
+        // Free everything: the pool must return every page.
+        while let Some(raw) = m.order.first().copied() {
+            pool.free(Handle::from_raw(raw)).unwrap();
+            m.remove(raw);
+        }
+        verify(&pool, &m);
+        assert_eq!(pool.stats().pages_held, 0);
+    }
+    if !cfg!(miri) {
+        assert!(total >= 200_000, "ran only {total} operations");
+    }
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (1usize..=4096, any::<u64>()).prop_map(|(l, s)| Op::Store(l, s)),
+        2 => (1usize..=4096, any::<u64>()).prop_map(|(l, s)| Op::Alloc(l, s)),
+        2 => (any::<usize>(), any::<usize>(), 0usize..300, any::<u64>())
+            .prop_map(|(i, o, l, s)| Op::WriteAt(i, o, l, s)),
+        3 => any::<usize>().prop_map(Op::Read),
+        3 => any::<usize>().prop_map(Op::Free),
+        1 => any::<usize>().prop_map(Op::UseDead),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 2 } else { 64 },
+        ..ProptestConfig::default()
+    })]
+
+    /// Shrinkable version of the long run, on a short chain so zspages are
+    /// made and freed often.
+    #[test]
+    fn random_ops_match_the_model(ops in proptest::collection::vec(op_strategy(), 1..400)) {
+        let pool = Pool::new(PoolConfig { chain_size: 2, ..PoolConfig::kernel() }).unwrap();
+        let mut m = Model::default();
+        for op in &ops {
+            apply(&pool, &mut m, op);
+            verify(&pool, &m);
+        }
+    }
+}

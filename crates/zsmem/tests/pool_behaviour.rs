@@ -1,0 +1,182 @@
+//! The pool's observable behaviour: huge objects, class choice, fullness
+//! groups, statistics, and concurrent use.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{Rng, compressed_len, pattern};
+use zsmem::{Pool, PoolConfig, stats::format_kernel_classes};
+
+#[test]
+fn huge_objects_take_a_page_each() {
+    let pool = Pool::new(PoolConfig::kernel()).unwrap();
+    assert_eq!(pool.huge_class_size(), 3625);
+    let below = pool.store(&vec![1; 3624]).unwrap();
+    assert_eq!(pool.stats().huge_objects, 0);
+    let hs: Vec<_> = (0..5)
+        .map(|_| pool.store(&vec![2; 3625]).unwrap())
+        .collect();
+    let s = pool.stats();
+    assert_eq!(s.huge_objects, 5);
+    // 3624 + 8 = 3632 is the largest non-huge class; it chains pages.
+    let c3632 = pool.size_classes().physical_for(3632);
+    assert_eq!(s.pages_held, 5 + c3632.pages_per_zspage);
+    for h in hs {
+        pool.free(h).unwrap();
+    }
+    pool.free(below).unwrap();
+    assert_eq!(pool.stats().pages_held, 0);
+    // Without the kernel's header, 3632-byte objects are not huge.
+    let native = Pool::new(PoolConfig::default()).unwrap();
+    assert_eq!(native.huge_class_size(), 3633);
+}
+
+#[test]
+fn fullest_zspage_is_filled_first_and_stats_match_the_kernel_formula() {
+    let pool = Pool::new(PoolConfig::default()).unwrap();
+    // 1000-byte objects: class 1008.
+    let c = *pool.size_classes().physical_for(1000);
+    let per = c.objs_per_zspage;
+    let hs: Vec<_> = (0..per * 3)
+        .map(|i| pool.store(&pattern(i as u64, 1000)).unwrap())
+        .collect();
+    // Empty most of the first zspage and a little of the second.
+    for h in &hs[..per - 1] {
+        pool.free(*h).unwrap();
+    }
+    pool.free(hs[per]).unwrap();
+    let cs = pool
+        .class_stats()
+        .into_iter()
+        .find(|s| s.size == c.size)
+        .unwrap();
+    assert_eq!(cs.obj_allocated, 3 * per);
+    assert_eq!(cs.obj_used, 2 * per);
+    assert_eq!(cs.pages_used, 3 * c.pages_per_zspage);
+    assert_eq!(cs.freeable, (per / per) * c.pages_per_zspage);
+    assert_eq!(cs.fullness[10], 1, "one full zspage");
+    // A new object goes to the 99% zspage, not the nearly empty one.
+    let n = pool.store(&[9; 1000]).unwrap();
+    let cs = pool
+        .class_stats()
+        .into_iter()
+        .find(|s| s.size == c.size)
+        .unwrap();
+    assert_eq!(cs.fullness[10], 2);
+    assert_eq!(cs.pages_used, 3 * c.pages_per_zspage);
+    pool.free(n).unwrap();
+    let table = format_kernel_classes(&pool.class_stats());
+    assert!(table.contains("obj_allocated") && table.contains("Total"));
+    pool.check_invariants().unwrap();
+}
+
+#[test]
+fn pages_are_accounted_exactly() {
+    let pool = Pool::new(PoolConfig::kernel()).unwrap();
+    let mut r = Rng(3);
+    let mut hs = Vec::new();
+    for i in 0..20_000u64 {
+        hs.push(
+            pool.store(&pattern(i, compressed_len(&mut r, 4096)))
+                .unwrap(),
+        );
+    }
+    let s = pool.stats();
+    let from_classes: usize = pool.class_stats().iter().map(|c| c.pages_used).sum();
+    assert_eq!(s.pages_held, from_classes);
+    assert_eq!(s.max_pages_held, s.pages_held);
+    assert!(s.metadata_bytes > 0);
+    for h in hs {
+        pool.free(h).unwrap();
+    }
+    let s = pool.stats();
+    assert_eq!((s.pages_held, s.objects, s.bytes_stored), (0, 0, 0));
+}
+
+/// Threads store, read, write and free at random, handing some objects to
+/// each other to free; every byte is checked; at the end the pool is empty
+/// and holds no pages.
+#[test]
+fn threads_share_a_pool_and_every_byte_survives() {
+    let pool = Arc::new(
+        Pool::new(PoolConfig {
+            chain_size: 4,
+            ..PoolConfig::kernel()
+        })
+        .unwrap(),
+    );
+    let threads = 4;
+    let (tx, rx) = std::sync::mpsc::channel::<(zsmem::Handle, u64, usize)>();
+    let rx = Arc::new(std::sync::Mutex::new(rx));
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            let pool = Arc::clone(&pool);
+            let tx = tx.clone();
+            let rx = Arc::clone(&rx);
+            std::thread::spawn(move || {
+                let mut r = Rng(t as u64 * 1000 + 1);
+                let mut mine: Vec<(zsmem::Handle, u64, usize)> = Vec::new();
+                let ops = if cfg!(miri) { 200 } else { 40_000 };
+                for _ in 0..ops {
+                    match r.range(0, 9) {
+                        0..=3 => {
+                            let seed = r.next();
+                            let len = compressed_len(&mut r, 4096);
+                            mine.push((pool.store(&pattern(seed, len)).unwrap(), seed, len));
+                        }
+                        4..=5 if !mine.is_empty() => {
+                            let (h, seed, len) = mine[r.range(0, mine.len() - 1)];
+                            assert_eq!(pool.read_vec(h).unwrap(), pattern(seed, len));
+                        }
+                        6 if !mine.is_empty() => {
+                            let i = r.range(0, mine.len() - 1);
+                            let (h, _, len) = mine[i];
+                            let seed = r.next();
+                            pool.write(h, &pattern(seed, len)).unwrap();
+                            mine[i].1 = seed;
+                        }
+                        7 if !mine.is_empty() => {
+                            // Hand one to another thread.
+                            let i = r.range(0, mine.len() - 1);
+                            tx.send(mine.swap_remove(i)).unwrap();
+                        }
+                        _ => {
+                            let theirs = rx.lock().unwrap().try_recv().ok();
+                            let victim = theirs.or_else(|| {
+                                (!mine.is_empty())
+                                    .then(|| mine.swap_remove(r.range(0, mine.len() - 1)))
+                            });
+                            if let Some((h, seed, len)) = victim {
+                                assert_eq!(pool.read_vec(h).unwrap(), pattern(seed, len));
+                                pool.free(h).unwrap();
+                            }
+                        }
+                    }
+                }
+                mine
+            })
+        })
+        .collect();
+    drop(tx);
+    let mut left: Vec<_> = workers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
+    left.extend(rx.lock().unwrap().try_iter());
+    pool.check_invariants().unwrap();
+    assert_eq!(pool.stats().objects, left.len());
+    for (h, seed, len) in left {
+        assert_eq!(pool.read_vec(h).unwrap(), pattern(seed, len));
+        pool.free(h).unwrap();
+    }
+    let s = pool.stats();
+    assert_eq!((s.objects, s.pages_held), (0, 0));
+    pool.check_invariants().unwrap();
+}
+
+#[test]
+fn pool_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Pool>();
+}
