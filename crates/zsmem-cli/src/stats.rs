@@ -1,11 +1,166 @@
-//! `zsmem stats` (being written).
-use crate::CliResult;
+//! `zsmem stats`: fill a pool with objects shaped like compressed pages,
+//! free a share of them at random, and print the pool as the kernel's
+//! debugfs `classes` file shows a zsmalloc pool, with the totals.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use zsmem::stats::{ClassStats, PoolStats, format_kernel_classes};
+use zsmem::{ChainRule, Pool, PoolConfig, SizeClassConfig};
+
+use crate::{CliError, CliResult, units::parse_size};
 
 /// Arguments of `zsmem stats`.
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct StatsArgs {}
+#[derive(clap::Args, Debug, Clone)]
+pub struct StatsArgs {
+    /// Objects to store.
+    #[arg(long, default_value_t = 200_000)]
+    pub objects: usize,
+    /// Share of the objects to free afterwards, in percent, chosen at random.
+    #[arg(long, default_value_t = 50)]
+    pub free_percent: u8,
+    /// Seed of the object sizes and of the choice of objects to free.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Page size (4K..64K, power of two).
+    #[arg(long, default_value = "4K", value_parser = parse_size)]
+    pub page_size: usize,
+    /// Most pages per zspage.
+    #[arg(long, default_value_t = 8)]
+    pub chain: usize,
+    /// Class delta in bytes, or `legacy` for page_size >> 8.
+    #[arg(long, default_value = "16")]
+    pub delta: String,
+    /// Chain rule: min-waste, used-percent or span-aware.
+    #[arg(long, default_value = "min-waste")]
+    pub rule: String,
+    /// Count the kernel's 8-byte in-object handle in each object's size.
+    #[arg(long)]
+    pub kernel_header: bool,
+    /// Output format: table (kernel layout) or json.
+    #[arg(long, default_value = "table")]
+    pub format: String,
+}
+
+/// What `zsmem stats --format json` prints.
+#[derive(Serialize)]
+struct Report {
+    config: SizeClassConfig,
+    kernel_header: bool,
+    stored: usize,
+    freed: usize,
+    totals: PoolStats,
+    overhead_ratio: f64,
+    classes: Vec<ClassStats>,
+}
+
+/// Lengths of objects shaped like compressed pages: a few tiny, most between
+/// an eighth and three quarters of a page, some nearly incompressible.
+fn object_len(rng: &mut StdRng, page: usize) -> usize {
+    match rng.random_range(0..100) {
+        0..10 => rng.random_range(16..=256),
+        10..80 => rng.random_range(page / 8..=page * 3 / 4),
+        80..95 => rng.random_range(page * 3 / 4..page),
+        _ => page,
+    }
+}
 
 /// Run `zsmem stats`.
-pub fn run(_a: &StatsArgs) -> CliResult {
+pub fn run(a: &StatsArgs) -> CliResult {
+    if a.free_percent > 100 {
+        return Err(CliError::Usage(format!(
+            "--free-percent {} must be 0..=100",
+            a.free_percent
+        )));
+    }
+    let delta = match a.delta.as_str() {
+        "legacy" => SizeClassConfig::legacy_delta(a.page_size),
+        d => d
+            .parse()
+            .map_err(|_| CliError::Usage(format!("--delta `{d}` is not a number or `legacy`")))?,
+    };
+    let cfg = PoolConfig {
+        page_size: a.page_size,
+        chain_size: a.chain,
+        class_delta: delta,
+        chain_rule: ChainRule::parse(&a.rule)?,
+        kernel_handle_header: a.kernel_header,
+        memory_limit: None,
+    };
+    let json = match a.format.as_str() {
+        "table" => false,
+        "json" => true,
+        f => {
+            return Err(CliError::Usage(format!(
+                "unknown format `{f}`: use table or json"
+            )));
+        }
+    };
+    let pool = Pool::new(cfg.clone())?;
+    let mut rng = StdRng::seed_from_u64(a.seed);
+    let mut buf = vec![0u8; a.page_size];
+    let mut handles = Vec::with_capacity(a.objects);
+    for i in 0..a.objects {
+        let len = object_len(&mut rng, a.page_size);
+        buf[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        handles.push(pool.store(&buf[..len])?);
+    }
+    let mut freed = 0;
+    for h in handles {
+        if rng.random_range(0..100) < a.free_percent {
+            pool.free(h)?;
+            freed += 1;
+        }
+    }
+    let totals = pool.stats();
+    let classes: Vec<ClassStats> = pool
+        .class_stats()
+        .into_iter()
+        .filter(|c| c.obj_allocated > 0)
+        .collect();
+    if json {
+        let report = Report {
+            config: cfg.size_classes(),
+            kernel_header: a.kernel_header,
+            stored: a.objects,
+            freed,
+            overhead_ratio: totals.overhead_ratio(),
+            totals,
+            classes,
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(std::io::Error::other)?
+        );
+        return Ok(());
+    }
+    println!(
+        "pool: {} pages, chain {}, delta {}, rule {}{}; stored {} objects, freed {freed} at random (seed {})",
+        a.page_size,
+        a.chain,
+        delta,
+        cfg.chain_rule.name(),
+        if a.kernel_header {
+            ", kernel handle header"
+        } else {
+            ""
+        },
+        a.objects,
+        a.seed
+    );
+    println!("(classes with no zspage are left out)\n");
+    print!("{}", format_kernel_classes(&classes));
+    let mib = |b: usize| b as f64 / (1 << 20) as f64;
+    println!(
+        "\nobjects {}  stored {:.2} MiB  pages held {} ({:.2} MiB)  overhead {:.2}%  metadata {:.2} MiB  huge objects {}  cached pages {}",
+        totals.objects,
+        mib(totals.bytes_stored),
+        totals.pages_held,
+        mib(totals.bytes_held()),
+        totals.overhead_ratio() * 100.0,
+        mib(totals.metadata_bytes),
+        totals.huge_objects,
+        totals.cached_pages
+    );
     Ok(())
 }

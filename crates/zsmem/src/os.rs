@@ -7,6 +7,11 @@
 //! memory falls at once, and its address range is kept on a free list for
 //! the next zspage of that length (or split for a shorter one).
 //!
+//! A few freed runs (at most [`RUN_CACHE_PAGES`] pages in all) are kept
+//! resident instead, so a class that empties and refills a zspage in a
+//! tight loop does not pay a `madvise` and a page fault per page each time.
+//! They are reported as cached pages, never hidden.
+//!
 //! "Pages held" counts exactly the pages of live runs: every byte of every
 //! zspage, nothing else. Under Miri, which has no `mmap`, runs come from the
 //! Rust allocator instead, with the same accounting.
@@ -20,6 +25,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::error::{Error, Result};
 use crate::size_class::MAX_CHAIN_SIZE;
 use crate::sync::Mutex;
+
+/// Most pages of freed runs kept resident for reuse.
+pub(crate) const RUN_CACHE_PAGES: usize = 64;
 
 /// A run of pages handed to one zspage.
 #[derive(Debug)]
@@ -69,6 +77,16 @@ impl PageSource {
     /// Bytes of address space reserved from the OS (resident or not).
     pub(crate) fn reserved_bytes(&self) -> usize {
         self.arena.lock().reserved_bytes()
+    }
+
+    /// Pages of freed runs kept resident for reuse.
+    pub(crate) fn cached_pages(&self) -> usize {
+        self.arena.lock().cached_pages
+    }
+
+    /// Give the cached runs' pages back to the OS too.
+    pub(crate) fn purge_cache(&self) {
+        self.arena.lock().purge_cache();
     }
 
     /// Take `pages` pages for a zspage.
@@ -127,8 +145,11 @@ struct Arena {
     regions: Vec<Region>,
     /// Next unused byte of the last region.
     bump: usize,
-    /// Free runs by length in pages (index 0 unused).
+    /// Free, discarded runs by length in pages (index 0 unused).
     free_runs: [Vec<NonNull<u8>>; MAX_CHAIN_SIZE + 1],
+    /// Free runs still resident, by length; at most `RUN_CACHE_PAGES` pages.
+    cached: [Vec<NonNull<u8>>; MAX_CHAIN_SIZE + 1],
+    cached_pages: usize,
 }
 
 // SAFETY: the arena only stores addresses of memory it reserved; it never
@@ -142,7 +163,19 @@ impl Arena {
             regions: Vec::new(),
             bump: 0,
             free_runs: Default::default(),
+            cached: Default::default(),
+            cached_pages: 0,
         }
+    }
+
+    fn purge_cache(&mut self) {
+        for pages in 1..=MAX_CHAIN_SIZE {
+            while let Some(p) = self.cached[pages].pop() {
+                Region::discard(p, pages * self.page_size);
+                self.free_runs[pages].push(p);
+            }
+        }
+        self.cached_pages = 0;
     }
 
     fn reserved_bytes(&self) -> usize {
@@ -150,6 +183,10 @@ impl Arena {
     }
 
     fn alloc(&mut self, pages: usize) -> Result<Run> {
+        if let Some(p) = self.cached[pages].pop() {
+            self.cached_pages -= pages;
+            return Ok(Run(p));
+        }
         if let Some(p) = self.free_runs[pages].pop() {
             return Ok(Run(p));
         }
@@ -182,8 +219,13 @@ impl Arena {
     }
 
     fn free(&mut self, run: Run, pages: usize) {
-        Region::discard(run.0, pages * self.page_size);
-        self.free_runs[pages].push(run.0);
+        if self.cached_pages + pages <= RUN_CACHE_PAGES {
+            self.cached[pages].push(run.0);
+            self.cached_pages += pages;
+        } else {
+            Region::discard(run.0, pages * self.page_size);
+            self.free_runs[pages].push(run.0);
+        }
     }
 }
 
@@ -295,6 +337,9 @@ mod tests {
         assert_eq!(src.held_pages(), 8);
         src.free_run(a, 8);
         assert_eq!(src.held_pages(), 0);
+        assert_eq!(src.cached_pages(), 8);
+        src.purge_cache();
+        assert_eq!(src.cached_pages(), 0);
         // A 3-page run is cut from the freed 8-page one.
         let b = src.alloc_run(3).unwrap();
         assert_eq!(b.as_ptr() as usize, a_addr);
@@ -305,6 +350,25 @@ mod tests {
         src.free_run(b, 3);
         src.free_run(c, 5);
         assert_eq!(src.held_pages(), 0);
+    }
+
+    #[test]
+    fn cache_is_bounded_and_reused_first() {
+        let src = PageSource::new(4096, None);
+        let runs: Vec<Run> = (0..20).map(|_| src.alloc_run(8).unwrap()).collect();
+        let first = runs[0].as_ptr();
+        for r in runs {
+            src.free_run(r, 8);
+        }
+        assert_eq!(src.cached_pages(), RUN_CACHE_PAGES);
+        let again = src.alloc_run(8).unwrap();
+        assert_ne!(
+            again.as_ptr(),
+            first,
+            "a cached (resident) run comes back first"
+        );
+        assert_eq!(src.cached_pages(), RUN_CACHE_PAGES - 8);
+        src.free_run(again, 8);
     }
 
     #[test]
@@ -327,6 +391,7 @@ mod tests {
         // SAFETY: the run is ours and 4096 bytes long.
         unsafe { p.write_bytes(0xAB, 4096) };
         src.free_run(a, 1);
+        src.purge_cache();
         let b = src.alloc_run(1).unwrap();
         assert_eq!(b.as_ptr(), p);
         // SAFETY: as above.

@@ -279,6 +279,12 @@ impl Pool {
         self.lock_class(h)?.free(h, &self.pages)
     }
 
+    /// Return the pages of recently freed zspages, kept resident for quick
+    /// reuse, to the OS as well.
+    pub fn trim(&self) {
+        self.pages.purge_cache();
+    }
+
     /// Per physical class statistics, smallest class first.
     pub fn class_stats(&self) -> Vec<ClassStats> {
         self.classes
@@ -316,6 +322,7 @@ impl Pool {
             page_size: self.cfg.page_size,
             pages_held: self.pages.held_pages(),
             max_pages_held: self.pages.max_held_pages(),
+            cached_pages: self.pages.cached_pages(),
             objects: 0,
             bytes_stored: 0,
             huge_objects: 0,

@@ -40,7 +40,7 @@ impl Zspage {
     /// A zspage over fresh pages, all objects free; object 0 is handed out
     /// first.
     pub(crate) fn new(run: Run, objs: usize) -> Self {
-        debug_assert!(objs >= 1 && objs <= 1 << 16);
+        debug_assert!((1..=1 << 16).contains(&objs));
         Zspage {
             run,
             free: (0..objs as u32).rev().map(|i| i as u16).collect(),
