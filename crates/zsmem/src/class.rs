@@ -36,8 +36,10 @@ pub(crate) fn fullness_group(inuse: usize, objs: usize) -> usize {
     } else if inuse == objs {
         GROUP_FULL
     } else {
-        // 1 of 127 used is 0% by integer division but belongs in "10%".
-        100 * inuse / objs / 10 + 1
+        // The kernel's `100 * inuse / objs / 10 + 1` in one (32-bit)
+        // division: floor(floor(x) / 10) == floor(x / 10). The `+ 1` puts
+        // 1 of 127 used, 0% by integer division, in "10%".
+        (10 * inuse as u32 / objs as u32) as usize + 1
     }
 }
 
@@ -428,5 +430,10 @@ mod tests {
         assert_eq!(fullness_group(126, 127), 10);
         assert_eq!(fullness_group(127, 127), GROUP_FULL);
         assert_eq!(fullness_group(1, 1), GROUP_FULL);
+        for objs in 1..=600 {
+            for inuse in 1..objs {
+                assert_eq!(fullness_group(inuse, objs), 100 * inuse / objs / 10 + 1);
+            }
+        }
     }
 }

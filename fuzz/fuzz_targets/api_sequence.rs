@@ -1,0 +1,120 @@
+//! Random sequences of pool operations, including misuse (stale, forged and
+//! double-freed handles, wrong lengths), checked against a model: every read
+//! must return exactly what was written, every misuse must be an error, and
+//! the pool's invariants must hold after every step.
+//!
+//! Run: `cd fuzz && cargo +nightly fuzz run api_sequence -- -max_total_time=60`
+
+#![no_main]
+
+use std::collections::HashMap;
+
+use libfuzzer_sys::fuzz_target;
+use zsmem::{ChainRule, Handle, Pool, PoolConfig};
+
+/// Reads little-endian numbers from the fuzzer's bytes, zeros at the end.
+struct Bytes<'a>(&'a [u8]);
+
+impl Bytes<'_> {
+    fn u8(&mut self) -> u8 {
+        let (b, rest) = self.0.split_first().map_or((0, &[][..]), |(b, r)| (*b, r));
+        self.0 = rest;
+        b
+    }
+    fn u16(&mut self) -> u16 {
+        u16::from(self.u8()) | u16::from(self.u8()) << 8
+    }
+    fn u64(&mut self) -> u64 {
+        (0..8).fold(0, |acc, i| acc | u64::from(self.u8()) << (8 * i))
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut b = Bytes(data);
+    let cfg = PoolConfig {
+        page_size: [4096, 16384, 65536][usize::from(b.u8() % 3)],
+        chain_size: usize::from(b.u8() % 16) + 1,
+        class_delta: 8 * (usize::from(b.u8() % 8) + 1),
+        chain_rule: [ChainRule::MinWaste, ChainRule::UsedPercent, ChainRule::SpanAware]
+            [usize::from(b.u8() % 3)],
+        kernel_handle_header: b.u8() & 1 == 1,
+        memory_limit: match b.u8() % 4 {
+            0 => Some(usize::from(b.u16()) * 4096 + 4096),
+            _ => None,
+        },
+    };
+    let Ok(pool) = Pool::new(cfg) else { return };
+    let page = pool.max_object_size();
+    let mut live: HashMap<u64, Vec<u8>> = HashMap::new();
+    let mut order: Vec<u64> = Vec::new();
+    let mut dead: Vec<u64> = Vec::new();
+    let mut steps = 0;
+    while !b.0.is_empty() && steps < 2000 {
+        steps += 1;
+        let pick = |order: &Vec<u64>, i: u16| (!order.is_empty()).then(|| order[usize::from(i) % order.len()]);
+        match b.u8() % 8 {
+            0 | 1 => {
+                let len = usize::from(b.u16()) % (page + 2);
+                let fill = b.u8();
+                let bytes = vec![fill; len];
+                match pool.store(&bytes) {
+                    Ok(h) => {
+                        assert!(len >= 1 && len <= page);
+                        live.insert(h.to_raw(), bytes);
+                        order.push(h.to_raw());
+                    }
+                    Err(_) => assert!(len == 0 || len > page || pool.config().memory_limit.is_some()),
+                }
+            }
+            2 => {
+                let i = b.u16();
+                let off = usize::from(b.u16());
+                let len = usize::from(b.u16() % 512);
+                let fill = b.u8();
+                if let Some(raw) = pick(&order, i) {
+                    let obj = live.get_mut(&raw).unwrap();
+                    let r = pool.write_at(Handle::from_raw(raw), off, &vec![fill; len]);
+                    if off + len <= obj.len() {
+                        r.unwrap();
+                        obj[off..off + len].fill(fill);
+                    } else {
+                        assert!(r.is_err());
+                    }
+                }
+            }
+            3 | 4 => {
+                if let Some(raw) = pick(&order, b.u16()) {
+                    assert_eq!(&pool.read_vec(Handle::from_raw(raw)).unwrap(), &live[&raw]);
+                }
+            }
+            5 => {
+                if let Some(raw) = pick(&order, b.u16()) {
+                    pool.free(Handle::from_raw(raw)).unwrap();
+                    live.remove(&raw);
+                    order.retain(|&x| x != raw);
+                    dead.push(raw);
+                }
+            }
+            6 => {
+                if !dead.is_empty() {
+                    let raw = dead[usize::from(b.u16()) % dead.len()];
+                    assert!(pool.free(Handle::from_raw(raw)).is_err());
+                    assert!(pool.read_vec(Handle::from_raw(raw)).is_err());
+                }
+            }
+            _ => {
+                let raw = b.u64();
+                if !live.contains_key(&raw) {
+                    assert!(pool.read_vec(Handle::from_raw(raw)).is_err());
+                    assert!(pool.write(Handle::from_raw(raw), b"x").is_err());
+                    assert!(pool.free(Handle::from_raw(raw)).is_err());
+                }
+            }
+        }
+        pool.check_invariants().unwrap();
+    }
+    for raw in order {
+        pool.free(Handle::from_raw(raw)).unwrap();
+    }
+    assert_eq!(pool.stats().pages_held, 0);
+});
