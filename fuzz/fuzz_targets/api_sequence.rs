@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use libfuzzer_sys::fuzz_target;
-use zsmem::{ChainRule, Handle, Pool, PoolConfig};
+use zsmem::{ChainRule, CompactionPolicy, Handle, Pool, PoolConfig};
 
 /// Reads little-endian numbers from the fuzzer's bytes, zeros at the end.
 struct Bytes<'a>(&'a [u8]);
@@ -42,6 +42,13 @@ fuzz_target!(|data: &[u8]| {
             0 => Some(usize::from(b.u16()) * 4096 + 4096),
             _ => None,
         },
+        compaction: match b.u8() % 3 {
+            0 => CompactionPolicy::Off,
+            n => CompactionPolicy::Auto {
+                min_freeable_zspages: usize::from(n),
+                max_moves: usize::from(b.u8() % 64) + 1,
+            },
+        },
     };
     let Ok(pool) = Pool::new(cfg) else { return };
     let page = pool.max_object_size();
@@ -52,7 +59,10 @@ fuzz_target!(|data: &[u8]| {
     while !b.0.is_empty() && steps < 2000 {
         steps += 1;
         let pick = |order: &Vec<u64>, i: u16| (!order.is_empty()).then(|| order[usize::from(i) % order.len()]);
-        match b.u8() % 8 {
+        match b.u8() % 9 {
+            8 => {
+                pool.compact();
+            }
             0 | 1 => {
                 let len = usize::from(b.u16()) % (page + 2);
                 let fill = b.u8();

@@ -6,7 +6,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use zsmem::stats::{ClassStats, PoolStats, format_kernel_classes};
-use zsmem::{ChainRule, Pool, PoolConfig, SizeClassConfig};
+use zsmem::{ChainRule, CompactionPolicy, Pool, PoolConfig, SizeClassConfig};
 
 use crate::{CliError, CliResult, units::parse_size};
 
@@ -37,6 +37,13 @@ pub struct StatsArgs {
     /// Count the kernel's 8-byte in-object handle in each object's size.
     #[arg(long)]
     pub kernel_header: bool,
+    /// Automatic compaction: auto (compact on the freeing thread) or off
+    /// (only when asked, as the kernel).
+    #[arg(long, default_value = "auto")]
+    pub policy: String,
+    /// Compact the whole pool after the frees, as `echo 1 > compact` does.
+    #[arg(long)]
+    pub compact: bool,
     /// Output format: table (kernel layout) or json.
     #[arg(long, default_value = "table")]
     pub format: String,
@@ -86,6 +93,15 @@ pub fn run(a: &StatsArgs) -> CliResult {
         chain_rule: ChainRule::parse(&a.rule)?,
         kernel_handle_header: a.kernel_header,
         memory_limit: None,
+        compaction: match a.policy.as_str() {
+            "auto" => CompactionPolicy::default(),
+            "off" => CompactionPolicy::Off,
+            p => {
+                return Err(CliError::Usage(format!(
+                    "unknown --policy `{p}`: use auto or off"
+                )));
+            }
+        },
     };
     let json = match a.format.as_str() {
         "table" => false,
@@ -111,6 +127,9 @@ pub fn run(a: &StatsArgs) -> CliResult {
             pool.free(h)?;
             freed += 1;
         }
+    }
+    if a.compact {
+        pool.compact();
     }
     let totals = pool.stats();
     let classes: Vec<ClassStats> = pool
@@ -152,15 +171,26 @@ pub fn run(a: &StatsArgs) -> CliResult {
     print!("{}", format_kernel_classes(&classes));
     let mib = |b: usize| b as f64 / (1 << 20) as f64;
     println!(
-        "\nobjects {}  stored {:.2} MiB  pages held {} ({:.2} MiB)  overhead {:.2}%  metadata {:.2} MiB  huge objects {}  cached pages {}",
+        "\nobjects {}  stored {:.2} MiB  pages held {} ({:.2} MiB)  huge objects {}  pages compacted {}  cached pages {}",
         totals.objects,
         mib(totals.bytes_stored),
         totals.pages_held,
         mib(totals.bytes_held()),
-        totals.overhead_ratio() * 100.0,
-        mib(totals.metadata_bytes),
         totals.huge_objects,
+        totals.pages_compacted,
         totals.cached_pages
+    );
+    let pct = |b: usize| 100.0 * b as f64 / totals.bytes_stored.max(1) as f64;
+    let w = totals.waste;
+    println!(
+        "overhead {:.2}% of stored = rounding {:.2}% + partly used zspages {:.2}% + zspage tails {:.2}%; metadata {:.2} MiB ({:.2}%); with metadata {:.2}%",
+        totals.overhead_ratio() * 100.0,
+        pct(w.rounding_bytes),
+        pct(w.partial_bytes),
+        pct(w.tail_bytes),
+        mib(totals.metadata_bytes),
+        pct(totals.metadata_bytes),
+        totals.overhead_ratio_with_metadata() * 100.0
     );
     Ok(())
 }

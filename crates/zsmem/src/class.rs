@@ -43,6 +43,14 @@ pub(crate) fn fullness_group(inuse: usize, objs: usize) -> usize {
     }
 }
 
+/// What one migration did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Migration {
+    pub(crate) objects: usize,
+    pub(crate) bytes: usize,
+    pub(crate) pages_freed: usize,
+}
+
 /// A zspage descriptor slot with its list links.
 #[derive(Debug)]
 struct Node {
@@ -141,9 +149,87 @@ impl Class {
     }
 
     /// The first zspage of the fullest group that is not full.
-    fn fullest_with_room(&self) -> Option<u32> {
+    pub(crate) fn fullest_with_room(&self) -> Option<u32> {
         let candidates = self.nonempty & ((1 << GROUP_FULL) - 1);
         (candidates != 0).then(|| self.heads[15 - candidates.leading_zeros() as usize])
+    }
+
+    /// The first zspage of the emptiest non-empty group, skipping `not`.
+    pub(crate) fn emptiest_except(&self, not: u32) -> Option<u32> {
+        let mut groups = self.nonempty & ((1 << GROUP_FULL) - 1) & !1;
+        while groups != 0 {
+            let g = groups.trailing_zeros() as usize;
+            let head = self.heads[g];
+            if head != not {
+                return Some(head);
+            }
+            let next = self.nodes[head as usize].next;
+            if next != NIL {
+                return Some(next);
+            }
+            groups &= groups - 1;
+        }
+        None
+    }
+
+    /// The kernel's estimate of the pages compaction could free:
+    /// whole zspages' worth of free object slots.
+    pub(crate) fn freeable_pages(&self) -> usize {
+        let allocated = self.zspages * self.info.objs_per_zspage;
+        (allocated - self.handles.live()) / self.info.objs_per_zspage * self.info.pages_per_zspage
+    }
+
+    /// Move objects from zspage `from` into zspage `to`, at most `max`,
+    /// until `from` is empty or `to` is full. Handles are updated in place,
+    /// so they stay valid; an emptied `from` goes back to the OS.
+    pub(crate) fn migrate(
+        &mut self,
+        from: u32,
+        to: u32,
+        max: usize,
+        src: &PageSource,
+    ) -> Migration {
+        let size = self.info.size;
+        let mut m = Migration::default();
+        {
+            let [a, b] = self
+                .nodes
+                .get_disjoint_mut([from as usize, to as usize])
+                .expect("migration needs two distinct zspages");
+            let (from_z, to_z) = (
+                a.zspage.as_mut().expect("live source zspage"),
+                b.zspage.as_mut().expect("live destination zspage"),
+            );
+            // Objects below the cursor have been moved already.
+            let mut cursor = 0;
+            while m.objects < max {
+                let Some((obj, slot)) = from_z.next_allocated(cursor) else {
+                    break;
+                };
+                cursor = usize::from(obj) + 1;
+                let Some(new_obj) = to_z.take(slot) else {
+                    break;
+                };
+                let len = self
+                    .handles
+                    .live_entry(slot)
+                    .expect("an owned object has a live handle")
+                    .len;
+                to_z.write(new_obj, size, 0, from_z.bytes(obj, size, len));
+                from_z.put(obj);
+                self.handles.relocate(slot, to, new_obj);
+                m.objects += 1;
+                m.bytes += len;
+            }
+        }
+        self.regroup(to);
+        if self.zspage(from).inuse() == 0 {
+            self.release_zspage(from, src);
+            m.pages_freed = self.info.pages_per_zspage;
+        } else {
+            self.regroup(from);
+        }
+        m
     }
 
     fn new_zspage(&mut self, src: &PageSource) -> Result<u32> {

@@ -206,7 +206,6 @@ impl HandleTable {
     }
 
     /// Point a live slot at the object's new place (compaction).
-    #[allow(dead_code)] // used by compaction
     pub(crate) fn relocate(&mut self, slot: u32, zspage: u32, obj: u16) {
         let e = &mut self.entries[slot as usize];
         debug_assert!(e.tag & LIVE != 0);

@@ -26,7 +26,8 @@
 //! | [`size_class`] | class sizes, chain lengths, merging, huge threshold |
 //! | `zspage` | one zspage's pages, free stack and owners |
 //! | `handle` | handle encoding and the per-class handle table |
-//! | `class` | one class: fullness groups, alloc and free |
+//! | `class` | one class: fullness groups, alloc, free, object migration |
+//! | `compact` | compaction: the kernel's algorithm, the automatic policy, its costs |
 //! | `pool` | the public [`Pool`] |
 //! | `os` | pages from and back to the OS |
 //! | [`stats`] | per-class and pool statistics |
@@ -44,6 +45,7 @@
 //! ```
 
 mod class;
+mod compact;
 mod error;
 mod handle;
 mod os;
@@ -53,6 +55,7 @@ pub mod stats;
 mod sync;
 mod zspage;
 
+pub use compact::{CompactionPolicy, CompactionStats};
 pub use error::{Error, HandleFault, Result};
 pub use handle::Handle;
 pub use pool::{Pool, PoolConfig};

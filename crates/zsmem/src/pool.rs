@@ -9,11 +9,12 @@
 //! nested inside a class lock, only when a zspage is made or freed.
 
 use crate::class::{Class, GROUP_FULL, unknown_class};
+use crate::compact::{self, CompactionPolicy, CompactionStats, Counters, STEP_ZSPAGES};
 use crate::error::{Error, Result};
 use crate::handle::{CLASS_BITS, Handle};
 use crate::os::PageSource;
 use crate::size_class::{ChainRule, KERNEL_HANDLE_SIZE, SizeClassConfig, SizeClassTable};
-use crate::stats::{ClassStats, PoolStats};
+use crate::stats::{ClassStats, PoolStats, Waste};
 use crate::sync::{CachePadded, Mutex, MutexGuard};
 
 /// How to build a [`Pool`].
@@ -41,6 +42,8 @@ pub struct PoolConfig {
     pub kernel_handle_header: bool,
     /// Most bytes of zspage memory the pool may hold; `None` for no limit.
     pub memory_limit: Option<usize>,
+    /// When the pool compacts by itself.
+    pub compaction: CompactionPolicy,
 }
 
 impl Default for PoolConfig {
@@ -53,16 +56,19 @@ impl Default for PoolConfig {
             chain_rule: s.chain_rule,
             kernel_handle_header: false,
             memory_limit: None,
+            compaction: CompactionPolicy::default(),
         }
     }
 }
 
 impl PoolConfig {
     /// The kernel's zsmalloc as configured on Linux 6.18 with 4 KiB pages:
-    /// chain size 8, 16-byte classes, the handle counted in each object.
+    /// chain size 8, 16-byte classes, the handle counted in each object,
+    /// compaction only when asked.
     pub fn kernel() -> Self {
         PoolConfig {
             kernel_handle_header: true,
+            compaction: CompactionPolicy::Off,
             ..PoolConfig::default()
         }
     }
@@ -113,6 +119,7 @@ pub struct Pool {
     dense: Box<[u16]>,
     classes: Box<[CachePadded<Mutex<Class>>]>,
     pages: PageSource,
+    compaction: Counters,
 }
 
 impl std::fmt::Debug for Pool {
@@ -136,6 +143,17 @@ impl Pool {
                 table.len()
             )));
         }
+        if let CompactionPolicy::Auto {
+            min_freeable_zspages,
+            max_moves,
+        } = cfg.compaction
+            && (min_freeable_zspages == 0 || max_moves == 0)
+        {
+            return Err(Error::InvalidConfig(
+                "automatic compaction needs min_freeable_zspages and max_moves of at least 1"
+                    .into(),
+            ));
+        }
         if cfg.memory_limit == Some(0) {
             return Err(Error::InvalidConfig(
                 "memory limit of 0 bytes: use None for no limit".into(),
@@ -158,6 +176,7 @@ impl Pool {
             table,
             dense,
             classes,
+            compaction: Counters::default(),
         })
     }
 
@@ -276,7 +295,45 @@ impl Pool {
     /// Free the object. The handle is dead at once: any later use of it is
     /// an [`Error::InvalidHandle`].
     pub fn free(&self, h: Handle) -> Result<()> {
-        self.lock_class(h)?.free(h, &self.pages)
+        let mut class = self.lock_class(h)?;
+        class.free(h, &self.pages)?;
+        if let CompactionPolicy::Auto {
+            min_freeable_zspages,
+            max_moves,
+        } = self.cfg.compaction
+            && class.freeable_pages() >= min_freeable_zspages * class.info.pages_per_zspage
+        {
+            compact::step(&mut class, max_moves, &self.pages, &self.compaction);
+        }
+        Ok(())
+    }
+
+    /// Compact every class as far as it goes (the kernel's `zs_compact`):
+    /// returns the pages freed. The class lock is released after every
+    /// source zspage's worth of moves, so readers and writers wait for at
+    /// most that.
+    pub fn compact(&self) -> usize {
+        let mut freed = 0;
+        for class in self.classes.iter() {
+            loop {
+                let mut c = class.lock();
+                if c.freeable_pages() == 0 {
+                    break;
+                }
+                let budget = STEP_ZSPAGES * c.info.objs_per_zspage;
+                let m = compact::step(&mut c, budget, &self.pages, &self.compaction);
+                freed += m.pages_freed;
+                if m.objects == 0 {
+                    break;
+                }
+            }
+        }
+        freed
+    }
+
+    /// What compaction has done so far.
+    pub fn compaction_stats(&self) -> CompactionStats {
+        self.compaction.snapshot()
     }
 
     /// Return the pages of recently freed zspages, kept resident for quick
@@ -328,16 +385,23 @@ impl Pool {
             huge_objects: 0,
             metadata_bytes: std::mem::size_of_val(&*self.classes)
                 + std::mem::size_of_val(&*self.dense),
+            waste: Waste::default(),
+            pages_compacted: self.compaction.snapshot().pages_compacted,
             reserved_bytes: self.pages.reserved_bytes(),
         };
         for c in self.classes.iter() {
             let c = c.lock();
+            let info = c.info;
             s.objects += c.objects();
             s.bytes_stored += c.bytes_stored();
             s.metadata_bytes += c.metadata_bytes();
-            if c.info.is_huge() {
+            if info.is_huge() {
                 s.huge_objects += c.objects();
             }
+            let slots = c.zspage_count() * info.objs_per_zspage;
+            s.waste.rounding_bytes += c.objects() * info.size - c.bytes_stored();
+            s.waste.partial_bytes += (slots - c.objects()) * info.size;
+            s.waste.tail_bytes += c.zspage_count() * info.tail_waste(self.cfg.page_size);
         }
         s
     }

@@ -53,10 +53,35 @@ pub struct PoolStats {
     pub bytes_stored: usize,
     /// Live objects in huge classes (one per page).
     pub huge_objects: usize,
-    /// Heap bytes of allocator metadata.
+    /// Heap bytes of allocator metadata: handle tables, zspage descriptors,
+    /// free stacks, owner arrays, the class array.
     pub metadata_bytes: usize,
+    /// Where the bytes of `pages_held` that hold no object byte go.
+    pub waste: Waste,
+    /// Pages freed by compaction so far (zram's `pages_compacted`).
+    pub pages_compacted: u64,
     /// Address space reserved from the OS (not all of it resident).
     pub reserved_bytes: usize,
+}
+
+/// The bytes of zspages that hold no object byte, by cause. The three parts
+/// add up to `bytes_held - bytes_stored`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Waste {
+    /// Rounding: used slots are larger than their objects (class size minus
+    /// object length, the kernel's in-object handle included).
+    pub rounding_bytes: usize,
+    /// Free slots in partly used zspages (what compaction recovers).
+    pub partial_bytes: usize,
+    /// Tail of each zspage that no slot can use.
+    pub tail_bytes: usize,
+}
+
+impl Waste {
+    /// Sum of the parts.
+    pub fn total(&self) -> usize {
+        self.rounding_bytes + self.partial_bytes + self.tail_bytes
+    }
 }
 
 impl PoolStats {
@@ -68,11 +93,12 @@ impl PoolStats {
     /// Bytes held for objects but not holding object bytes, as a fraction of
     /// the bytes stored (the reference's "overhead ratio"). 0 when empty.
     pub fn overhead_ratio(&self) -> f64 {
-        if self.bytes_stored == 0 {
-            0.0
-        } else {
-            (self.bytes_held() as f64 - self.bytes_stored as f64) / self.bytes_stored as f64
-        }
+        ratio(self.waste.total(), self.bytes_stored)
+    }
+
+    /// As `overhead_ratio`, with the metadata counted as overhead too.
+    pub fn overhead_ratio_with_metadata(&self) -> f64 {
+        ratio(self.waste.total() + self.metadata_bytes, self.bytes_stored)
     }
 }
 
@@ -119,4 +145,12 @@ pub fn format_kernel_classes(classes: &[ClassStats]) -> String {
         ""
     );
     out
+}
+
+fn ratio(part: usize, whole: usize) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
 }

@@ -86,6 +86,13 @@ impl Zspage {
         (o != FREE_OBJ).then_some(o)
     }
 
+    /// The first allocated object at index `start` or above, with its owner.
+    pub(crate) fn next_allocated(&self, start: usize) -> Option<(u16, u32)> {
+        let rest = self.owners.get(start..)?;
+        let i = rest.iter().position(|&o| o != FREE_OBJ)?;
+        Some(((start + i) as u16, rest[i]))
+    }
+
     /// Allocated objects and their handle slots.
     pub(crate) fn allocated(&self) -> impl Iterator<Item = (u16, u32)> + '_ {
         self.owners

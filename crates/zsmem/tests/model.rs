@@ -1,6 +1,7 @@
 //! Model-based tests: long random sequences of alloc / store / write / read /
-//! free against a HashMap model; every byte is checked and
-//! `check_invariants` runs after every step.
+//! free / compact against a HashMap model; every byte is checked and
+//! `check_invariants` runs after every step. Compaction moves objects, so
+//! every later read also checks that handles survived the moves.
 
 mod common;
 
@@ -39,6 +40,7 @@ enum Op {
     Read(usize),
     Free(usize),
     UseDead(usize),
+    Compact,
 }
 
 fn apply(pool: &Pool, m: &mut Model, op: &Op) {
@@ -86,6 +88,14 @@ fn apply(pool: &Pool, m: &mut Model, op: &Op) {
             let Some(raw) = m.pick(i) else { return };
             pool.free(Handle::from_raw(raw)).unwrap();
             m.remove(raw);
+        }
+        Op::Compact => {
+            pool.compact();
+            let freeable: usize = pool.class_stats().iter().map(|c| c.freeable).sum();
+            assert_eq!(
+                freeable, 0,
+                "compaction left whole zspages' worth of free slots"
+            );
         }
         Op::UseDead(i) => {
             if m.dead.is_empty() {
@@ -141,6 +151,10 @@ fn configs() -> Vec<PoolConfig> {
             chain_rule: ChainRule::UsedPercent,
             kernel_handle_header: true,
             memory_limit: None,
+            compaction: zsmem::CompactionPolicy::Auto {
+                min_freeable_zspages: 2,
+                max_moves: 5,
+            },
         },
     ]
 }
@@ -172,8 +186,9 @@ fn long_random_sequences_match_the_model() {
                     r.range(0, 300),
                     r.next(),
                 ),
-                85..=94 => Op::Free(r.next() as usize),
-                _ => Op::UseDead(r.next() as usize),
+                85..=93 => Op::Free(r.next() as usize),
+                94..=97 => Op::UseDead(r.next() as usize),
+                _ => Op::Compact,
             };
             apply(&pool, &mut m, &op);
             verify(&pool, &m);
@@ -201,6 +216,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         3 => any::<usize>().prop_map(Op::Read),
         3 => any::<usize>().prop_map(Op::Free),
         1 => any::<usize>().prop_map(Op::UseDead),
+        1 => Just(Op::Compact),
     ]
 }
 

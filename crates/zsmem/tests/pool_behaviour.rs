@@ -34,7 +34,11 @@ fn huge_objects_take_a_page_each() {
 
 #[test]
 fn fullest_zspage_is_filled_first_and_stats_match_the_kernel_formula() {
-    let pool = Pool::new(PoolConfig::default()).unwrap();
+    let pool = Pool::new(PoolConfig {
+        compaction: zsmem::CompactionPolicy::Off,
+        ..PoolConfig::default()
+    })
+    .unwrap();
     // 1000-byte objects: class 1008.
     let c = *pool.size_classes().physical_for(1000);
     let per = c.objs_per_zspage;
