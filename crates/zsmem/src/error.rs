@@ -101,6 +101,25 @@ pub enum Error {
         /// The object's length.
         object_len: usize,
     },
+    /// A page store slot index beyond the store.
+    #[error("slot {index} is out of range: the store has {slots} slots")]
+    SlotOutOfRange {
+        /// The slot asked for.
+        index: usize,
+        /// Slots in the store.
+        slots: usize,
+    },
+    /// A page store read or write buffer that is not exactly one page.
+    #[error("buffer of {len} bytes is not one page of {page_size} bytes")]
+    WrongPageSize {
+        /// The buffer's length.
+        len: usize,
+        /// The store's page size.
+        page_size: usize,
+    },
+    /// Compressed data that does not decompress (a corrupted object).
+    #[error("codec error: {0}")]
+    Codec(String),
     /// `check_invariants` found allocator state that breaks a rule.
     #[error("pool invariant violated: {0}")]
     InvariantViolated(String),

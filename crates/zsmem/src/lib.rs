@@ -31,6 +31,8 @@
 //! | `pool` | the public [`Pool`] |
 //! | `os` | pages from and back to the OS |
 //! | [`stats`] | per-class and pool statistics |
+//! | [`codec`] | lz4 and zstd, page to object and back |
+//! | [`store`] | [`PageStore`]: zram-like slots of compressed pages |
 //! | `sync` | the locks (one place, for loom) |
 //!
 //! The lock order and the handle's bits are in `docs/DESIGN.md`.
@@ -45,6 +47,7 @@
 //! ```
 
 mod class;
+pub mod codec;
 mod compact;
 mod error;
 mod handle;
@@ -52,12 +55,15 @@ mod os;
 mod pool;
 pub mod size_class;
 pub mod stats;
+pub mod store;
 mod sync;
 mod zspage;
 
+pub use codec::Codec;
 pub use compact::{CompactionPolicy, CompactionStats};
 pub use error::{Error, HandleFault, Result};
 pub use handle::Handle;
 pub use pool::{Pool, PoolConfig};
 pub use size_class::{ChainRule, ClassInfo, SizeClassConfig, SizeClassTable};
-pub use stats::{ClassStats, PoolStats};
+pub use stats::{ClassStats, PoolStats, Waste};
+pub use store::{MmStat, PageStore, PageStoreConfig};

@@ -17,7 +17,7 @@ fn fault(r: zsmem::Result<impl std::fmt::Debug>) -> HandleFault {
 fn populated() -> (Pool, Vec<(Handle, Vec<u8>)>) {
     let pool = Pool::new(PoolConfig::default()).unwrap();
     let mut r = Rng(7);
-    let objs = (0..300)
+    let objs = (0..if cfg!(miri) { 40 } else { 300 })
         .map(|i| {
             let data = pattern(i, r.range(1, 4096));
             (pool.store(&data).unwrap(), data)
