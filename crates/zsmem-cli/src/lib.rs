@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod classes;
+pub mod compare;
 pub mod stats;
 pub mod units;
 

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use zsmem_cli::{bench, classes, stats};
+use zsmem_cli::{bench, classes, compare, stats};
 
 /// zsmem: a zsmalloc-design compressed-memory allocator, its size-class
 /// simulator and its benchmarks.
@@ -17,6 +17,10 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// The untar/rm experiment of reference 004 on every contestant
+    /// available here (zsmem, zsmem in the kernel's configuration, the
+    /// kernel's own zram), side by side.
+    Compare(compare::CompareArgs),
     /// Size-class simulator: how requests map to classes, zspage shapes,
     /// waste and spanning objects, optionally against a second configuration.
     Classes(classes::ClassesArgs),
@@ -34,6 +38,7 @@ fn main() -> ExitCode {
         .command
         .unwrap_or(Command::Classes(classes::ClassesArgs::default()))
     {
+        Command::Compare(a) => compare::run(&a),
         Command::Classes(a) => classes::run(&a),
         Command::Stats(a) => stats::run(&a),
         Command::Bench(b) => bench::run(&b),

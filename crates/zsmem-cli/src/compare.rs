@@ -1,0 +1,337 @@
+//! `zsmem compare`: the untar/rm experiment of reference 004 on every
+//! contestant available here, side by side, the kernel's zram among them.
+
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use zsmem::Codec;
+use zsmem_lab::contestant::{Figures, KernelContestant, LabError, PageContestant, ZsmemContestant};
+use zsmem_lab::corpus::FileTree;
+use zsmem_lab::kernel_zram::ZramError;
+use zsmem_lab::workload::{RunResult, UntarRm, slots_needed};
+
+use crate::{CliError, CliResult};
+
+/// Every contestant `compare` knows, in the order it runs them.
+pub const CONTESTANTS: &[&str] = &["zsmem", "zsmem-kernel", "kernel-zram"];
+
+/// Arguments of `zsmem compare`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// A directory or a .tar/.tar.gz/.tar.xz whose files are the workload;
+    /// default: the embedded corpus.
+    #[arg(long)]
+    pub input: Option<std::path::PathBuf>,
+    /// Seed of the embedded corpus.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Size of the embedded corpus (1.0 is about 300 MiB of files).
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// Rounds of untar and rm (the reference's churn used 10).
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
+    /// Contestants, comma separated: zsmem, zsmem-kernel, kernel-zram.
+    #[arg(long, value_delimiter = ',', default_values_t = CONTESTANTS.iter().map(|s| s.to_string()))]
+    pub contestants: Vec<String>,
+    /// Codec: lz4 (default), zstd or zstd:LEVEL; the kernel is given the
+    /// same algorithm.
+    #[arg(long, default_value = "lz4")]
+    pub codec: String,
+    /// Output format: table, csv or json.
+    #[arg(long, default_value = "table")]
+    pub format: String,
+}
+
+impl Default for CompareArgs {
+    fn default() -> Self {
+        CompareArgs {
+            input: None,
+            seed: 1,
+            scale: 1.0,
+            rounds: 1,
+            contestants: CONTESTANTS.iter().map(|s| s.to_string()).collect(),
+            codec: "lz4".into(),
+            format: "table".into(),
+        }
+    }
+}
+
+/// A contestant's results as printed in json.
+#[derive(Serialize)]
+struct JsonRun<'a> {
+    contestant: &'a str,
+    config: &'a str,
+    steps: &'a [zsmem_lab::workload::Step],
+    store_ns: Percentiles,
+    load_ns: Percentiles,
+    discard_ns: Percentiles,
+    wall_s: f64,
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct Percentiles {
+    p50: u64,
+    p90: u64,
+    p99: u64,
+    p999: u64,
+}
+
+fn percentiles(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
+    Percentiles {
+        p50: h.value_at_quantile(0.5),
+        p90: h.value_at_quantile(0.9),
+        p99: h.value_at_quantile(0.99),
+        p999: h.value_at_quantile(0.999),
+    }
+}
+
+fn make(name: &str, codec: Codec, slots: usize) -> Result<Box<dyn PageContestant>, LabError> {
+    Ok(match name {
+        "zsmem" => Box::new(ZsmemContestant::best(codec, slots)?),
+        "zsmem-kernel" => Box::new(ZsmemContestant::kernel_faithful(codec, slots)?),
+        "kernel-zram" => {
+            let alg = match codec {
+                Codec::Lz4 => "lz4",
+                Codec::Zstd { .. } => "zstd",
+            };
+            Box::new(KernelContestant::new(alg, slots)?)
+        }
+        other => {
+            return Err(LabError::Usage(format!(
+                "unknown contestant `{other}`: use {}",
+                CONTESTANTS.join(", ")
+            )));
+        }
+    })
+}
+
+fn mb(b: u64) -> f64 {
+    b as f64 / (1 << 20) as f64
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+fn step_line(label: &str, f: &Figures) -> String {
+    let mut line = format!(
+        "{label:<13} orig {:>9.2}MB compr {:>9.2}MB used {:>9.2}MB overhead {:>7.2}MB ratio {:>6.2}% same {:>5} compacted {:>7} huge {:>5}",
+        mb(f.orig),
+        mb(f.compr),
+        mb(f.pool),
+        f.overhead() as f64 / (1 << 20) as f64,
+        f.overhead_ratio() * 100.0,
+        f.same_pages,
+        f.pages_compacted,
+        f.huge_pages,
+    );
+    if let Some(w) = f.waste {
+        let pct = |b: usize| 100.0 * b as f64 / f.compr.max(1) as f64;
+        line += &format!(
+            " | rounding {:>5.2}% partial {:>5.2}% tail {:>5.2}% meta {:>5.2}% => {:>6.2}%",
+            pct(w.rounding_bytes),
+            pct(w.partial_bytes),
+            pct(w.tail_bytes),
+            pct(f.meta as usize),
+            f.meta_ratio() * 100.0
+        );
+    }
+    line
+}
+
+/// Run `zsmem compare`.
+pub fn run(a: &CompareArgs) -> CliResult {
+    let codec = Codec::parse(&a.codec)?;
+    if a.rounds == 0 {
+        return Err(CliError::Usage("--rounds must be at least 1".into()));
+    }
+    if !(a.scale > 0.0 && a.scale <= 64.0) {
+        return Err(CliError::Usage(format!(
+            "--scale {} must be in (0, 64]",
+            a.scale
+        )));
+    }
+    let format = a.format.as_str();
+    if !["table", "csv", "json"].contains(&format) {
+        return Err(CliError::Usage(format!(
+            "unknown format `{format}`: use table, csv or json"
+        )));
+    }
+    for c in &a.contestants {
+        if !CONTESTANTS.contains(&c.as_str()) {
+            return Err(CliError::Usage(format!(
+                "unknown contestant `{c}`: use {}",
+                CONTESTANTS.join(", ")
+            )));
+        }
+    }
+    let t = Instant::now();
+    let (tree, source) = match &a.input {
+        Some(p) => (
+            FileTree::load(p).map_err(|e| CliError::Usage(e.to_string()))?,
+            p.display().to_string(),
+        ),
+        None => (
+            FileTree::generate(a.seed, a.scale),
+            format!("embedded corpus (seed {}, scale {})", a.seed, a.scale),
+        ),
+    };
+    let total = tree.total_pages() as u64;
+    eprintln!(
+        "workload: untar/rm, {} rounds, on {source}: {} files, {} pages ({:.1} MiB), loaded in {:.1}s",
+        a.rounds,
+        tree.files.len(),
+        total,
+        mb(total * 4096),
+        t.elapsed().as_secs_f64()
+    );
+    let work = UntarRm {
+        rounds: a.rounds,
+        ..UntarRm::default()
+    };
+    let slots = slots_needed(&tree);
+    let mut results: Vec<RunResult> = Vec::new();
+    let mut skipped: Vec<(String, String)> = Vec::new();
+    for name in &a.contestants {
+        let mut c = match make(name, codec, slots) {
+            Ok(c) => c,
+            Err(LabError::Zram(ZramError::Unavailable(why))) => {
+                eprintln!("skipping {name}: {why}");
+                skipped.push((name.clone(), why));
+                continue;
+            }
+            Err(e) => return Err(CliError::Usage(e.to_string())),
+        };
+        let bar = ProgressBar::new(total * a.rounds as u64);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{prefix:>14} [{bar:40}] {pos}/{len} pages {elapsed_precise}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        bar.set_prefix(name.clone());
+        let r = work
+            .run(&tree, c.as_mut(), |done| bar.set_position(done))
+            .map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+        bar.finish_and_clear();
+        eprintln!("  {name}: done in {:.1}s", r.wall.as_secs_f64());
+        results.push(r);
+    }
+    match format {
+        "json" => {
+            let runs: Vec<JsonRun> = results
+                .iter()
+                .map(|r| JsonRun {
+                    contestant: &r.contestant,
+                    config: &r.config,
+                    steps: &r.steps,
+                    store_ns: percentiles(&r.latency.store),
+                    load_ns: percentiles(&r.latency.load),
+                    discard_ns: percentiles(&r.latency.discard),
+                    wall_s: r.wall.as_secs_f64(),
+                })
+                .collect();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "workload": work, "source": source, "pages": total,
+                    "skipped": skipped, "runs": runs,
+                }))
+                .map_err(std::io::Error::other)?
+            );
+        }
+        "csv" => {
+            println!(
+                "contestant,round,step,orig,compr,used,used_with_metadata,overhead_ratio,same_pages,huge_pages,pages_compacted"
+            );
+            for r in &results {
+                for s in &r.steps {
+                    let f = &s.figures;
+                    println!(
+                        "{},{},{},{},{},{},{},{:.6},{},{},{}",
+                        r.contestant,
+                        s.round,
+                        s.label,
+                        f.orig,
+                        f.compr,
+                        f.pool,
+                        f.used,
+                        f.overhead_ratio(),
+                        f.same_pages,
+                        f.huge_pages,
+                        f.pages_compacted
+                    );
+                }
+            }
+        }
+        _ => print_tables(&results, &skipped),
+    }
+    Ok(())
+}
+
+fn print_tables(results: &[RunResult], skipped: &[(String, String)]) {
+    for r in results {
+        println!("\n== {}: {}", r.contestant, r.config);
+        for s in &r.steps {
+            println!(
+                "{}",
+                step_line(&format!("r{}:{}", s.round, s.label), &s.figures)
+            );
+        }
+    }
+    println!(
+        "\nused = pool pages (zram's mem_used_total); ratio = (used - compr) / compr, split for zsmem into"
+    );
+    println!(
+        "rounding (slot over object size), partial (free slots), tail (end of zspage); meta = the allocator's"
+    );
+    println!(
+        "metadata (handle tables, zspage descriptors, free stacks; the kernel's is not visible); => counts it too."
+    );
+    println!(
+        "\n{:<14} {:>11} {:>11} {:>10} {:>10} {:>17} {:>17} {:>10} {:>8}",
+        "contestant",
+        "peak used",
+        "peak total",
+        "max ratio",
+        "last ratio",
+        "store p50/p99 us",
+        "load p50/p99 us",
+        "free p50",
+        "wall s"
+    );
+    for r in results {
+        let with_data: Vec<&Figures> = r
+            .steps
+            .iter()
+            .filter(|s| s.figures.compr > 0 && s.label != "compact")
+            .map(|s| &s.figures)
+            .collect();
+        let max_ratio = with_data
+            .iter()
+            .map(|f| f.overhead_ratio())
+            .fold(0.0, f64::max);
+        let last_ratio = with_data.last().map_or(0.0, |f| f.overhead_ratio());
+        let l = &r.latency;
+        println!(
+            "{:<14} {:>9.2}MB {:>9.2}MB {:>9.2}% {:>9.2}% {:>8.2}/{:<8.2} {:>8.2}/{:<8.2} {:>8.2}us {:>8.1}",
+            r.contestant,
+            mb(r.peak_pool()),
+            mb(r.peak_used()),
+            max_ratio * 100.0,
+            last_ratio * 100.0,
+            us(l.store.value_at_quantile(0.5)),
+            us(l.store.value_at_quantile(0.99)),
+            us(l.load.value_at_quantile(0.5)),
+            us(l.load.value_at_quantile(0.99)),
+            us(l.discard.value_at_quantile(0.5)),
+            r.wall.as_secs_f64()
+        );
+    }
+    for (name, why) in skipped {
+        println!("{name:<14} skipped: {why}");
+    }
+}

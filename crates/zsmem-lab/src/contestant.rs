@@ -1,0 +1,275 @@
+//! The contestants' common interface and the zsmem-family contestants.
+//!
+//! Page workloads feed every contestant the same 4 KiB pages. The kernel's
+//! zram compresses them itself; the zsmem-family contestants compress them
+//! with the same algorithm (lz4 by default) through zsmem's `PageStore`, so
+//! both see identical objects.
+
+use serde::Serialize;
+use zsmem::{Codec, PageStore, PageStoreConfig, PoolConfig};
+
+use crate::corpus::{PAGE_SIZE, Page};
+use crate::kernel_zram::{KernelZram, ZramConfig, ZramError};
+
+/// Errors of the lab.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// From zsmem.
+    #[error("zsmem: {0}")]
+    Zsmem(#[from] zsmem::Error),
+    /// From the kernel's zram.
+    #[error("kernel zram: {0}")]
+    Zram(#[from] ZramError),
+    /// From loading a corpus.
+    #[error("corpus: {0}")]
+    Corpus(#[from] crate::corpus::CorpusError),
+    /// A contestant returned different bytes than were stored.
+    #[error("{contestant} returned wrong data for slot {slot}")]
+    Mismatch {
+        /// Who.
+        contestant: String,
+        /// Where.
+        slot: u64,
+    },
+    /// A bad argument.
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// Memory figures of a contestant at one point of a workload, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Figures {
+    /// Pages stored, before compression (zram's `orig_data_size`).
+    pub orig: u64,
+    /// Compressed bytes stored (`compr_data_size`).
+    pub compr: u64,
+    /// Pages the allocator holds for objects (`mem_used_total`).
+    pub pool: u64,
+    /// Everything held from the OS for the data, metadata included where
+    /// the contestant can see it (for the kernel: the same as `pool`).
+    pub used: u64,
+    /// The allocator's own metadata (handle tables, zspage descriptors,
+    /// free stacks), where visible: part of `used`.
+    pub meta: u64,
+    /// Where `pool - compr` goes, where the contestant can tell.
+    pub waste: Option<zsmem::Waste>,
+    /// Same-filled pages stored.
+    pub same_pages: u64,
+    /// Huge (raw) pages stored.
+    pub huge_pages: u64,
+    /// Pages freed by compaction so far.
+    pub pages_compacted: u64,
+}
+
+impl Figures {
+    /// `pool - compr`: the reference's overhead.
+    pub fn overhead(&self) -> i64 {
+        self.pool as i64 - self.compr as i64
+    }
+
+    /// Overhead over compressed bytes, the reference's ratio.
+    pub fn overhead_ratio(&self) -> f64 {
+        ratio(self.overhead(), self.compr)
+    }
+
+    /// `pool + meta - compr` over compressed bytes: the allocator's
+    /// metadata counted as overhead too.
+    pub fn meta_ratio(&self) -> f64 {
+        ratio(
+            (self.pool + self.meta) as i64 - self.compr as i64,
+            self.compr,
+        )
+    }
+
+    /// `used - compr` over compressed bytes: everything held counted.
+    pub fn used_ratio(&self) -> f64 {
+        ratio(self.used as i64 - self.compr as i64, self.compr)
+    }
+}
+
+fn ratio(a: i64, b: u64) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
+
+/// A contestant that keeps 4 KiB pages in numbered slots.
+pub trait PageContestant {
+    /// Short name used in tables.
+    fn name(&self) -> &str;
+    /// The configuration, for the report.
+    fn config(&self) -> String;
+    /// Store a page in a slot (replacing what was there).
+    fn store(&mut self, slot: u64, page: &Page) -> Result<(), LabError>;
+    /// Read a slot back.
+    fn load(&mut self, slot: u64, buf: &mut Page) -> Result<(), LabError>;
+    /// Drop `pages` slots from `slot` on.
+    fn discard(&mut self, slot: u64, pages: u64) -> Result<(), LabError>;
+    /// Memory figures now.
+    fn figures(&mut self) -> Result<Figures, LabError>;
+    /// Compact now (what `echo 1 > compact` does).
+    fn compact(&mut self) -> Result<(), LabError>;
+}
+
+/// zsmem's `PageStore` as a contestant.
+pub struct ZsmemContestant {
+    name: String,
+    store: PageStore,
+    codec: Codec,
+}
+
+impl ZsmemContestant {
+    /// A store of `slots` pages with `pool` and `codec`, named `name`.
+    pub fn new(name: &str, pool: PoolConfig, codec: Codec, slots: usize) -> Result<Self, LabError> {
+        Ok(ZsmemContestant {
+            name: name.to_string(),
+            store: PageStore::new(PageStoreConfig { slots, codec, pool })?,
+            codec,
+        })
+    }
+
+    /// The kernel-faithful configuration: chain 8, delta 16, the in-object
+    /// handle counted, compaction only when asked.
+    pub fn kernel_faithful(codec: Codec, slots: usize) -> Result<Self, LabError> {
+        Self::new("zsmem-kernel", PoolConfig::kernel(), codec, slots)
+    }
+
+    /// zsmem's best configuration.
+    pub fn best(codec: Codec, slots: usize) -> Result<Self, LabError> {
+        Self::new("zsmem", PoolConfig::default(), codec, slots)
+    }
+
+    /// The store inside.
+    pub fn store_ref(&self) -> &PageStore {
+        &self.store
+    }
+}
+
+impl PageContestant for ZsmemContestant {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn config(&self) -> String {
+        let c = self.store.pool().config();
+        format!(
+            "{} pages, chain {}, delta {}, {}{}, compaction {:?}",
+            c.page_size,
+            c.chain_size,
+            c.class_delta,
+            self.codec.name(),
+            if c.kernel_handle_header {
+                ", in-object handle counted"
+            } else {
+                ""
+            },
+            c.compaction
+        )
+    }
+
+    fn store(&mut self, slot: u64, page: &Page) -> Result<(), LabError> {
+        Ok(self.store.write(slot as usize, page)?)
+    }
+
+    fn load(&mut self, slot: u64, buf: &mut Page) -> Result<(), LabError> {
+        Ok(self.store.read(slot as usize, buf)?)
+    }
+
+    fn discard(&mut self, slot: u64, pages: u64) -> Result<(), LabError> {
+        Ok(self.store.discard(slot as usize, pages as usize)?)
+    }
+
+    fn figures(&mut self) -> Result<Figures, LabError> {
+        let m = self.store.mm_stat();
+        let p = self.store.pool().stats();
+        Ok(Figures {
+            orig: m.orig_data_size,
+            compr: m.compr_data_size,
+            pool: m.mem_used_total,
+            used: m.mem_used_total
+                + (self.store.metadata_bytes() + p.cached_pages * p.page_size) as u64,
+            meta: p.metadata_bytes as u64,
+            waste: Some(p.waste),
+            same_pages: m.same_pages,
+            huge_pages: m.huge_pages,
+            pages_compacted: m.pages_compacted,
+        })
+    }
+
+    fn compact(&mut self) -> Result<(), LabError> {
+        self.store.compact();
+        Ok(())
+    }
+}
+
+/// The kernel's own zram on this machine.
+pub struct KernelContestant {
+    dev: KernelZram,
+    name: String,
+}
+
+impl KernelContestant {
+    /// A private zram device for `slots` pages with `algorithm`; an
+    /// `Unavailable` error (with its reason) where zram or root is missing.
+    pub fn new(algorithm: &str, slots: usize) -> Result<Self, LabError> {
+        let dev = KernelZram::create(&ZramConfig {
+            algorithm: algorithm.to_string(),
+            disksize_bytes: (slots * PAGE_SIZE) as u64,
+            mem_limit_bytes: None,
+        })?;
+        Ok(KernelContestant {
+            dev,
+            name: "kernel-zram".into(),
+        })
+    }
+}
+
+impl PageContestant for KernelContestant {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn config(&self) -> String {
+        format!(
+            "/dev/zram{}, {}, zsmalloc of Linux {}",
+            self.dev.device_number(),
+            self.dev.algorithm(),
+            std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "?".into())
+        )
+    }
+
+    fn store(&mut self, slot: u64, page: &Page) -> Result<(), LabError> {
+        self.dev.write_page(slot, page)?;
+        Ok(())
+    }
+
+    fn load(&mut self, slot: u64, buf: &mut Page) -> Result<(), LabError> {
+        self.dev.read_page(slot, buf)?;
+        Ok(())
+    }
+
+    fn discard(&mut self, slot: u64, pages: u64) -> Result<(), LabError> {
+        self.dev.discard(slot, pages)?;
+        Ok(())
+    }
+
+    fn figures(&mut self) -> Result<Figures, LabError> {
+        let m = self.dev.mm_stat()?;
+        Ok(Figures {
+            orig: m.orig_data_size,
+            compr: m.compr_data_size,
+            pool: m.mem_used_total,
+            used: m.mem_used_total,
+            meta: 0,
+            waste: None,
+            same_pages: m.same_pages,
+            huge_pages: m.huge_pages,
+            pages_compacted: m.pages_compacted,
+        })
+    }
+
+    fn compact(&mut self) -> Result<(), LabError> {
+        self.dev.compact()?;
+        Ok(())
+    }
+}

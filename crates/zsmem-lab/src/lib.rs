@@ -1,0 +1,14 @@
+//! zsmem-lab: the peers zsmem is measured against and the workloads that
+//! drive them all.
+//!
+//! | module | concern |
+//! |---|---|
+//! | [`kernel_zram`] | the kernel's own zram as a live peer (private device, O_DIRECT pages, BLKDISCARD, mm_stat) |
+//! | [`contestant`] | the interface every contestant implements; zsmem's and the kernel's |
+//! | [`workload`] | untar/rm and its rounds, with latency histograms |
+//! | [`corpus`] | page sources: a directory, a .tar/.tar.gz/.tar.xz, or the embedded deterministic corpus |
+
+pub mod contestant;
+pub mod corpus;
+pub mod kernel_zram;
+pub mod workload;

@@ -1,0 +1,249 @@
+//! The untar/rm workload of reference 004 (and its repetition, "churn").
+//!
+//! One round: store every page of a file tree in write order ("untar");
+//! read back a sample of pages and check them; then delete the largest
+//! top-level directories one by one, largest first (for a kernel tree:
+//! drivers, arch, fs, sound, include), then the rest. After each step the
+//! contestant's memory figures are taken. Slots are handed out like blocks
+//! of a filesystem: a freed slot is reused by the next page stored.
+//! Store, load and discard latencies go into histograms.
+
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::contestant::{Figures, LabError, PageContestant};
+use crate::corpus::{FileTree, PAGE_SIZE, Page};
+
+/// Parameters of the untar/rm workload.
+#[derive(Clone, Debug, Serialize)]
+pub struct UntarRm {
+    /// Rounds (the reference's churn experiment used 10).
+    pub rounds: usize,
+    /// Top-level directories deleted one by one before the rest (5).
+    pub dirs_to_remove: usize,
+    /// Every n-th stored page is read back and checked (0: none).
+    pub verify_every: usize,
+    /// Compact at the very end, as the reference's last line does.
+    pub final_compact: bool,
+}
+
+impl Default for UntarRm {
+    fn default() -> Self {
+        UntarRm {
+            rounds: 1,
+            dirs_to_remove: 5,
+            verify_every: 8,
+            final_compact: true,
+        }
+    }
+}
+
+/// Figures after one step.
+#[derive(Clone, Debug, Serialize)]
+pub struct Step {
+    /// Round, from 1.
+    pub round: usize,
+    /// `untar`, `-<dir>`, `-rest` or `compact`.
+    pub label: String,
+    /// The contestant's figures.
+    pub figures: Figures,
+}
+
+/// Latency histograms in nanoseconds.
+#[derive(Clone, Debug)]
+pub struct Latencies {
+    /// Per stored page.
+    pub store: Histogram<u64>,
+    /// Per page read back.
+    pub load: Histogram<u64>,
+    /// Per page discarded.
+    pub discard: Histogram<u64>,
+}
+
+impl Default for Latencies {
+    fn default() -> Self {
+        let h = || Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+        Latencies {
+            store: h(),
+            load: h(),
+            discard: h(),
+        }
+    }
+}
+
+/// Everything one contestant's run produced.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    /// Contestant name.
+    pub contestant: String,
+    /// Its configuration.
+    pub config: String,
+    /// Figures after each step.
+    pub steps: Vec<Step>,
+    /// Latencies.
+    pub latency: Latencies,
+    /// Time for the whole run.
+    pub wall: Duration,
+}
+
+impl RunResult {
+    /// Highest `pool` figure over the run.
+    pub fn peak_pool(&self) -> u64 {
+        self.steps.iter().map(|s| s.figures.pool).max().unwrap_or(0)
+    }
+
+    /// Highest `used` figure over the run.
+    pub fn peak_used(&self) -> u64 {
+        self.steps.iter().map(|s| s.figures.used).max().unwrap_or(0)
+    }
+}
+
+fn record(h: &mut Histogram<u64>, d: Duration) {
+    h.saturating_record(d.as_nanos().clamp(1, u128::from(u64::MAX)) as u64);
+}
+
+/// Slots handed out like filesystem blocks: the most recently freed first,
+/// fresh ones in order when none are free.
+struct Slots {
+    free: Vec<u64>,
+    next: u64,
+}
+
+impl Slots {
+    fn take(&mut self) -> u64 {
+        self.free.pop().unwrap_or_else(|| {
+            self.next += 1;
+            self.next - 1
+        })
+    }
+}
+
+/// Slots a run over `tree` may use: every page once, plus room for the
+/// reuse pattern (freed slots are reused first, so this is enough).
+pub fn slots_needed(tree: &FileTree) -> usize {
+    tree.total_pages().max(1)
+}
+
+impl UntarRm {
+    /// Run the workload on one contestant. `progress(pages_done)` is called
+    /// now and then with the pages stored so far over all rounds.
+    pub fn run(
+        &self,
+        tree: &FileTree,
+        c: &mut dyn PageContestant,
+        mut progress: impl FnMut(u64),
+    ) -> Result<RunResult, LabError> {
+        let start = Instant::now();
+        let mut lat = Latencies::default();
+        let mut steps = Vec::new();
+        let mut slots = Slots {
+            free: Vec::new(),
+            next: 0,
+        };
+        let dirs: Vec<String> = tree
+            .top_level_dirs()
+            .into_iter()
+            .take(self.dirs_to_remove)
+            .map(|(d, _)| d)
+            .collect();
+        let mut buf: Box<Page> = Box::new([0u8; PAGE_SIZE]);
+        let mut stored_total = 0u64;
+        for round in 1..=self.rounds {
+            // untar
+            let mut file_slots: Vec<Vec<u64>> = Vec::with_capacity(tree.files.len());
+            for f in &tree.files {
+                let mut mine = Vec::with_capacity(f.page_count());
+                for page in f.pages() {
+                    let slot = slots.take();
+                    let t = Instant::now();
+                    c.store(slot, page)?;
+                    record(&mut lat.store, t.elapsed());
+                    mine.push(slot);
+                    stored_total += 1;
+                    if stored_total % 4096 == 0 {
+                        progress(stored_total);
+                    }
+                }
+                file_slots.push(mine);
+            }
+            // Read a sample back: every byte must match.
+            if self.verify_every > 0 {
+                let mut n = 0usize;
+                for (f, mine) in tree.files.iter().zip(&file_slots) {
+                    for (page, &slot) in f.pages().zip(mine) {
+                        n += 1;
+                        if n % self.verify_every != 0 {
+                            continue;
+                        }
+                        let t = Instant::now();
+                        c.load(slot, &mut buf)?;
+                        record(&mut lat.load, t.elapsed());
+                        if buf[..] != page[..] {
+                            return Err(LabError::Mismatch {
+                                contestant: c.name().to_string(),
+                                slot,
+                            });
+                        }
+                    }
+                }
+            }
+            steps.push(Step {
+                round,
+                label: "untar".into(),
+                figures: c.figures()?,
+            });
+            // rm, largest directories first, then the rest.
+            let mut deleted = vec![false; tree.files.len()];
+            let groups: Vec<(String, Vec<usize>)> = dirs
+                .iter()
+                .map(|d| (format!("-{d}"), tree.files_in_dir(d).collect()))
+                .chain(std::iter::once((
+                    "-rest".to_string(),
+                    (0..tree.files.len()).collect(),
+                )))
+                .collect();
+            for (label, files) in groups {
+                let mut gone: Vec<u64> = Vec::new();
+                for fi in files {
+                    if !std::mem::replace(&mut deleted[fi], true) {
+                        gone.extend_from_slice(&file_slots[fi]);
+                    }
+                }
+                // One discard per page, as a filesystem's per-block discard,
+                // so the latency is per page like the others.
+                gone.sort_unstable();
+                for &s in &gone {
+                    let t = Instant::now();
+                    c.discard(s, 1)?;
+                    record(&mut lat.discard, t.elapsed());
+                }
+                // Freed slots are reused first, in the order a block
+                // allocator would hand them out again (lowest last = next).
+                gone.reverse();
+                slots.free.extend_from_slice(&gone);
+                steps.push(Step {
+                    round,
+                    label,
+                    figures: c.figures()?,
+                });
+            }
+        }
+        if self.final_compact {
+            c.compact()?;
+            steps.push(Step {
+                round: self.rounds,
+                label: "compact".into(),
+                figures: c.figures()?,
+            });
+        }
+        Ok(RunResult {
+            contestant: c.name().to_string(),
+            config: c.config(),
+            steps,
+            latency: lat,
+            wall: start.elapsed(),
+        })
+    }
+}
