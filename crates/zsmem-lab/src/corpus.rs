@@ -847,9 +847,16 @@ mod synth {
         list[zipf(r, list.len(), skew)]
     }
 
+    /// File bytes per page of the generated tree (the real tree has 3580:
+    /// 1298681992 bytes in 362734 pages): converts the byte target into a
+    /// page budget.
+    const BYTES_PER_PAGE: f64 = 3640.0;
+
     pub(super) fn plan(seed: u64, scale: f64) -> Vec<Planned> {
         let mut r = StdRng::seed_from_u64(seed);
-        let total = GENERATED_BYTES_AT_SCALE_1 as f64 * scale;
+        // Budgets are in pages, not bytes: the shares being matched are page
+        // shares, and whole-page budgets make the directory order exact.
+        let total_pages = GENERATED_BYTES_AT_SCALE_1 as f64 * scale / BYTES_PER_PAGE;
         let mut out = Vec::new();
         let mut taken: HashSet<String> = HashSet::new();
         for &(name, kind, size) in ROOT_FILES {
@@ -865,27 +872,29 @@ mod synth {
         }
         let sum: f64 = TOP.iter().map(|d| d.percent).sum();
         for top in TOP {
-            let dir_budget = total * top.percent / sum;
+            let dir_pages = ((total_pages * top.percent / sum).round() as usize).max(1);
+            // Floor each kind's share; the first kind takes the remainder.
+            let mut budgets: Vec<usize> =
+                top.mix.iter().map(|&(_, share)| (dir_pages as f64 * share) as usize).collect();
+            budgets[0] += dir_pages - budgets.iter().sum::<usize>().min(dir_pages);
             let mut dirs = DirPool::new(top.name);
-            for &(kind, share) in top.mix {
-                let budget = (dir_budget * share) as usize;
+            for (&(kind, _), &budget) in top.mix.iter().zip(&budgets) {
                 let mut used = 0usize;
                 while used < budget {
                     let (mu, sigma) = kind.size_law();
                     let mut size = 2f64.powf(mu + sigma * normal(&mut r)).max(1.0) as usize;
                     if kind == Kind::RegHeader {
                         // Keep several register headers even at small scales.
-                        size = size.min(budget / 3 + 1);
+                        size = size.min(budget * PAGE_SIZE / 3 + 1);
                     } else {
                         size = size.min(1 << 20);
                     }
-                    // The last file of a budget takes what is left, unless
-                    // that is much smaller than typical.
+                    // The last file takes exactly the pages that are left.
                     let left = budget - used;
-                    if size > left && left > 256 {
-                        size = left;
+                    if size.div_ceil(PAGE_SIZE) > left {
+                        size = (left - 1) * PAGE_SIZE + r.random_range(1..=PAGE_SIZE);
                     }
-                    used += size;
+                    used += size.div_ceil(PAGE_SIZE);
                     let (dir, prefix) = dirs.choose(&mut r, kind);
                     let ext = kind.ext(&mut r);
                     let path = unique_path(&mut r, &mut taken, &dir, &prefix, kind, ext);
@@ -1363,7 +1372,7 @@ mod synth {
                 // A third of headers are register definitions only.
                 if u < 0.35 { (1.0, 0.0) } else { (0.2 + 0.5 * u, 0.05 * v) }
             } else {
-                (0.02 + 0.5 * u * u, 0.01 + 0.45 * v * v)
+                (0.03 + 0.55 * u * u, 0.02 + 0.5 * v * v)
             };
             while !self.full() {
                 let x: f64 = self.r.random();
@@ -1402,7 +1411,10 @@ mod synth {
             let up = l.prefix.to_ascii_uppercase();
             let regs = 1 + self.long_tail(30);
             let mut off: u32 = self.r.random_range(0..0x400) * 4;
-            let style = self.r.random_range(0..3);
+            let style = self.r.random_range(0..4);
+            let max_fields = self.r.random_range(2..24);
+            // Documented registers carry a comment per line.
+            let comments = 0.1 * self.density;
             for _ in 0..regs {
                 let k = self.r.random_range(1..3);
                 let reg = self.ident_parts(k, true);
@@ -1411,7 +1423,7 @@ mod synth {
                 self.def_pad(name.len());
                 self.s(&format!("0x{off:04x}\n"));
                 off += 4 * self.r.random_range(1..4);
-                let n = self.r.random_range(0..10);
+                let n = self.r.random_range(0..max_fields);
                 let mut bit = 0u32;
                 for _ in 0..n {
                     if bit > 31 {
@@ -1425,7 +1437,17 @@ mod synth {
                     match style {
                         0 => self.s(&format!("BIT({bit})")),
                         1 => self.s(&format!("GENMASK({}, {bit})", (bit + width - 1).min(31))),
+                        2 => {
+                            let mask = (((1u64 << width) - 1) << bit) as u32;
+                            self.s(&format!("0x{mask:08x}"));
+                        }
                         _ => self.s(&format!("{bit}")),
+                    }
+                    if self.chance(comments) {
+                        self.s("\t/* ");
+                        let n = self.r.random_range(2..8);
+                        self.prose(n);
+                        self.s(" */");
                     }
                     self.s("\n");
                     bit += width;
