@@ -150,11 +150,30 @@ impl UntarRm {
             .collect();
         let mut buf: Box<Page> = Box::new([0u8; PAGE_SIZE]);
         let mut stored_total = 0u64;
+        // Everything the driver needs is allocated up front, so that a
+        // contestant measured by its allocator's or the process's memory
+        // growth sees only its own allocations during the run.
+        let mut file_slots: Vec<Vec<u64>> = tree
+            .files
+            .iter()
+            .map(|f| Vec::with_capacity(f.page_count()))
+            .collect();
+        let mut deleted = vec![false; tree.files.len()];
+        let mut gone: Vec<u64> = Vec::with_capacity(tree.total_pages());
+        slots.free.reserve(tree.total_pages());
+        let groups: Vec<(String, Vec<usize>)> = dirs
+            .iter()
+            .map(|d| (format!("-{d}"), tree.files_in_dir(d).collect()))
+            .chain(std::iter::once((
+                "-rest".to_string(),
+                (0..tree.files.len()).collect(),
+            )))
+            .collect();
+        steps.reserve(self.rounds * (groups.len() + 1) + 1);
         for round in 1..=self.rounds {
             // untar
-            let mut file_slots: Vec<Vec<u64>> = Vec::with_capacity(tree.files.len());
-            for f in &tree.files {
-                let mut mine = Vec::with_capacity(f.page_count());
+            for (f, mine) in tree.files.iter().zip(file_slots.iter_mut()) {
+                mine.clear();
                 for page in f.pages() {
                     let slot = slots.take();
                     let t = Instant::now();
@@ -166,7 +185,6 @@ impl UntarRm {
                         progress(stored_total);
                     }
                 }
-                file_slots.push(mine);
             }
             // Read a sample back: every byte must match.
             if self.verify_every > 0 {
@@ -195,18 +213,10 @@ impl UntarRm {
                 figures: c.figures()?,
             });
             // rm, largest directories first, then the rest.
-            let mut deleted = vec![false; tree.files.len()];
-            let groups: Vec<(String, Vec<usize>)> = dirs
-                .iter()
-                .map(|d| (format!("-{d}"), tree.files_in_dir(d).collect()))
-                .chain(std::iter::once((
-                    "-rest".to_string(),
-                    (0..tree.files.len()).collect(),
-                )))
-                .collect();
-            for (label, files) in groups {
-                let mut gone: Vec<u64> = Vec::new();
-                for fi in files {
+            deleted.fill(false);
+            for (label, files) in &groups {
+                gone.clear();
+                for &fi in files {
                     if !std::mem::replace(&mut deleted[fi], true) {
                         gone.extend_from_slice(&file_slots[fi]);
                     }
@@ -225,7 +235,7 @@ impl UntarRm {
                 slots.free.extend_from_slice(&gone);
                 steps.push(Step {
                     round,
-                    label,
+                    label: label.clone(),
                     figures: c.figures()?,
                 });
             }

@@ -1,271 +1,542 @@
-//! scratch
-use std::collections::BTreeMap;
-use zsmem_lab::corpus::*;
+//! Tests of the page sources: the file tree model, the directory and tar
+//! loaders (plain, gzip, xz, and malformed input), and the embedded corpus.
+//!
+//! The comparison with the real kernel tree that `docs/corpus.md` reports is
+//! the ignored test `compare_with_real_tree`:
+//! `ZSMEM_LINUX_TAR=/usr/src/linux-source-6.1.tar.xz cargo test --release -p zsmem-lab --test corpus -- --ignored --nocapture`
 
-fn ext_of(p: &str) -> String {
-    let name = p.rsplit('/').next().unwrap();
-    match name.rsplit_once('.') {
-        Some((_, e)) if e.len() <= 6 => e.to_string(),
-        _ => "(none)".into(),
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use zsmem_lab::corpus::{
+    CorpusError, FileEntry, FileTree, HUGE_THRESHOLD, Histogram, PAGE_SIZE,
+    compressed_size_histogram, is_same_filled, lz4_len,
+};
+
+/// A directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = std::env::temp_dir().join(format!(
+            "zsmem-corpus-{tag}-{}-{}-{nanos}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
     }
 }
 
-pub fn explore(tree: &FileTree) {
-    let t0 = std::time::Instant::now();
-    println!(
-        "files {} bytes {} pages {}",
-        tree.files.len(),
-        tree.total_bytes(),
-        tree.total_pages()
-    );
-    let total = tree.total_pages() as f64;
-    for (d, n) in tree.top_level_dirs().iter().take(25) {
-        let mut st = 0u64;
-        let mut pg = 0u64;
-        for i in tree.files_in_dir(d) {
-            for p in tree.files[i].pages() {
-                pg += 1;
-                st += if is_same_filled(p) {
-                    0
-                } else {
-                    lz4_len(p).min(4096) as u64
-                };
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Deterministic bytes that neither compress nor repeat.
+fn noise(len: usize, mut x: u64) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// The files of the small test tree, sorted by path: what `from_dir` reads.
+fn sample_files() -> Vec<(&'static str, Vec<u8>)> {
+    vec![
+        ("Makefile", b"obj-y += kernel/ mm/\n".to_vec()),
+        ("drivers/empty.c", Vec::new()),
+        ("drivers/net/big.bin", noise(40_000, 7)),
+        (
+            "drivers/net/e1000.c",
+            b"static int e1000_probe(void)\n{\n\treturn 0;\n}\n".repeat(300),
+        ),
+        ("include/linux/mm.h", b"#define PAGE_SHIFT 12\n".to_vec()),
+        ("mm/page.c", vec![0u8; 2 * PAGE_SIZE + 17]),
+    ]
+}
+
+/// Write the sample tree under `root`, plus a symlink that loaders skip.
+fn write_sample_dir(root: &Path) {
+    for (path, data) in sample_files() {
+        let full = root.join(path);
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(full, data).unwrap();
+    }
+    std::os::unix::fs::symlink("mm/page.c", root.join("link.c")).unwrap();
+}
+
+/// The sample tree as an uncompressed tar whose entries all sit under
+/// `linux-test/`, with directory and symlink entries as a real tarball has.
+fn sample_tar() -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut dirs_done = std::collections::BTreeSet::new();
+    for (path, data) in sample_files() {
+        let full = format!("linux-test/{path}");
+        let mut parent = String::new();
+        for comp in full.split('/').rev().skip(1).collect::<Vec<_>>().into_iter().rev() {
+            parent = if parent.is_empty() { comp.to_owned() } else { format!("{parent}/{comp}") };
+            if dirs_done.insert(parent.clone()) {
+                let mut h = tar::Header::new_gnu();
+                h.set_entry_type(tar::EntryType::Directory);
+                h.set_mode(0o755);
+                h.set_size(0);
+                b.append_data(&mut h, format!("{parent}/"), std::io::empty()).unwrap();
             }
         }
-        println!(
-            "dir {:16} {:6.2}% ratio {:5.1}%",
-            d,
-            100.0 * *n as f64 / total,
-            100.0 * st as f64 / (pg as f64 * 4096.0)
-        );
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        b.append_data(&mut h, &full, data.as_slice()).unwrap();
     }
-    let h = compressed_size_histogram(tree, lz4_len, 256);
-    println!(
-        "ratio {:.2}% same {} huge {}",
-        100.0 * h.ratio(),
-        h.same_filled,
-        h.huge
-    );
-    for (i, c) in h.buckets.iter().enumerate() {
-        println!("b {:5} {:6.2}%", i * 256, h.percent(*c));
-    }
-    // by extension
-    let mut ext: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
-    for f in &tree.files {
-        let e = ext.entry(ext_of(f.path())).or_default();
-        e.0 += 1;
-        for p in f.pages() {
-            e.1 += 1;
-            e.2 += lz4_len(p).min(4096) as u64;
-        }
-    }
-    let mut v: Vec<_> = ext.into_iter().collect();
-    v.sort_by(|a, b| b.1.1.cmp(&a.1.1));
-    for (e, (n, pg, st)) in v.iter().take(30) {
-        println!(
-            "ext {:8} files {:6} pages {:6.2}% ratio {:5.1}%",
-            e,
-            n,
-            100.0 * *pg as f64 / total,
-            100.0 * *st as f64 / (*pg as f64 * 4096.0)
-        );
-    }
-    // file sizes
-    let mut sz: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
-    for f in &tree.files {
-        let k = if f.len() == 0 {
-            0
-        } else {
-            64 - (f.len() as u64).leading_zeros()
-        };
-        let e = sz.entry(k).or_default();
-        e.0 += 1;
-        e.1 += f.page_count() as u64;
-    }
-    for (k, (n, pg)) in sz {
-        println!(
-            "size <2^{:2} files {:6} ({:5.2}%) pages {:5.2}%",
-            k,
-            n,
-            100.0 * n as f64 / tree.files.len() as f64,
-            100.0 * pg as f64 / total
-        );
-    }
-    // full vs last pages
-    let (mut fullc, mut fulln, mut lastc, mut lastn) = (0u64, 0u64, 0u64, 0u64);
-    for f in &tree.files {
-        let n = f.page_count();
-        for (i, p) in f.pages().enumerate() {
-            let c = lz4_len(p) as u64;
-            if i + 1 == n && f.len() % 4096 != 0 {
-                lastc += c;
-                lastn += 1;
-            } else {
-                fullc += c;
-                fulln += 1;
-            }
-        }
-    }
-    println!(
-        "full pages {} avg {:.0}; last partial {} avg {:.0}",
-        fulln,
-        fullc as f64 / fulln as f64,
-        lastn,
-        lastc as f64 / lastn as f64
-    );
-    println!("explore took {:?}", t0.elapsed());
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Symlink);
+    h.set_size(0);
+    b.append_link(&mut h, "linux-test/link.c", "mm/page.c").unwrap();
+    b.into_inner().unwrap()
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn xz(data: &[u8]) -> Vec<u8> {
+    let mut e = xz2::write::XzEncoder::new(Vec::new(), 6);
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn expected_tree() -> FileTree {
+    FileTree::new(
+        sample_files()
+            .into_iter()
+            .map(|(p, d)| FileEntry::new(p, d))
+            .collect(),
+    )
 }
 
 #[test]
-#[ignore]
-fn explore_real() {
-    let p = std::env::var("ZSMEM_LINUX_TAR").unwrap();
-    let t0 = std::time::Instant::now();
-    let tree = FileTree::from_tar(&p).unwrap();
-    println!("load took {:?}", t0.elapsed());
-    explore(&tree);
+fn pages_are_4096_bytes_and_zero_padded() {
+    let f = FileEntry::new("a/b.c", vec![7u8; PAGE_SIZE + 904]);
+    assert_eq!(f.len(), PAGE_SIZE + 904);
+    assert_eq!(f.page_count(), 2);
+    assert_eq!(f.data(), &vec![7u8; PAGE_SIZE + 904][..]);
+    assert!(f.page(0).iter().all(|&b| b == 7));
+    assert!(f.page(1)[..904].iter().all(|&b| b == 7));
+    assert!(f.page(1)[904..].iter().all(|&b| b == 0));
+    assert_eq!(f.top_level_dir(), Some("a"));
+
+    let empty = FileEntry::new("a/empty", Vec::new());
+    assert!(empty.is_empty());
+    assert_eq!(empty.page_count(), 0);
+    let exact = FileEntry::new("top", vec![1u8; 2 * PAGE_SIZE]);
+    assert_eq!(exact.page_count(), 2);
+    assert_eq!(exact.top_level_dir(), None);
+
+    let tree = FileTree::new(vec![f, empty, exact]);
+    assert_eq!(tree.total_pages(), 4);
+    let seen: Vec<(usize, usize)> = tree.pages().map(|(f, p, page)| {
+        assert_eq!(page.len(), PAGE_SIZE);
+        (f, p)
+    }).collect();
+    assert_eq!(seen, vec![(0, 0), (0, 1), (2, 0), (2, 1)]);
 }
 
 #[test]
-#[ignore]
-fn explore_real2() {
-    let p = std::env::var("ZSMEM_LINUX_TAR").unwrap();
-    let tree = FileTree::from_tar(&p).unwrap();
-    classes(&tree);
+fn common_top_directory_is_stripped_only_when_shared() {
+    let tree = FileTree::new(vec![
+        FileEntry::new("linux-6.1/drivers/a.c", vec![1; 10]),
+        FileEntry::new("linux-6.1/Makefile", vec![1; 10]),
+    ]);
+    let paths: Vec<&str> = tree.files.iter().map(FileEntry::path).collect();
+    assert_eq!(paths, ["drivers/a.c", "Makefile"]);
+
+    let tree = FileTree::new(vec![
+        FileEntry::new("linux-6.1/drivers/a.c", vec![1; 10]),
+        FileEntry::new("README", vec![1; 10]),
+    ]);
+    assert_eq!(tree.files[0].path(), "linux-6.1/drivers/a.c");
 }
 
-pub fn classes(tree: &FileTree) {
-    let classes: Vec<(&str, Box<dyn Fn(&FileEntry) -> bool>)> = vec![
-        ("c", Box::new(|f: &FileEntry| f.path().ends_with(".c"))),
-        (
-            "h<1M",
-            Box::new(|f: &FileEntry| f.path().ends_with(".h") && f.len() < 1 << 20),
-        ),
-        (
-            "h>=1M",
-            Box::new(|f: &FileEntry| f.path().ends_with(".h") && f.len() >= 1 << 20),
-        ),
-        (
-            "rst/txt",
-            Box::new(|f: &FileEntry| f.path().ends_with(".rst") || f.path().ends_with(".txt")),
-        ),
-        (
-            "dts/yaml/json",
-            Box::new(|f: &FileEntry| {
-                [".dts", ".dtsi", ".yaml", ".json"]
-                    .iter()
-                    .any(|e| f.path().ends_with(e))
-            }),
-        ),
-        (
-            "other",
-            Box::new(|f: &FileEntry| {
-                ![
-                    ".c", ".h", ".rst", ".txt", ".dts", ".dtsi", ".yaml", ".json",
-                ]
-                .iter()
-                .any(|e| f.path().ends_with(e))
-            }),
-        ),
+#[test]
+fn top_level_dirs_are_sorted_by_pages() {
+    let tree = FileTree::new(vec![
+        FileEntry::new("fs/a.c", vec![1; 3 * PAGE_SIZE]),
+        FileEntry::new("drivers/a.c", vec![1; 5 * PAGE_SIZE]),
+        FileEntry::new("arch/a.c", vec![1; 3 * PAGE_SIZE]),
+        FileEntry::new("Makefile", vec![1; 9 * PAGE_SIZE]),
+        FileEntry::new("drivers/b.c", vec![1; 1]),
+    ]);
+    assert_eq!(
+        tree.top_level_dirs(),
+        vec![("drivers".to_owned(), 6), ("arch".to_owned(), 3), ("fs".to_owned(), 3)]
+    );
+    assert_eq!(tree.files_in_dir("drivers").collect::<Vec<_>>(), vec![1, 4]);
+}
+
+#[test]
+fn from_dir_reads_regular_files_sorted_and_skips_symlinks() {
+    let dir = TempDir::new("dir");
+    write_sample_dir(dir.path());
+    let tree = FileTree::from_dir(dir.path()).unwrap();
+    assert_eq!(tree, expected_tree());
+    assert_eq!(FileTree::load(dir.path()).unwrap(), tree);
+}
+
+#[test]
+fn tar_gz_xz_all_load_like_the_directory() {
+    let dir = TempDir::new("tars");
+    let src = dir.path().join("src");
+    write_sample_dir(&src);
+    let from_dir = FileTree::from_dir(&src).unwrap();
+
+    let tar = sample_tar();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("t.tar", tar.clone()),
+        ("t.tar.gz", gzip(&tar)),
+        ("t.tgz", gzip(&tar)),
+        ("t.tar.xz", xz(&tar)),
+        ("t.txz", xz(&tar)),
+        // Magic bytes win when the name says nothing, or says plain tar.
+        ("t.tar.bin", xz(&tar)),
+        ("t.tar", gzip(&tar)),
+        ("no-extension", gzip(&tar)),
     ];
-    for (name, pred) in &classes {
-        let sub = FileTree {
-            files: tree.files.iter().filter(|f| pred(f)).cloned().collect(),
-        };
-        let h = compressed_size_histogram(&sub, lz4_len, 256);
-        let line: Vec<String> = h
-            .buckets
-            .iter()
-            .map(|c| format!("{:4.1}", 100.0 * *c as f64 / tree.total_pages() as f64))
-            .collect();
-        println!(
-            "{:14} pages {:6} ratio {:5.1}% | {}",
-            name,
-            h.pages,
-            100.0 * h.ratio(),
-            line.join(" ")
-        );
+    for (i, (name, bytes)) in cases.into_iter().enumerate() {
+        let sub = dir.path().join(format!("case{i}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        let path = sub.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let tree = FileTree::from_tar(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(tree, from_dir, "{name}");
+        assert_eq!(FileTree::load(&path).unwrap(), from_dir, "{name} via load");
     }
 }
-pub fn more(tree: &FileTree) {
-    // big files list
-    let mut big: Vec<&FileEntry> = tree.files.iter().filter(|f| f.len() > 1 << 20).collect();
-    big.sort_by_key(|f| std::cmp::Reverse(f.len()));
-    for f in big.iter().take(40) {
-        let st: usize = f.pages().map(|p| lz4_len(p)).sum();
-        println!(
-            "{:10} {:5.1}% {}",
-            f.len(),
-            100.0 * st as f64 / (f.page_count() * 4096) as f64,
-            f.path()
-        );
+
+#[test]
+fn later_duplicate_in_tar_replaces_earlier() {
+    let mut b = tar::Builder::new(Vec::new());
+    for (path, data) in [("a/x", &b"one"[..]), ("a/y", b"two"), ("a/x", b"three")] {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        b.append_data(&mut h, path, data).unwrap();
     }
-    // huge pages: which files
-    let mut hp: BTreeMap<String, usize> = BTreeMap::new();
-    for f in &tree.files {
-        for p in f.pages() {
-            if lz4_len(p) >= 3072 {
-                *hp.entry(f.path().to_string()).or_default() += 1;
-            }
-        }
+    let dir = TempDir::new("dup");
+    let path = dir.path().join("d.tar");
+    std::fs::write(&path, b.into_inner().unwrap()).unwrap();
+    let tree = FileTree::from_tar(&path).unwrap();
+    let got: Vec<(&str, &[u8])> = tree.files.iter().map(|f| (f.path(), f.data())).collect();
+    assert_eq!(got, vec![("x", &b"three"[..]), ("y", &b"two"[..])]);
+}
+
+/// Load `bytes` written as `name` and return the error, which must name the
+/// file.
+fn load_err(name: &str, bytes: &[u8]) -> CorpusError {
+    let dir = TempDir::new("bad");
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    let err = FileTree::load(&path).expect_err(name);
+    assert!(
+        err.to_string().contains(path.to_str().unwrap()),
+        "{name}: message does not name the path: {err}"
+    );
+    err
+}
+
+#[test]
+fn malformed_inputs_are_errors_not_panics() {
+    let tar = sample_tar();
+    let garbage = noise(10_000, 99);
+
+    assert!(matches!(load_err("garbage.tar", &garbage), CorpusError::NotATar { .. }));
+    assert!(matches!(load_err("garbage", &garbage), CorpusError::NotATar { .. }));
+    assert!(matches!(load_err("empty.tar", b""), CorpusError::NotATar { .. }));
+    assert!(matches!(load_err("text.tar", &b"hello world\n".repeat(100)), CorpusError::NotATar { .. }));
+
+    // Cut inside the big file's data, and inside a header block.
+    let big_at = tar.windows(5).position(|w| w == b"big.b").unwrap();
+    for cut in [big_at + 512 + 20_000, big_at + 100] {
+        let e = load_err("cut.tar", &tar[..cut]);
+        assert!(matches!(e, CorpusError::Corrupt { .. }), "cut at {cut}: {e}");
     }
-    for (k, v) in hp.iter().take(60) {
-        println!("huge {v:4} {k}");
-    }
-    // same
-    for f in &tree.files {
-        for p in f.pages() {
-            if is_same_filled(p) {
-                println!("same {}", f.path());
-            }
-        }
-    }
-    // a sample of c and h pages
-    for want in [
-        "drivers/net/ethernet/intel/e1000e/netdev.c",
-        "include/linux/mm.h",
-        "Documentation/admin-guide/kernel-parameters.txt",
+    let gz = gzip(&tar);
+    let e = load_err("cut.tar.gz", &gz[..gz.len() / 2]);
+    assert!(matches!(e, CorpusError::Corrupt { .. }), "{e}");
+    let x = xz(&tar);
+    let e = load_err("cut.tar.xz", &x[..x.len() / 2]);
+    assert!(matches!(e, CorpusError::Corrupt { .. }), "{e}");
+
+    // Magic bytes followed by garbage.
+    let mut fake_gz = vec![0x1f, 0x8b];
+    fake_gz.extend_from_slice(&garbage);
+    assert!(matches!(load_err("fake.tar.gz", &fake_gz), CorpusError::Corrupt { .. }));
+    let mut fake_xz = vec![0xfd, b'7', b'z', b'X', b'Z', 0];
+    fake_xz.extend_from_slice(&garbage);
+    assert!(matches!(load_err("fake.tar.xz", &fake_xz), CorpusError::Corrupt { .. }));
+
+    // The name promises compression the contents lack.
+    let e = load_err("plain.tar.xz", &tar);
+    assert!(matches!(e, CorpusError::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains("xz"), "{e}");
+    let e = load_err("plain.tgz", &garbage);
+    assert!(matches!(e, CorpusError::Corrupt { .. }), "{e}");
+}
+
+#[test]
+fn missing_paths_and_wrong_kinds_are_reported() {
+    let dir = TempDir::new("missing");
+    let nowhere = dir.path().join("nowhere.tar.xz");
+    for e in [
+        FileTree::load(&nowhere).unwrap_err(),
+        FileTree::from_tar(&nowhere).unwrap_err(),
+        FileTree::from_dir(&nowhere).unwrap_err(),
     ] {
-        if let Some(f) = tree.files.iter().find(|f| f.path() == want) {
-            println!(
-                "---- {want} page 3 lz4 {}\n{}",
-                lz4_len(f.page(3)),
-                String::from_utf8_lossy(f.page(3))
-            );
-        }
+        assert!(matches!(e, CorpusError::NotFound { .. }), "{e}");
+        assert!(e.to_string().contains("nowhere.tar.xz"), "{e}");
+    }
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let e = FileTree::from_dir(&file).unwrap_err();
+    assert!(e.to_string().contains("not a directory"), "{e}");
+    let e = FileTree::from_tar(dir.path()).unwrap_err();
+    assert!(matches!(e, CorpusError::Unsupported { .. }), "{e}");
+}
+
+#[test]
+fn generate_is_deterministic_per_seed() {
+    let a = FileTree::generate(7, 0.02);
+    let b = FileTree::generate(7, 0.02);
+    assert_eq!(a, b);
+    let c = FileTree::generate(8, 0.02);
+    assert_ne!(a, c);
+    let differing = a.pages().zip(c.pages()).filter(|(x, y)| x.2 != y.2).count();
+    assert!(differing > a.total_pages() / 2, "only {differing} pages differ");
+}
+
+#[test]
+fn generate_scales_roughly_proportionally() {
+    let small = FileTree::generate(1, 0.02);
+    let large = FileTree::generate(1, 0.06);
+    let target = 0.02 * (300u64 << 20) as f64;
+    let bytes = small.total_bytes() as f64;
+    assert!((bytes / target - 1.0).abs() < 0.15, "{bytes} bytes for {target}");
+    let r = large.total_bytes() as f64 / bytes;
+    assert!((2.6..3.4).contains(&r), "3x scale gave {r}x bytes");
+    let r = large.total_pages() as f64 / small.total_pages() as f64;
+    assert!((2.6..3.4).contains(&r), "3x scale gave {r}x pages");
+}
+
+#[test]
+fn generated_top_dirs_come_in_the_experiments_order() {
+    for scale in [0.01, 0.05] {
+        let tree = FileTree::generate(3, scale);
+        let dirs = tree.top_level_dirs();
+        let names: Vec<&str> = dirs.iter().take(7).map(|d| d.0.as_str()).collect();
+        assert_eq!(
+            names,
+            ["drivers", "arch", "fs", "sound", "include", "Documentation", "tools"],
+            "scale {scale}"
+        );
+        let share = dirs[0].1 as f64 / tree.total_pages() as f64;
+        assert!((0.6..0.7).contains(&share), "drivers share {share}");
     }
 }
 
 #[test]
-#[ignore]
-fn explore_gen() {
-    let scale: f64 = std::env::var("SCALE")
-        .map(|s| s.parse().unwrap())
-        .unwrap_or(1.0);
-    let t0 = std::time::Instant::now();
-    let tree = FileTree::generate(1, scale);
-    println!("generate took {:?}", t0.elapsed());
-    explore(&tree);
-    classes(&tree);
-}
-
-#[test]
-#[ignore]
-fn show_gen() {
-    let tree = FileTree::generate(1, 0.01);
-    let want = std::env::var("SHOW").unwrap_or(".c".into());
-    let f = tree
+fn generated_pages_compress_like_source() {
+    let tree = FileTree::generate(1, 0.05);
+    assert!(tree.files.iter().all(|f| !f.path().starts_with('/') && !f.path().contains("//")));
+    let c_or_h = tree
         .files
         .iter()
-        .filter(|f| {
-            f.path().ends_with(&want) && !f.path().contains("asic_reg") && f.page_count() > 3
-        })
-        .nth(3)
-        .unwrap();
+        .filter(|f| f.path().ends_with(".c") || f.path().ends_with(".h"))
+        .count();
+    assert!(c_or_h * 10 > tree.files.len() * 7, "{c_or_h} of {} are .c/.h", tree.files.len());
+    let h = compressed_size_histogram(&tree, lz4_len, 256);
+    let ratio = h.ratio();
+    assert!((0.28..0.40).contains(&ratio), "lz4 ratio {ratio}");
+    // Spread over many size classes, not one spike.
+    let busy = h.buckets.iter().filter(|&&c| h.percent(c) > 2.0).count();
+    assert!(busy >= 8, "only {busy} buckets above 2%: {:?}", h.buckets);
+}
+
+#[test]
+fn histogram_counts_same_filled_huge_and_buckets() {
+    let tree = FileTree::new(vec![
+        FileEntry::new("z", vec![0u8; PAGE_SIZE]),
+        FileEntry::new("f", vec![0xabu8; 3 * PAGE_SIZE]),
+        FileEntry::new("r", noise(PAGE_SIZE, 5)),
+        FileEntry::new("t", b"static int foo(void) { return 0; }\n".repeat(100)),
+    ]);
+    let h: Histogram = compressed_size_histogram(&tree, lz4_len, 256);
+    assert_eq!(h.pages, 6);
+    assert_eq!(h.same_filled, 4);
+    assert_eq!(h.huge, 1);
+    assert_eq!(h.buckets.len(), 16);
+    assert_eq!(h.buckets.iter().sum::<u64>(), 2);
+    assert_eq!(h.buckets[15], 1, "incompressible page in the last bucket");
+    let text = lz4_len(tree.files[3].page(0));
+    assert!(text < 256);
+    assert_eq!(h.buckets[0], 1);
+    assert_eq!(h.stored_bytes, PAGE_SIZE as u64 + text as u64);
+    assert!(lz4_len(&noise(PAGE_SIZE, 6)) >= HUGE_THRESHOLD);
+    assert!(is_same_filled(tree.files[1].page(2)));
+    assert!(!is_same_filled(tree.files[3].page(0)));
+    // A custom compressor: everything 1000 bytes.
+    let h = compressed_size_histogram(&tree, |_| 1000, 512);
+    assert_eq!(h.buckets, vec![0, 2, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(h.huge, 0);
+}
+
+/// Rows of the comparison for `docs/corpus.md`.
+fn percent_row(h: &Histogram, count: u64) -> String {
+    format!("{:.2}", h.percent(count))
+}
+
+fn dir_shares(tree: &FileTree) -> Vec<(String, f64)> {
+    let total = tree.total_pages() as f64;
+    tree.top_level_dirs()
+        .into_iter()
+        .map(|(d, n)| (d, 100.0 * n as f64 / total))
+        .collect()
+}
+
+/// File types of the comparison, by name ending; the last is the rest.
+const FILE_TYPES: &[(&str, &[&str])] = &[
+    ("C (.c)", &[".c"]),
+    ("headers (.h)", &[".h"]),
+    ("docs (.rst, .txt)", &[".rst", ".txt"]),
+    ("device trees, schemas (.dts, .dtsi, .yaml, .json)", &[".dts", ".dtsi", ".yaml", ".json"]),
+    ("other", &[]),
+];
+
+/// Share of pages and LZ4 ratio of the files whose names end in one of
+/// `exts`; empty `exts` means files of none of the listed types.
+fn type_stats(tree: &FileTree, exts: &[&str]) -> (f64, f64) {
+    let listed = |p: &str| FILE_TYPES.iter().flat_map(|t| t.1.iter()).any(|e| p.ends_with(e));
+    let sub = FileTree {
+        files: tree
+            .files
+            .iter()
+            .filter(|f| {
+                if exts.is_empty() {
+                    !listed(f.path())
+                } else {
+                    exts.iter().any(|e| f.path().ends_with(e))
+                }
+            })
+            .cloned()
+            .collect(),
+    };
+    let h = compressed_size_histogram(&sub, lz4_len, 256);
+    (h.pages as f64 / tree.total_pages() as f64, h.ratio())
+}
+
+/// The comparison reported in `docs/corpus.md`: the embedded corpus (seed 1,
+/// scale 1.0) against the tarball named by `ZSMEM_LINUX_TAR`.
+#[test]
+#[ignore = "needs ZSMEM_LINUX_TAR=/usr/src/linux-source-6.1.tar.xz; run in release"]
+fn compare_with_real_tree() {
+    let Ok(tar) = std::env::var("ZSMEM_LINUX_TAR") else {
+        println!("ZSMEM_LINUX_TAR is not set: nothing to compare with");
+        return;
+    };
+    let t = std::time::Instant::now();
+    let corpus = FileTree::generate(1, 1.0);
+    let gen_time = t.elapsed();
+    let t = std::time::Instant::now();
+    let real = FileTree::from_tar(&tar).unwrap_or_else(|e| panic!("{e}"));
+    let load_time = t.elapsed();
+    let hr = compressed_size_histogram(&real, lz4_len, 256);
+    let hc = compressed_size_histogram(&corpus, lz4_len, 256);
+
+    println!("generate(1, 1.0): {gen_time:.2?}; loading {tar}: {load_time:.2?}\n");
+    println!("| | real | corpus |\n|---|---:|---:|");
+    println!("| files | {} | {} |", real.files.len(), corpus.files.len());
+    println!("| file bytes | {} | {} |", real.total_bytes(), corpus.total_bytes());
+    println!("| pages | {} | {} |", hr.pages, hc.pages);
     println!(
-        "---- {} page 1 lz4 {}\n{}",
-        f.path(),
-        lz4_len(f.page(1)),
-        String::from_utf8_lossy(f.page(1))
+        "| LZ4 stored / original | {:.2}% | {:.2}% |",
+        100.0 * hr.ratio(),
+        100.0 * hc.ratio()
     );
+    println!(
+        "| same-filled pages | {} ({}%) | {} ({}%) |",
+        hr.same_filled,
+        percent_row(&hr, hr.same_filled),
+        hc.same_filled,
+        percent_row(&hc, hc.same_filled)
+    );
+    println!(
+        "| huge pages (>= {HUGE_THRESHOLD} B) | {} ({}%) | {} ({}%) |",
+        hr.huge,
+        percent_row(&hr, hr.huge),
+        hc.huge,
+        percent_row(&hc, hc.huge)
+    );
+
+    println!("\n| LZ4 size bucket | real % | corpus % |\n|---|---:|---:|");
+    let mut tv = 0.0;
+    for (i, (r, c)) in hr.buckets.iter().zip(&hc.buckets).enumerate() {
+        let lo = i * hr.bucket_bytes;
+        let hi = lo + hr.bucket_bytes;
+        println!("| {lo}-{} | {} | {} |", hi - 1, percent_row(&hr, *r), percent_row(&hc, *c));
+        tv += (hr.percent(*r) - hc.percent(*c)).abs();
+    }
+    println!(
+        "| same-filled | {} | {} |",
+        percent_row(&hr, hr.same_filled),
+        percent_row(&hc, hc.same_filled)
+    );
+    tv += (hr.percent(hr.same_filled) - hc.percent(hc.same_filled)).abs();
+    println!("\ntotal variation distance between the bucket distributions: {:.1}%", tv / 2.0);
+
+    println!("\n| file type | real % of pages | corpus % of pages | real LZ4 ratio | corpus LZ4 ratio |");
+    println!("|---|---:|---:|---:|---:|");
+    for (name, exts) in FILE_TYPES {
+        let (r, c) = (type_stats(&real, exts), type_stats(&corpus, exts));
+        println!(
+            "| {name} | {:.2} | {:.2} | {:.1}% | {:.1}% |",
+            100.0 * r.0,
+            100.0 * c.0,
+            100.0 * r.1,
+            100.0 * c.1
+        );
+    }
+
+    let rd = dir_shares(&real);
+    let cd = dir_shares(&corpus);
+    println!("\n| top-level dir | real % of pages | corpus % of pages |\n|---|---:|---:|");
+    let mut names: Vec<&str> = rd.iter().map(|d| d.0.as_str()).collect();
+    for (d, _) in &cd {
+        if !names.contains(&d.as_str()) {
+            names.push(d);
+        }
+    }
+    let share = |v: &[(String, f64)], n: &str| {
+        v.iter().find(|d| d.0 == n).map_or("-".to_owned(), |d| format!("{:.2}", d.1))
+    };
+    for n in names {
+        println!("| {n} | {} | {} |", share(&rd, n), share(&cd, n));
+    }
+    let order = |v: &[(String, f64)]| v.iter().take(5).map(|d| d.0.clone()).collect::<Vec<_>>().join(", ");
+    println!("\nfive largest, real: {}", order(&rd));
+    println!("five largest, corpus: {}", order(&cd));
 }
