@@ -395,7 +395,14 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
     );
     println!(
         "{:<22} {:>10} {:>10} {:>12} {:>14} {:>12} {:>14} {:>10}",
-        "mode", "held MiB", "after MiB", "pages freed", "objects moved", "MiB copied", "copied/freed", "max hold"
+        "mode",
+        "held MiB",
+        "after MiB",
+        "pages freed",
+        "objects moved",
+        "MiB copied",
+        "copied/freed",
+        "max hold"
     );
     for (label, policy, explicit) in [
         ("off, then compact()", CompactionPolicy::Off, true),
@@ -438,6 +445,8 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
             c.max_lock_hold_ns as f64 / 1000.0
         );
     }
-    println!("copied/freed: object bytes copied per byte of memory returned; max hold: longest time one compaction step held a class lock");
+    println!(
+        "copied/freed: object bytes copied per byte of memory returned; max hold: longest time one compaction step held a class lock"
+    );
     Ok(())
 }

@@ -9,6 +9,7 @@ use zsmem::Codec;
 use zsmem_lab::contestant::{Figures, KernelContestant, LabError, PageContestant, ZsmemContestant};
 use zsmem_lab::corpus::FileTree;
 use zsmem_lab::kernel_zram::ZramError;
+use zsmem_lab::trace::TraceRecorder;
 use zsmem_lab::workload::{RunResult, UntarRm, slots_needed};
 
 use crate::{CliError, CliResult};
@@ -23,6 +24,13 @@ pub struct CompareArgs {
     /// default: the embedded corpus.
     #[arg(long)]
     pub input: Option<std::path::PathBuf>,
+    /// Use the anonymous memory of this running process as the pages
+    /// (needs ptrace permission); at most --max-mib of it.
+    #[arg(long, conflicts_with = "input")]
+    pub pid: Option<u32>,
+    /// With --pid: most MiB of the process's memory to take.
+    #[arg(long, default_value_t = 1024)]
+    pub max_mib: u64,
     /// Seed of the embedded corpus.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -42,18 +50,25 @@ pub struct CompareArgs {
     /// Output format: table, csv or json.
     #[arg(long, default_value = "table")]
     pub format: String,
+    /// Record the objects the workload makes (a size trace, see
+    /// `zsmem replay`) while the first contestant runs, to this file.
+    #[arg(long)]
+    pub record_trace: Option<std::path::PathBuf>,
 }
 
 impl Default for CompareArgs {
     fn default() -> Self {
         CompareArgs {
             input: None,
+            pid: None,
+            max_mib: 1024,
             seed: 1,
             scale: 1.0,
             rounds: 1,
             contestants: CONTESTANTS.iter().map(|s| s.to_string()).collect(),
             codec: "lz4".into(),
             format: "table".into(),
+            record_trace: None,
         }
     }
 }
@@ -168,12 +183,17 @@ pub fn run(a: &CompareArgs) -> CliResult {
         }
     }
     let t = Instant::now();
-    let (tree, source) = match &a.input {
-        Some(p) => (
+    let (tree, source) = match (&a.input, a.pid) {
+        (_, Some(pid)) => (
+            zsmem_lab::procmem::process_tree(pid, a.max_mib << 20)
+                .map_err(|e| CliError::Usage(e.to_string()))?,
+            format!("anonymous memory of process {pid}"),
+        ),
+        (Some(p), None) => (
             FileTree::load(p).map_err(|e| CliError::Usage(e.to_string()))?,
             p.display().to_string(),
         ),
-        None => (
+        (None, None) => (
             FileTree::generate(a.seed, a.scale),
             format!("embedded corpus (seed {}, scale {})", a.seed, a.scale),
         ),
@@ -213,9 +233,24 @@ pub fn run(a: &CompareArgs) -> CliResult {
             .progress_chars("=> "),
         );
         bar.set_prefix(name.clone());
-        let r = work
-            .run(&tree, c.as_mut(), |done| bar.set_position(done))
-            .map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+        let r = match (&a.record_trace, results.is_empty()) {
+            (Some(path), true) => {
+                let mut rec = TraceRecorder::new(c.as_mut(), codec);
+                let r = work.run(&tree, &mut rec, |done| bar.set_position(done));
+                let file = std::fs::File::create(path).map_err(|e| {
+                    CliError::Usage(format!("cannot create trace file {}: {e}", path.display()))
+                })?;
+                rec.trace.write_to(std::io::BufWriter::new(file))?;
+                eprintln!(
+                    "  recorded {} operations to {}",
+                    rec.trace.ops.len(),
+                    path.display()
+                );
+                r
+            }
+            _ => work.run(&tree, c.as_mut(), |done| bar.set_position(done)),
+        }
+        .map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
         bar.finish_and_clear();
         eprintln!("  {name}: done in {:.1}s", r.wall.as_secs_f64());
         results.push(r);

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod classes;
 pub mod compare;
+pub mod replay;
 pub mod stats;
 pub mod units;
 

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use zsmem_cli::{bench, classes, compare, stats};
+use zsmem_cli::{bench, classes, compare, replay, stats};
 
 /// zsmem: a zsmalloc-design compressed-memory allocator, its size-class
 /// simulator and its benchmarks.
@@ -24,6 +24,9 @@ enum Command {
     /// Size-class simulator: how requests map to classes, zspage shapes,
     /// waste and spanning objects, optionally against a second configuration.
     Classes(classes::ClassesArgs),
+    /// Replay a size trace (`alloc ID SIZE` / `free ID` lines) on zsmem's
+    /// pools; record one with `zsmem compare --record-trace FILE`.
+    Replay(replay::ReplayArgs),
     /// Fill a pool with a synthetic workload and print its statistics in the
     /// kernel's debugfs layout.
     Stats(stats::StatsArgs),
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => compare::run(&a),
         Command::Classes(a) => classes::run(&a),
         Command::Stats(a) => stats::run(&a),
+        Command::Replay(a) => replay::run(&a),
         Command::Bench(b) => bench::run(&b),
     };
     match result {

@@ -3,23 +3,57 @@
 use std::process::Command;
 
 fn zsmem(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_zsmem")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_zsmem"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 #[test]
 fn compare_prints_every_step_and_a_summary() {
-    let out = zsmem(&["compare", "--scale", "0.02", "--contestants", "zsmem,zsmem-kernel"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = zsmem(&[
+        "compare",
+        "--scale",
+        "0.02",
+        "--contestants",
+        "zsmem,zsmem-kernel",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let t = String::from_utf8(out.stdout).unwrap();
-    for needle in ["== zsmem:", "== zsmem-kernel:", "r1:untar", "r1:-drivers", "r1:-rest", "peak used"] {
+    for needle in [
+        "== zsmem:",
+        "== zsmem-kernel:",
+        "r1:untar",
+        "r1:-drivers",
+        "r1:-rest",
+        "peak used",
+    ] {
         assert!(t.contains(needle), "missing {needle} in\n{t}");
     }
 }
 
 #[test]
 fn compare_json_has_every_run() {
-    let out = zsmem(&["compare", "--scale", "0.02", "--contestants", "zsmem", "--rounds", "2", "--format", "json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = zsmem(&[
+        "compare",
+        "--scale",
+        "0.02",
+        "--contestants",
+        "zsmem",
+        "--rounds",
+        "2",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let steps = v["runs"][0]["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 2 * 7 + 1);
@@ -29,10 +63,16 @@ fn compare_json_has_every_run() {
 #[test]
 fn compare_refuses_bad_arguments() {
     for (args, needle) in [
-        (&["compare", "--contestants", "zbud"][..], "unknown contestant"),
+        (
+            &["compare", "--contestants", "zbud"][..],
+            "unknown contestant",
+        ),
         (&["compare", "--rounds", "0"][..], "--rounds"),
         (&["compare", "--codec", "lzo"][..], "unknown codec"),
-        (&["compare", "--input", "/nonexistent/tree.tar"][..], "/nonexistent/tree.tar"),
+        (
+            &["compare", "--input", "/nonexistent/tree.tar"][..],
+            "/nonexistent/tree.tar",
+        ),
         (&["compare", "--format", "xml"][..], "unknown format"),
     ] {
         let out = zsmem(args);

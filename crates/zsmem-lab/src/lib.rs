@@ -6,9 +6,15 @@
 //! | [`kernel_zram`] | the kernel's own zram as a live peer (private device, O_DIRECT pages, BLKDISCARD, mm_stat) |
 //! | [`contestant`] | the interface every contestant implements; zsmem's and the kernel's |
 //! | [`workload`] | untar/rm and its rounds, with latency histograms |
+//! | [`procmem`] | a running process's anonymous memory as pages (what zswap stores) |
+//! | [`trace`] | size traces: `alloc ID SIZE` / `free ID`, recorded from a workload, replayed on a pool |
 //! | [`corpus`] | page sources: a directory, a .tar/.tar.gz/.tar.xz, or the embedded deterministic corpus |
 
+pub mod baseline;
 pub mod contestant;
 pub mod corpus;
 pub mod kernel_zram;
+pub mod procmem;
+pub mod report;
+pub mod trace;
 pub mod workload;

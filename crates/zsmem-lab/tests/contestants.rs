@@ -40,7 +40,12 @@ fn zsmem_contestants_keep_every_page_and_count_consistently() {
         assert!(untar.pool >= untar.compr && untar.used >= untar.pool);
         for s in &r.steps {
             if s.label == "-rest" || s.label == "compact" {
-                assert_eq!((s.figures.orig, s.figures.compr, s.figures.pool), (0, 0, 0), "{}", s.label);
+                assert_eq!(
+                    (s.figures.orig, s.figures.compr, s.figures.pool),
+                    (0, 0, 0),
+                    "{}",
+                    s.label
+                );
             }
         }
         assert_eq!(r.latency.store.len(), 2 * tree.total_pages() as u64);
@@ -53,14 +58,28 @@ fn zsmem_contestants_keep_every_page_and_count_consistently() {
 fn automatic_compaction_holds_less_than_the_kernel_configuration() {
     let tree = tree();
     let slots = slots_needed(&tree);
-    let best = run(&mut ZsmemContestant::best(Codec::Lz4, slots).unwrap(), &tree, 1);
-    let kern = run(&mut ZsmemContestant::kernel_faithful(Codec::Lz4, slots).unwrap(), &tree, 1);
+    let best = run(
+        &mut ZsmemContestant::best(Codec::Lz4, slots).unwrap(),
+        &tree,
+        1,
+    );
+    let kern = run(
+        &mut ZsmemContestant::kernel_faithful(Codec::Lz4, slots).unwrap(),
+        &tree,
+        1,
+    );
     // After deletions compaction pays; right after untar the two differ
     // only by class layout (the kernel's in-object handle shifts sizes).
     for (b, k) in best.steps.iter().zip(&kern.steps) {
         assert_eq!(b.figures.compr, k.figures.compr, "same codec, same objects");
         if b.label.starts_with('-') && b.label != "-rest" {
-            assert!(b.figures.pool < k.figures.pool, "{}: {} >= {}", b.label, b.figures.pool, k.figures.pool);
+            assert!(
+                b.figures.pool < k.figures.pool,
+                "{}: {} >= {}",
+                b.label,
+                b.figures.pool,
+                k.figures.pool
+            );
         }
     }
 }
@@ -79,15 +98,30 @@ fn kernel_faithful_zsmem_matches_the_kernels_zram() {
     };
     let k = run(&mut kernel, &tree, 1);
     drop(kernel);
-    let z = run(&mut ZsmemContestant::kernel_faithful(Codec::Lz4, slots).unwrap(), &tree, 1);
+    let z = run(
+        &mut ZsmemContestant::kernel_faithful(Codec::Lz4, slots).unwrap(),
+        &tree,
+        1,
+    );
     for (zs, ks) in z.steps.iter().zip(&k.steps) {
         let (a, b) = (&zs.figures, &ks.figures);
         assert_eq!(zs.label, ks.label);
         assert_eq!(a.orig, b.orig, "{}", zs.label);
         // liblz4 1.10 and the kernel's lz4 differ by a few bytes in a million.
         let compr_diff = (a.compr as f64 - b.compr as f64).abs();
-        assert!(compr_diff <= 0.001 * b.compr as f64, "{}: compr {} vs {}", zs.label, a.compr, b.compr);
-        assert_eq!((a.same_pages, a.huge_pages), (b.same_pages, b.huge_pages), "{}", zs.label);
+        assert!(
+            compr_diff <= 0.001 * b.compr as f64,
+            "{}: compr {} vs {}",
+            zs.label,
+            a.compr,
+            b.compr
+        );
+        assert_eq!(
+            (a.same_pages, a.huge_pages),
+            (b.same_pages, b.huge_pages),
+            "{}",
+            zs.label
+        );
         // Within 1%, plus one 8-page zspage: the few pages whose lz4 sizes
         // differ land in other classes, which shows on a pool this small.
         let diff = (a.pool as f64 - b.pool as f64).abs();

@@ -88,14 +88,26 @@ fn sample_tar() -> Vec<u8> {
     for (path, data) in sample_files() {
         let full = format!("linux-test/{path}");
         let mut parent = String::new();
-        for comp in full.split('/').rev().skip(1).collect::<Vec<_>>().into_iter().rev() {
-            parent = if parent.is_empty() { comp.to_owned() } else { format!("{parent}/{comp}") };
+        for comp in full
+            .split('/')
+            .rev()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+        {
+            parent = if parent.is_empty() {
+                comp.to_owned()
+            } else {
+                format!("{parent}/{comp}")
+            };
             if dirs_done.insert(parent.clone()) {
                 let mut h = tar::Header::new_gnu();
                 h.set_entry_type(tar::EntryType::Directory);
                 h.set_mode(0o755);
                 h.set_size(0);
-                b.append_data(&mut h, format!("{parent}/"), std::io::empty()).unwrap();
+                b.append_data(&mut h, format!("{parent}/"), std::io::empty())
+                    .unwrap();
             }
         }
         let mut h = tar::Header::new_gnu();
@@ -106,7 +118,8 @@ fn sample_tar() -> Vec<u8> {
     let mut h = tar::Header::new_gnu();
     h.set_entry_type(tar::EntryType::Symlink);
     h.set_size(0);
-    b.append_link(&mut h, "linux-test/link.c", "mm/page.c").unwrap();
+    b.append_link(&mut h, "linux-test/link.c", "mm/page.c")
+        .unwrap();
     b.into_inner().unwrap()
 }
 
@@ -151,10 +164,13 @@ fn pages_are_4096_bytes_and_zero_padded() {
 
     let tree = FileTree::new(vec![f, empty, exact]);
     assert_eq!(tree.total_pages(), 4);
-    let seen: Vec<(usize, usize)> = tree.pages().map(|(f, p, page)| {
-        assert_eq!(page.len(), PAGE_SIZE);
-        (f, p)
-    }).collect();
+    let seen: Vec<(usize, usize)> = tree
+        .pages()
+        .map(|(f, p, page)| {
+            assert_eq!(page.len(), PAGE_SIZE);
+            (f, p)
+        })
+        .collect();
     assert_eq!(seen, vec![(0, 0), (0, 1), (2, 0), (2, 1)]);
 }
 
@@ -185,7 +201,11 @@ fn top_level_dirs_are_sorted_by_pages() {
     ]);
     assert_eq!(
         tree.top_level_dirs(),
-        vec![("drivers".to_owned(), 6), ("arch".to_owned(), 3), ("fs".to_owned(), 3)]
+        vec![
+            ("drivers".to_owned(), 6),
+            ("arch".to_owned(), 3),
+            ("fs".to_owned(), 3)
+        ]
     );
     assert_eq!(tree.files_in_dir("drivers").collect::<Vec<_>>(), vec![1, 4]);
 }
@@ -265,16 +285,31 @@ fn malformed_inputs_are_errors_not_panics() {
     let tar = sample_tar();
     let garbage = noise(10_000, 99);
 
-    assert!(matches!(load_err("garbage.tar", &garbage), CorpusError::NotATar { .. }));
-    assert!(matches!(load_err("garbage", &garbage), CorpusError::NotATar { .. }));
-    assert!(matches!(load_err("empty.tar", b""), CorpusError::NotATar { .. }));
-    assert!(matches!(load_err("text.tar", &b"hello world\n".repeat(100)), CorpusError::NotATar { .. }));
+    assert!(matches!(
+        load_err("garbage.tar", &garbage),
+        CorpusError::NotATar { .. }
+    ));
+    assert!(matches!(
+        load_err("garbage", &garbage),
+        CorpusError::NotATar { .. }
+    ));
+    assert!(matches!(
+        load_err("empty.tar", b""),
+        CorpusError::NotATar { .. }
+    ));
+    assert!(matches!(
+        load_err("text.tar", &b"hello world\n".repeat(100)),
+        CorpusError::NotATar { .. }
+    ));
 
     // Cut inside the big file's data, and inside a header block.
     let big_at = tar.windows(5).position(|w| w == b"big.b").unwrap();
     for cut in [big_at + 512 + 20_000, big_at + 100] {
         let e = load_err("cut.tar", &tar[..cut]);
-        assert!(matches!(e, CorpusError::Corrupt { .. }), "cut at {cut}: {e}");
+        assert!(
+            matches!(e, CorpusError::Corrupt { .. }),
+            "cut at {cut}: {e}"
+        );
     }
     let gz = gzip(&tar);
     let e = load_err("cut.tar.gz", &gz[..gz.len() / 2]);
@@ -286,10 +321,16 @@ fn malformed_inputs_are_errors_not_panics() {
     // Magic bytes followed by garbage.
     let mut fake_gz = vec![0x1f, 0x8b];
     fake_gz.extend_from_slice(&garbage);
-    assert!(matches!(load_err("fake.tar.gz", &fake_gz), CorpusError::Corrupt { .. }));
+    assert!(matches!(
+        load_err("fake.tar.gz", &fake_gz),
+        CorpusError::Corrupt { .. }
+    ));
     let mut fake_xz = vec![0xfd, b'7', b'z', b'X', b'Z', 0];
     fake_xz.extend_from_slice(&garbage);
-    assert!(matches!(load_err("fake.tar.xz", &fake_xz), CorpusError::Corrupt { .. }));
+    assert!(matches!(
+        load_err("fake.tar.xz", &fake_xz),
+        CorpusError::Corrupt { .. }
+    ));
 
     // The name promises compression the contents lack.
     let e = load_err("plain.tar.xz", &tar);
@@ -327,7 +368,10 @@ fn generate_is_deterministic_per_seed() {
     let c = FileTree::generate(8, 0.02);
     assert_ne!(a, c);
     let differing = a.pages().zip(c.pages()).filter(|(x, y)| x.2 != y.2).count();
-    assert!(differing > a.total_pages() / 2, "only {differing} pages differ");
+    assert!(
+        differing > a.total_pages() / 2,
+        "only {differing} pages differ"
+    );
 }
 
 #[test]
@@ -336,7 +380,10 @@ fn generate_scales_roughly_proportionally() {
     let large = FileTree::generate(1, 0.06);
     let target = 0.02 * (300u64 << 20) as f64;
     let bytes = small.total_bytes() as f64;
-    assert!((bytes / target - 1.0).abs() < 0.15, "{bytes} bytes for {target}");
+    assert!(
+        (bytes / target - 1.0).abs() < 0.15,
+        "{bytes} bytes for {target}"
+    );
     let r = large.total_bytes() as f64 / bytes;
     assert!((2.6..3.4).contains(&r), "3x scale gave {r}x bytes");
     let r = large.total_pages() as f64 / small.total_pages() as f64;
@@ -351,7 +398,15 @@ fn generated_top_dirs_come_in_the_experiments_order() {
         let names: Vec<&str> = dirs.iter().take(7).map(|d| d.0.as_str()).collect();
         assert_eq!(
             names,
-            ["drivers", "arch", "fs", "sound", "include", "Documentation", "tools"],
+            [
+                "drivers",
+                "arch",
+                "fs",
+                "sound",
+                "include",
+                "Documentation",
+                "tools"
+            ],
             "scale {scale}"
         );
         let share = dirs[0].1 as f64 / tree.total_pages() as f64;
@@ -362,13 +417,21 @@ fn generated_top_dirs_come_in_the_experiments_order() {
 #[test]
 fn generated_pages_compress_like_source() {
     let tree = FileTree::generate(1, 0.05);
-    assert!(tree.files.iter().all(|f| !f.path().starts_with('/') && !f.path().contains("//")));
+    assert!(
+        tree.files
+            .iter()
+            .all(|f| !f.path().starts_with('/') && !f.path().contains("//"))
+    );
     let c_or_h = tree
         .files
         .iter()
         .filter(|f| f.path().ends_with(".c") || f.path().ends_with(".h"))
         .count();
-    assert!(c_or_h * 10 > tree.files.len() * 7, "{c_or_h} of {} are .c/.h", tree.files.len());
+    assert!(
+        c_or_h * 10 > tree.files.len() * 7,
+        "{c_or_h} of {} are .c/.h",
+        tree.files.len()
+    );
     let h = compressed_size_histogram(&tree, lz4_len, 256);
     let ratio = h.ratio();
     assert!((0.28..0.40).contains(&ratio), "lz4 ratio {ratio}");
@@ -423,14 +486,22 @@ const FILE_TYPES: &[(&str, &[&str])] = &[
     ("C (.c)", &[".c"]),
     ("headers (.h)", &[".h"]),
     ("docs (.rst, .txt)", &[".rst", ".txt"]),
-    ("device trees, schemas (.dts, .dtsi, .yaml, .json)", &[".dts", ".dtsi", ".yaml", ".json"]),
+    (
+        "device trees, schemas (.dts, .dtsi, .yaml, .json)",
+        &[".dts", ".dtsi", ".yaml", ".json"],
+    ),
     ("other", &[]),
 ];
 
 /// Share of pages and LZ4 ratio of the files whose names end in one of
 /// `exts`; empty `exts` means files of none of the listed types.
 fn type_stats(tree: &FileTree, exts: &[&str]) -> (f64, f64) {
-    let listed = |p: &str| FILE_TYPES.iter().flat_map(|t| t.1.iter()).any(|e| p.ends_with(e));
+    let listed = |p: &str| {
+        FILE_TYPES
+            .iter()
+            .flat_map(|t| t.1.iter())
+            .any(|e| p.ends_with(e))
+    };
     let sub = FileTree {
         files: tree
             .files
@@ -470,7 +541,11 @@ fn compare_with_real_tree() {
     println!("generate(1, 1.0): {gen_time:.2?}; loading {tar}: {load_time:.2?}\n");
     println!("| | real | corpus |\n|---|---:|---:|");
     println!("| files | {} | {} |", real.files.len(), corpus.files.len());
-    println!("| file bytes | {} | {} |", real.total_bytes(), corpus.total_bytes());
+    println!(
+        "| file bytes | {} | {} |",
+        real.total_bytes(),
+        corpus.total_bytes()
+    );
     println!("| pages | {} | {} |", hr.pages, hc.pages);
     println!(
         "| LZ4 stored / original | {:.2}% | {:.2}% |",
@@ -497,7 +572,12 @@ fn compare_with_real_tree() {
     for (i, (r, c)) in hr.buckets.iter().zip(&hc.buckets).enumerate() {
         let lo = i * hr.bucket_bytes;
         let hi = lo + hr.bucket_bytes;
-        println!("| {lo}-{} | {} | {} |", hi - 1, percent_row(&hr, *r), percent_row(&hc, *c));
+        println!(
+            "| {lo}-{} | {} | {} |",
+            hi - 1,
+            percent_row(&hr, *r),
+            percent_row(&hc, *c)
+        );
         tv += (hr.percent(*r) - hc.percent(*c)).abs();
     }
     println!(
@@ -506,9 +586,14 @@ fn compare_with_real_tree() {
         percent_row(&hc, hc.same_filled)
     );
     tv += (hr.percent(hr.same_filled) - hc.percent(hc.same_filled)).abs();
-    println!("\ntotal variation distance between the bucket distributions: {:.1}%", tv / 2.0);
+    println!(
+        "\ntotal variation distance between the bucket distributions: {:.1}%",
+        tv / 2.0
+    );
 
-    println!("\n| file type | real % of pages | corpus % of pages | real LZ4 ratio | corpus LZ4 ratio |");
+    println!(
+        "\n| file type | real % of pages | corpus % of pages | real LZ4 ratio | corpus LZ4 ratio |"
+    );
     println!("|---|---:|---:|---:|---:|");
     for (name, exts) in FILE_TYPES {
         let (r, c) = (type_stats(&real, exts), type_stats(&corpus, exts));
@@ -531,12 +616,20 @@ fn compare_with_real_tree() {
         }
     }
     let share = |v: &[(String, f64)], n: &str| {
-        v.iter().find(|d| d.0 == n).map_or("-".to_owned(), |d| format!("{:.2}", d.1))
+        v.iter()
+            .find(|d| d.0 == n)
+            .map_or("-".to_owned(), |d| format!("{:.2}", d.1))
     };
     for n in names {
         println!("| {n} | {} | {} |", share(&rd, n), share(&cd, n));
     }
-    let order = |v: &[(String, f64)]| v.iter().take(5).map(|d| d.0.clone()).collect::<Vec<_>>().join(", ");
+    let order = |v: &[(String, f64)]| {
+        v.iter()
+            .take(5)
+            .map(|d| d.0.clone())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     println!("\nfive largest, real: {}", order(&rd));
     println!("five largest, corpus: {}", order(&cd));
 }

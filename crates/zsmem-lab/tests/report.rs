@@ -1,0 +1,348 @@
+//! The HTML report: pages, plots and the bpftrace-style histograms.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use zsmem_lab::contestant::Figures;
+use zsmem_lab::report::{ReportContext, log2_histogram, write_report};
+use zsmem_lab::workload::{Latencies, RunResult, Step};
+
+const MIB: u64 = 1 << 20;
+
+/// A fresh directory under the system's temporary directory.
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("zsmem-report-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn hist(values: &[(u64, u64)]) -> Histogram<u64> {
+    let mut h = Histogram::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+    for &(v, n) in values {
+        h.record_n(v, n).unwrap();
+    }
+    h
+}
+
+/// The step labels of `rounds` rounds of untar/rm over 5 directories and
+/// the final compaction: 7 per round plus one.
+fn labels(rounds: usize) -> Vec<(usize, String)> {
+    let mut v = Vec::new();
+    for r in 1..=rounds {
+        v.push((r, "untar".to_string()));
+        for d in ["drivers", "arch", "fs", "sound", "include"] {
+            v.push((r, format!("-{d}")));
+        }
+        v.push((r, "-rest".to_string()));
+    }
+    v.push((rounds, "compact".to_string()));
+    v
+}
+
+/// A run over `labels`: the tree is stored, shrinks as directories go, is
+/// empty after `-rest`; pool is `overhead` above compr.
+fn run(name: &str, labels: &[(usize, String)], overhead: f64, waste: bool) -> RunResult {
+    let steps = labels
+        .iter()
+        .map(|(round, label)| {
+            let orig = match label.as_str() {
+                "untar" => 300 * MIB,
+                "-rest" | "compact" => 0,
+                _ => 300 * MIB / (2 + label.len() as u64),
+            };
+            let compr = orig / 3;
+            let pool = (compr as f64 * (1.0 + overhead)) as u64;
+            Step {
+                round: *round,
+                label: label.clone(),
+                figures: Figures {
+                    orig,
+                    compr,
+                    pool,
+                    used: pool + if waste { MIB } else { 0 },
+                    meta: if waste { MIB / 2 } else { 0 },
+                    waste: waste.then(|| zsmem::Waste {
+                        rounding_bytes: (compr / 20) as usize,
+                        partial_bytes: (pool.saturating_sub(compr + compr / 20 + compr / 50))
+                            as usize,
+                        tail_bytes: (compr / 50) as usize,
+                    }),
+                    same_pages: 12,
+                    huge_pages: 3,
+                    pages_compacted: if label == "compact" { 42 } else { 0 },
+                },
+            }
+        })
+        .collect();
+    RunResult {
+        contestant: name.to_string(),
+        config: format!("config of {name} <chain 8> & delta 16"),
+        steps,
+        latency: Latencies {
+            store: hist(&[(900, 50), (1500, 1000), (3000, 300), (70_000, 2)]),
+            load: hist(&[(700, 200), (1200, 80)]),
+            discard: hist(&[(300, 500), (600, 20)]),
+        },
+        wall: Duration::from_millis(12_345),
+    }
+}
+
+fn ctx() -> ReportContext {
+    ReportContext {
+        title: "zsmem compare <test>".into(),
+        source: "/tmp/linux & friends.tar.xz".into(),
+        workload: "untar/rm, 2 rounds".into(),
+        generated_by: "zsmem compare --rounds 2 --report out".into(),
+        skipped: vec![("kernel-zram".into(), "needs root & the zram module".into())],
+    }
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn assert_svg(p: &Path) {
+    let s = read(p);
+    let t = s.trim_start();
+    assert!(
+        t.starts_with("<svg") || t.starts_with("<?xml"),
+        "{} starts with {:?}",
+        p.display(),
+        &t[..t.len().min(40)]
+    );
+    assert!(
+        s.trim_end().ends_with("</svg>"),
+        "{} is not closed",
+        p.display()
+    );
+    assert_eq!(s.matches("<svg").count(), 1, "{}", p.display());
+}
+
+#[test]
+fn full_report_has_everything() {
+    let dir = temp_dir("full").join("nested/deeper");
+    let labels = labels(2);
+    assert_eq!(labels.len(), 15);
+    let runs = vec![
+        run("zsmem", &labels, 0.05, true),
+        run("zsmem-kernel", &labels, 0.12, true),
+        run(r#"a<b&"c""#, &labels, 0.20, false),
+    ];
+    let index = write_report(&dir, &ctx(), &runs).unwrap();
+    assert_eq!(index, dir.join("index.html"));
+    let html = read(&index);
+    eprintln!(
+        "index.html for 3 contestants x 15 steps: {} bytes",
+        html.len()
+    );
+
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.trim_end().ends_with("</html>"));
+    // Self-contained: no external resources.
+    for bad in ["<script", "<link", " src=", "@import", "url("] {
+        assert!(!html.contains(bad), "page contains {bad}");
+    }
+    // Header.
+    assert!(html.contains("zsmem compare &lt;test&gt;"));
+    assert!(html.contains("/tmp/linux &amp; friends.tar.xz"));
+    assert!(html.contains("untar/rm, 2 rounds"));
+    assert!(html.contains("zsmem compare --rounds 2 --report out"));
+    assert!(html.contains("kernel-zram"));
+    assert!(html.contains("needs root &amp; the zram module"));
+    // Plots inlined: two step plots and one latency plot per contestant.
+    assert_eq!(html.matches("<svg").count(), 2 + runs.len());
+    // Names, escaped; the raw name never appears.
+    assert!(html.contains(">zsmem<"));
+    assert!(html.contains(">zsmem-kernel<"));
+    assert!(html.contains("a&lt;b&amp;&quot;c&quot;"));
+    assert!(!html.contains(r#"a<b&"c""#));
+    assert!(html.contains("config of zsmem &lt;chain 8&gt; &amp; delta 16"));
+    // Every step label, in every contestant's table.
+    for (round, label) in &labels {
+        let l = format!("<td>r{round}:{label}</td>");
+        assert_eq!(html.matches(&l).count(), runs.len(), "{l}");
+    }
+    // Summary rows: peak pool and wall time, one row per contestant plus
+    // the skipped one.
+    let summary = &html[html.find("id=\"summary\"").unwrap()..];
+    let summary = &summary[..summary.find("</table>").unwrap()];
+    assert_eq!(summary.matches("<tr>").count(), 1 + runs.len() + 1);
+    for r in &runs {
+        let peak = format!("{:.2}", r.peak_pool() as f64 / MIB as f64);
+        assert!(summary.contains(&peak), "{peak} in summary");
+    }
+    assert!(summary.contains("12.35"), "wall time");
+    assert!(summary.contains("skipped: needs root &amp; the zram module"));
+    // Overhead ratios: max 20% for the third.
+    assert!(summary.contains("20.00%"));
+    // Waste split only for contestants that have it.
+    assert_eq!(html.matches("<th>rounding</th>").count(), 2);
+    // Histograms in <pre>, bpftrace style.
+    assert_eq!(html.matches("<pre>@store_ns:").count(), runs.len());
+    assert!(html.contains("[1K, 2K)"));
+    assert!(html.contains("[64K, 128K)"));
+    assert!(html.contains("p99.9"));
+
+    // The plots as files.
+    for f in ["overhead.svg", "memory.svg"] {
+        assert_svg(&dir.join(f));
+    }
+    for slug in ["zsmem", "zsmem-kernel", "a_b__c_"] {
+        assert_svg(&dir.join(format!("latency-{slug}.svg")));
+    }
+    // plotters escapes the legend text.
+    let overhead = read(&dir.join("overhead.svg"));
+    assert!(overhead.contains("a&lt;b&amp;"));
+    assert!(!overhead.contains("a<b"));
+    assert!(overhead.contains("r1:-drivers"));
+    assert!(overhead.contains("r2:compact"));
+    let memory = read(&dir.join("memory.svg"));
+    assert!(memory.contains("compressed"));
+    assert!(memory.contains("stroke-dasharray") || memory.matches("<polyline").count() > 3);
+
+    // Set ZSMEM_REPORT_KEEP to look at the example report afterwards.
+    if std::env::var_os("ZSMEM_REPORT_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(temp_dir("full"));
+    } else {
+        eprintln!("example report kept in {}", dir.display());
+    }
+}
+
+#[test]
+fn duplicate_names_get_distinct_files() {
+    let dir = temp_dir("dup");
+    let labels = labels(1);
+    let runs = vec![
+        run("x/y", &labels, 0.1, false),
+        run("x?y", &labels, 0.2, false),
+    ];
+    write_report(&dir, &ctx(), &runs).unwrap();
+    assert_svg(&dir.join("latency-x_y.svg"));
+    assert_svg(&dir.join("latency-x_y-2.svg"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn log2_histogram_buckets_known_values() {
+    let h = hist(&[(1500, 100), (3000, 10)]);
+    let s = log2_histogram(&h, 20);
+    let lines: Vec<&str> = s.lines().collect();
+    assert_eq!(lines.len(), 3, "{s}");
+    assert!(lines[0].starts_with("[1K, 2K)"), "{s}");
+    assert!(lines[0].contains(" 100 |"), "{s}");
+    assert!(lines[0].ends_with(&format!("|{}|", "@".repeat(20))), "{s}");
+    assert!(lines[1].starts_with("[2K, 4K)"), "{s}");
+    assert!(lines[1].contains("  10 |"), "{s}");
+    assert!(lines[1].ends_with(&format!("|{}{}|", "@".repeat(2), " ".repeat(18))));
+    let p = lines[2];
+    for part in ["p50 1.50 µs", "p90 1.50 µs", "p99 3.00 µs", "p99.9 3.00 µs"] {
+        assert!(p.contains(part), "{p} lacks {part}");
+    }
+}
+
+#[test]
+fn log2_histogram_units_and_alignment() {
+    let h = hist(&[(200, 1), (700, 3), (5 << 20, 7), (3 << 30, 1)]);
+    let s = log2_histogram(&h, 10);
+    let lines: Vec<&str> = s.lines().collect();
+    assert!(lines[0].starts_with("[128, 256) "), "{s}");
+    assert!(lines[1].starts_with("[512, 1K) "), "{s}");
+    assert!(lines[2].starts_with("[4M, 8M) "), "{s}");
+    assert!(lines[3].starts_with("[2G, 4G) "), "{s}");
+    // Bars line up.
+    let col: Vec<usize> = lines[..4].iter().map(|l| l.find('|').unwrap()).collect();
+    assert!(col.windows(2).all(|w| w[0] == w[1]), "{s}");
+}
+
+#[test]
+fn log2_histogram_of_nothing() {
+    let s = log2_histogram(&hist(&[]), 40);
+    assert_eq!(s.trim(), "(no samples)");
+}
+
+#[test]
+fn no_runs_gives_a_page_that_says_so() {
+    let dir = temp_dir("none");
+    let index = write_report(&dir, &ctx(), &[]).unwrap();
+    let html = read(&index);
+    assert!(html.contains("no runs"), "{html}");
+    assert!(html.contains("needs root &amp; the zram module"));
+    assert!(!dir.join("overhead.svg").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn all_zero_figures_and_empty_histograms() {
+    let dir = temp_dir("zero");
+    let steps: Vec<Step> = labels(1)
+        .into_iter()
+        .map(|(round, label)| Step {
+            round,
+            label,
+            figures: Figures::default(),
+        })
+        .collect();
+    let runs = vec![
+        RunResult {
+            contestant: "zero".into(),
+            config: String::new(),
+            steps: steps.clone(),
+            latency: Latencies::default(),
+            wall: Duration::ZERO,
+        },
+        RunResult {
+            contestant: "zero-waste".into(),
+            config: String::new(),
+            steps: steps
+                .into_iter()
+                .map(|mut s| {
+                    s.figures.waste = Some(zsmem::Waste::default());
+                    s
+                })
+                .collect(),
+            latency: Latencies::default(),
+            wall: Duration::ZERO,
+        },
+    ];
+    let index = write_report(&dir, &ReportContext::default(), &runs).unwrap();
+    let html = read(&index);
+    assert!(html.contains("(no samples)"));
+    assert!(html.contains("<td>r1:-rest</td>"));
+    for f in [
+        "overhead.svg",
+        "memory.svg",
+        "latency-zero.svg",
+        "latency-zero-waste.svg",
+    ] {
+        assert_svg(&dir.join(f));
+    }
+    assert!(read(&dir.join("overhead.svg")).contains("no step with compressed data"));
+    assert!(read(&dir.join("latency-zero.svg")).contains("no samples"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn one_contestant_one_step_and_odd_runs() {
+    let dir = temp_dir("one");
+    let one = run("solo", &[(1, "untar".to_string())], 0.1, true);
+    write_report(&dir, &ctx(), std::slice::from_ref(&one)).unwrap();
+    assert_svg(&dir.join("overhead.svg"));
+    assert_svg(&dir.join("memory.svg"));
+    assert_svg(&dir.join("latency-solo.svg"));
+
+    // No steps at all, a negative overhead, runs of different lengths, a
+    // single latency sample.
+    let mut empty = run("empty", &[], 0.0, false);
+    empty.latency = Latencies::default();
+    empty.latency.load.record(1).unwrap();
+    let negative = run("negative", &labels(1), -0.3, false);
+    let long = run("long", &labels(10), 0.1, false);
+    let index = write_report(&dir, &ctx(), &[empty, negative, long]).unwrap();
+    let html = read(&index);
+    assert!(html.contains("<td>r10:-include</td>"));
+    assert!(html.contains("[1]"));
+    assert!(html.contains("-30.00%"));
+    assert_svg(&dir.join("latency-empty.svg"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
