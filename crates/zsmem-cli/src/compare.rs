@@ -9,6 +9,7 @@ use zsmem::Codec;
 use zsmem_lab::contestant::{Figures, KernelContestant, LabError, PageContestant, ZsmemContestant};
 use zsmem_lab::corpus::FileTree;
 use zsmem_lab::kernel_zram::ZramError;
+use zsmem_lab::report::{ReportContext, log2_histogram, write_report};
 use zsmem_lab::trace::TraceRecorder;
 use zsmem_lab::workload::{RunResult, UntarRm, slots_needed};
 
@@ -37,6 +38,11 @@ pub struct CompareArgs {
     /// Size of the embedded corpus (1.0 is about 300 MiB of files).
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
+    /// Top-level directories to delete one by one, in order, before the
+    /// rest (default: the five largest). For the reference's steps on a
+    /// kernel tree: drivers,arch,fs,sound,include.
+    #[arg(long, value_delimiter = ',')]
+    pub remove: Option<Vec<String>>,
     /// Rounds of untar and rm (the reference's churn used 10).
     #[arg(long, default_value_t = 1)]
     pub rounds: usize,
@@ -50,6 +56,13 @@ pub struct CompareArgs {
     /// Output format: table, csv or json.
     #[arg(long, default_value = "table")]
     pub format: String,
+    /// Directory for the report: a self-contained index.html with the
+    /// tables and SVG plots ("" for none).
+    #[arg(long, default_value = "zsmem-report")]
+    pub report: std::path::PathBuf,
+    /// Print the log2 latency histograms of every contestant too.
+    #[arg(long)]
+    pub histograms: bool,
     /// Record the objects the workload makes (a size trace, see
     /// `zsmem replay`) while the first contestant runs, to this file.
     #[arg(long)]
@@ -62,6 +75,7 @@ impl Default for CompareArgs {
             input: None,
             pid: None,
             max_mib: 1024,
+            remove: None,
             seed: 1,
             scale: 1.0,
             rounds: 1,
@@ -69,6 +83,8 @@ impl Default for CompareArgs {
             codec: "lz4".into(),
             format: "table".into(),
             record_trace: None,
+            report: "zsmem-report".into(),
+            histograms: false,
         }
     }
 }
@@ -142,7 +158,7 @@ fn step_line(label: &str, f: &Figures) -> String {
         f.pages_compacted,
         f.huge_pages,
     );
-    if let Some(w) = f.waste {
+    if let Some(w) = f.waste.filter(|_| f.compr > 0) {
         let pct = |b: usize| 100.0 * b as f64 / f.compr.max(1) as f64;
         line += &format!(
             " | rounding {:>5.2}% partial {:>5.2}% tail {:>5.2}% meta {:>5.2}% => {:>6.2}%",
@@ -207,8 +223,18 @@ pub fn run(a: &CompareArgs) -> CliResult {
         mb(total * 4096),
         t.elapsed().as_secs_f64()
     );
+    if let Some(names) = &a.remove {
+        let present: Vec<String> = tree.top_level_dirs().into_iter().map(|(d, _)| d).collect();
+        if let Some(missing) = names.iter().find(|n| !present.contains(n)) {
+            return Err(CliError::Usage(format!(
+                "--remove: the input has no top-level directory `{missing}` (it has: {})",
+                present.join(", ")
+            )));
+        }
+    }
     let work = UntarRm {
         rounds: a.rounds,
+        remove: a.remove.clone(),
         ..UntarRm::default()
     };
     let slots = slots_needed(&tree);
@@ -302,7 +328,32 @@ pub fn run(a: &CompareArgs) -> CliResult {
                 }
             }
         }
-        _ => print_tables(&results, &skipped),
+        _ => {
+            print_tables(&results, &skipped);
+            if a.histograms {
+                for r in &results {
+                    println!("\n== {} latency (ns)", r.contestant);
+                    for (what, h) in [("store", &r.latency.store), ("load", &r.latency.load), ("discard", &r.latency.discard)] {
+                        println!("@{what}_ns:\n{}", log2_histogram(h, 52));
+                    }
+                }
+            }
+        }
+    }
+    if !a.report.as_os_str().is_empty() {
+        let ctx = ReportContext {
+            title: "zsmem compare: untar/rm".into(),
+            source: source.clone(),
+            workload: format!(
+                "untar/rm, {} round(s), removing {}",
+                a.rounds,
+                a.remove.as_ref().map_or("the five largest top-level directories".to_string(), |r| r.join(", "))
+            ),
+            generated_by: std::env::args().collect::<Vec<_>>().join(" "),
+            skipped: skipped.clone(),
+        };
+        let index = write_report(&a.report, &ctx, &results)?;
+        eprintln!("report: {}", index.display());
     }
     Ok(())
 }

@@ -382,8 +382,8 @@ impl<A: GlobalAlloc> HeapContestant<A> {
         self.account(e, false);
         if let Entry::Heap { ptr, len, .. } = e {
             // SAFETY: the entry was made by `allocate` from `self.alloc` with
-            // exactly this layout, and was just removed from its slot, so it
-            // is freed once.
+            // exactly this layout (size `len` <= 4096, align 1: valid), and
+            // was just removed from its slot, so it is freed once.
             unsafe {
                 self.alloc.dealloc(
                     ptr.as_ptr(),

@@ -272,6 +272,9 @@ fn guarded_range(values: impl Iterator<Item = f64>, include_zero: bool) -> (f64,
     }
     let span = hi - lo;
     if span <= f64::EPSILON * hi.abs().max(1.0) {
+        if lo == 0.0 {
+            return (0.0, 1.0);
+        }
         return (lo - 0.5, hi + 0.5);
     }
     let pad = span * 0.06;
@@ -317,6 +320,20 @@ impl Ranged for KeyAxis {
     }
 }
 
+/// `v` with as many decimals as an axis spanning `span` needs.
+fn axis_number(v: f64, span: f64) -> String {
+    let decimals = if span >= 20.0 {
+        0
+    } else if span >= 2.0 {
+        1
+    } else if span >= 0.2 {
+        2
+    } else {
+        3
+    };
+    format!("{v:.decimals$}")
+}
+
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 type DrawResult = Result<(), DrawingAreaErrorKind<io::Error>>;
 
@@ -343,6 +360,92 @@ fn x_labels(runs: &[RunResult]) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// How a legend entry is marked.
+#[derive(Clone, Copy)]
+enum Mark {
+    /// A solid line.
+    Line,
+    /// A dashed line.
+    Dashed,
+    /// A filled square.
+    Bar,
+}
+
+/// One entry of a plot's legend.
+struct LegendEntry {
+    label: String,
+    color: RGBColor,
+    mark: Mark,
+}
+
+/// Longest legend label drawn; longer ones are cut with `…`.
+const LEGEND_CHARS: usize = 36;
+
+fn legend_label(s: &str) -> String {
+    if s.chars().count() <= LEGEND_CHARS {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(LEGEND_CHARS - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// Draw `caption` over `root` and split the rest into the plot's area and,
+/// on the right, a strip for the legend wide enough for its labels (so the
+/// legend never hides data).
+fn split_legend<'a>(
+    root: &Area<'a>,
+    caption: &str,
+    legend: &[LegendEntry],
+) -> Result<(Area<'a>, Area<'a>), DrawingAreaErrorKind<io::Error>> {
+    let body = root.titled(caption, ("sans-serif", 20))?;
+    let longest = legend
+        .iter()
+        .map(|e| legend_label(&e.label).chars().count())
+        .max()
+        .unwrap_or(0) as i32;
+    let width = body.dim_in_pixel().0 as i32;
+    let strip = if legend.is_empty() {
+        0
+    } else {
+        (longest * 7 + 50).clamp(100, width / 3)
+    };
+    Ok(body.split_horizontally(width - strip))
+}
+
+/// Draw the legend down the strip made by [`split_legend`].
+fn draw_legend(area: &Area, legend: &[LegendEntry]) -> DrawResult {
+    let font =
+        TextStyle::from(("sans-serif", 15).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+    for (i, e) in legend.iter().enumerate() {
+        let (x, y) = (4, 24 + 22 * i as i32);
+        let line = e.color.stroke_width(2);
+        match e.mark {
+            Mark::Line => {
+                area.draw(&PathElement::new(vec![(x, y), (x + 24, y)], line))?;
+                area.draw(&Circle::new((x + 12, y), 3, e.color.filled()))?;
+            }
+            Mark::Dashed => {
+                area.draw(&PathElement::new(vec![(x, y), (x + 9, y)], line))?;
+                area.draw(&PathElement::new(vec![(x + 15, y), (x + 24, y)], line))?;
+            }
+            Mark::Bar => {
+                area.draw(&Rectangle::new(
+                    [(x + 6, y - 6), (x + 18, y + 6)],
+                    e.color.filled(),
+                ))?;
+            }
+        }
+        area.draw(&Text::new(
+            legend_label(&e.label),
+            (x + 32, y),
+            font.clone(),
+        ))?;
+    }
+    Ok(())
 }
 
 /// One line of a step plot.
@@ -375,11 +478,23 @@ fn step_plot(
         true,
     );
     let any_point = lines.iter().any(|l| l.points.iter().any(Option::is_some));
+    // Rotated labels of about 6.5 pixels a character.
+    let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+    let label_area = (longest as u32 * 13 / 2 + 24).clamp(40, 160);
+    let legend: Vec<LegendEntry> = lines
+        .iter()
+        .filter(|l| l.points.iter().any(Option::is_some))
+        .map(|l| LegendEntry {
+            label: l.label.clone(),
+            color: l.color,
+            mark: if l.dashed { Mark::Dashed } else { Mark::Line },
+        })
+        .collect();
     render(STEP_PLOT, |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(caption, ("sans-serif", 20))
+        let (plot, key) = split_legend(root, caption, &legend)?;
+        let mut chart = ChartBuilder::on(&plot)
             .margin(12)
-            .x_label_area_size(110)
+            .x_label_area_size(label_area)
             .y_label_area_size(70)
             .build_cartesian_2d(
                 KeyAxis::new(-0.5, n as f64 - 0.5, (0..n).map(|i| i as f64).collect()),
@@ -389,7 +504,9 @@ fn step_plot(
             .configure_mesh()
             .x_label_formatter(&|_| String::new())
             .y_desc(y_desc)
-            .light_line_style(RGBColor(235, 235, 235))
+            .y_label_formatter(&|v| axis_number(*v, y_hi - y_lo))
+            .max_light_lines(1)
+            .light_line_style(RGBColor(240, 240, 240))
             .bold_line_style(RGBColor(210, 210, 210))
             .draw()?;
         // Zero line where the range crosses it.
@@ -399,7 +516,6 @@ fn step_plot(
                 BLACK.mix(0.4),
             )))?;
         }
-        let mut labelled = false;
         for line in lines {
             let color = line.color;
             let mut segments: Vec<Vec<(f64, f64)>> = Vec::new();
@@ -417,23 +533,12 @@ fn step_plot(
             if !current.is_empty() {
                 segments.push(current);
             }
-            for (si, seg) in segments.iter().enumerate() {
+            for seg in &segments {
                 let style = ShapeStyle::from(color).stroke_width(2);
-                let anno = if line.dashed {
-                    chart.draw_series(DashedLineSeries::new(seg.iter().copied(), 8, 5, style))?
+                if line.dashed {
+                    chart.draw_series(DashedLineSeries::new(seg.iter().copied(), 8, 5, style))?;
                 } else {
-                    chart.draw_series(LineSeries::new(seg.iter().copied(), style))?
-                };
-                if si == 0 {
-                    labelled = true;
-                    let dashed = line.dashed;
-                    anno.label(line.label.as_str()).legend(move |(x, y)| {
-                        if dashed {
-                            PathElement::new(vec![(x, y), (x + 8, y)], color.stroke_width(2))
-                        } else {
-                            PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                        }
-                    });
+                    chart.draw_series(LineSeries::new(seg.iter().copied(), style))?;
                 }
                 if !line.dashed {
                     chart.draw_series(
@@ -443,15 +548,7 @@ fn step_plot(
                 }
             }
         }
-        if labelled {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK.mix(0.5))
-                .label_font(("sans-serif", 14))
-                .draw()?;
-        }
+        draw_legend(&key, &legend)?;
         // Step labels, rotated, below the axis; thinned out where they
         // would overlap.
         let (x0, _) = chart.backend_coord(&(0.0, y_lo));
@@ -565,10 +662,15 @@ fn latency_plot(r: &RunResult) -> io::Result<String> {
     ];
     let buckets: Vec<Vec<(u32, u64)>> = ops.iter().map(|(_, h)| log2_buckets(h)).collect();
     let keys = buckets.iter().flatten().map(|&(k, _)| k);
-    let (k_lo, k_hi) = match (keys.clone().min(), keys.max()) {
+    let (mut k_lo, mut k_hi) = match (keys.clone().min(), keys.max()) {
         (Some(a), Some(b)) => (a, b),
         _ => (10, 14),
     };
+    // At least six buckets wide, so that a lone bar is not a wall.
+    while k_hi - k_lo < 5 {
+        k_lo = k_lo.saturating_sub(1);
+        k_hi += 1;
+    }
     let shares: Vec<Vec<(u32, f64)>> = ops
         .iter()
         .zip(&buckets)
@@ -588,9 +690,18 @@ fn latency_plot(r: &RunResult) -> io::Result<String> {
         .collect();
     let caption = format!("{}: latency (ns, log2 buckets)", r.contestant);
     let empty = buckets.iter().all(Vec::is_empty);
+    let legend: Vec<LegendEntry> = ops
+        .iter()
+        .zip(OP_COLORS)
+        .map(|((name, h), color)| LegendEntry {
+            label: format!("{name} (n={})", h.len()),
+            color,
+            mark: Mark::Bar,
+        })
+        .collect();
     render(LATENCY_PLOT, |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(caption.as_str(), ("sans-serif", 20))
+        let (plot, key) = split_legend(root, &caption, &legend)?;
+        let mut chart = ChartBuilder::on(&plot)
             .margin(12)
             .x_label_area_size(50)
             .y_label_area_size(70)
@@ -604,30 +715,24 @@ fn latency_plot(r: &RunResult) -> io::Result<String> {
             .x_label_formatter(&|v| bucket_lower(v.round().max(0.0) as u32))
             .x_desc("bucket lower bound (ns, 1K = 1024)")
             .y_desc("% of the operation's samples")
-            .light_line_style(RGBColor(235, 235, 235))
+            .y_label_formatter(&|v| axis_number(*v, y_hi))
+            .max_light_lines(1)
+            .light_line_style(RGBColor(240, 240, 240))
             .bold_line_style(RGBColor(210, 210, 210))
             .draw()?;
         let group = 0.8;
         let bar = group / ops.len() as f64;
-        for (j, ((name, h), share)) in ops.iter().zip(&shares).enumerate() {
+        for (j, share) in shares.iter().enumerate() {
             let color = OP_COLORS[j];
             let offset = -group / 2.0 + j as f64 * bar;
-            let anno = chart.draw_series(share.iter().map(|&(k, s)| {
+            chart.draw_series(share.iter().map(|&(k, s)| {
                 let x = f64::from(k) + offset;
+                // A bucket with samples stays visible however few it has.
+                let s = s.max(y_hi * 0.006);
                 Rectangle::new([(x, 0.0), (x + bar * 0.92, s)], color.filled())
             }))?;
-            anno.label(format!("{name} (n={})", h.len()))
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
-                });
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.5))
-            .label_font(("sans-serif", 14))
-            .draw()?;
+        draw_legend(&key, &legend)?;
         if empty {
             let (cx, cy) =
                 chart.backend_coord(&((f64::from(k_lo) + f64::from(k_hi)) / 2.0, y_hi / 2.0));
@@ -746,12 +851,27 @@ fn step_table(out: &mut String, r: &RunResult) {
         if with_total {
             let _ = write!(out, "<td class=\"n\">{:.2}</td>", mib(f.used));
         }
+        // Shares of compressed bytes mean nothing without compressed bytes.
+        let pct = |b: u64| {
+            if f.compr == 0 {
+                "–".to_string()
+            } else {
+                format!("{:.2}%", 100.0 * b as f64 / f.compr as f64)
+            }
+        };
+        let ratio = |r: f64| {
+            if f.compr == 0 {
+                "–".to_string()
+            } else {
+                format!("{:.2}%", r * 100.0)
+            }
+        };
         let _ = write!(
             out,
-            "<td class=\"n\">{:.2}</td><td class=\"n\">{:.2}%</td><td class=\"n\">{}</td>\
+            "<td class=\"n\">{:.2}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
              <td class=\"n\">{}</td><td class=\"n\">{}</td>",
             f.overhead() as f64 / (1u64 << 20) as f64,
-            f.overhead_ratio() * 100.0,
+            ratio(f.overhead_ratio()),
             f.same_pages,
             f.huge_pages,
             f.pages_compacted,
@@ -759,17 +879,15 @@ fn step_table(out: &mut String, r: &RunResult) {
         if with_waste {
             match f.waste {
                 Some(w) => {
-                    let pct = |b: u64| 100.0 * b as f64 / f.compr.max(1) as f64;
                     let _ = write!(
                         out,
-                        "<td class=\"n\">{:.2}%</td><td class=\"n\">{:.2}%</td>\
-                         <td class=\"n\">{:.2}%</td><td class=\"n\">{:.2}%</td>\
-                         <td class=\"n\">{:.2}%</td>",
+                        "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                         <td class=\"n\">{}</td><td class=\"n\">{}</td>",
                         pct(w.rounding_bytes as u64),
                         pct(w.partial_bytes as u64),
                         pct(w.tail_bytes as u64),
                         pct(f.meta),
-                        f.meta_ratio() * 100.0,
+                        ratio(f.meta_ratio()),
                     );
                 }
                 None => out.push_str("<td colspan=\"5\"></td>"),
@@ -861,7 +979,7 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
     std::fs::write(dir.join("overhead.svg"), &overhead)?;
     let memory = memory_plot(runs, &labels)?;
     std::fs::write(dir.join("memory.svg"), &memory)?;
-    out.push_str("<section id=\"plots\">\n<h2>Memory</h2>\n");
+    out.push_str("<section id=\"plots\">\n<h2>Overhead and memory</h2>\n");
     figure(
         &mut out,
         &overhead,
@@ -895,7 +1013,8 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
             &svg,
             &file,
             "Store, load and discard latency: share of each operation's samples per \
-             power-of-two bucket of nanoseconds",
+             power-of-two bucket of nanoseconds (a bucket with any samples is drawn at \
+             least a hair tall; the counts are in the histograms below)",
         );
         for (name, h) in [
             ("store", &r.latency.store),
@@ -968,8 +1087,7 @@ mod tests {
     #[test]
     fn ranges_are_never_empty() {
         assert_eq!(guarded_range(std::iter::empty(), true), (0.0, 1.0));
-        let (lo, hi) = guarded_range([0.0, 0.0].into_iter(), true);
-        assert!(hi > lo);
+        assert_eq!(guarded_range([0.0, 0.0].into_iter(), true), (0.0, 1.0));
         let (lo, hi) = guarded_range([5.0].into_iter(), false);
         assert!(hi > lo && lo <= 5.0 && hi >= 5.0);
         let (lo, hi) = guarded_range([f64::NAN, -3.0, 2.0].into_iter(), true);

@@ -23,6 +23,10 @@ pub struct UntarRm {
     pub rounds: usize,
     /// Top-level directories deleted one by one before the rest (5).
     pub dirs_to_remove: usize,
+    /// Delete these top-level directories, in this order, instead of the
+    /// largest ones (the reference named drivers, arch, fs, sound, include;
+    /// in linux-source-6.1 Documentation and tools are larger than fs).
+    pub remove: Option<Vec<String>>,
     /// Every n-th stored page is read back and checked (0: none).
     pub verify_every: usize,
     /// Compact at the very end, as the reference's last line does.
@@ -34,6 +38,7 @@ impl Default for UntarRm {
         UntarRm {
             rounds: 1,
             dirs_to_remove: 5,
+            remove: None,
             verify_every: 8,
             final_compact: true,
         }
@@ -142,12 +147,15 @@ impl UntarRm {
             free: Vec::new(),
             next: 0,
         };
-        let dirs: Vec<String> = tree
-            .top_level_dirs()
-            .into_iter()
-            .take(self.dirs_to_remove)
-            .map(|(d, _)| d)
-            .collect();
+        let dirs: Vec<String> = match &self.remove {
+            Some(names) => names.clone(),
+            None => tree
+                .top_level_dirs()
+                .into_iter()
+                .take(self.dirs_to_remove)
+                .map(|(d, _)| d)
+                .collect(),
+        };
         let mut buf: Box<Page> = Box::new([0u8; PAGE_SIZE]);
         let mut stored_total = 0u64;
         // Everything the driver needs is allocated up front, so that a

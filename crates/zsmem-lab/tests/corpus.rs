@@ -391,6 +391,20 @@ fn generate_scales_roughly_proportionally() {
 }
 
 #[test]
+fn generate_copes_with_tiny_scales() {
+    let tree = FileTree::generate(1, 1e-5);
+    assert!(tree.total_pages() > 0);
+    // Every directory keeps at least one page, so all of them exist.
+    assert_eq!(tree.top_level_dirs().len(), 24);
+}
+
+#[test]
+#[should_panic(expected = "scale must be positive")]
+fn generate_rejects_a_zero_scale() {
+    let _ = FileTree::generate(1, 0.0);
+}
+
+#[test]
 fn generated_top_dirs_come_in_the_experiments_order() {
     for scale in [0.01, 0.05] {
         let tree = FileTree::generate(3, scale);

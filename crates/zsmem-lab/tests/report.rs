@@ -17,6 +17,16 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
+/// Remove a test's directory, unless ZSMEM_REPORT_KEEP is set (to look at
+/// the example reports afterwards).
+fn cleanup(dir: &Path) {
+    if std::env::var_os("ZSMEM_REPORT_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(dir);
+    } else {
+        eprintln!("report kept in {}", dir.display());
+    }
+}
+
 fn hist(values: &[(u64, u64)]) -> Histogram<u64> {
     let mut h = Histogram::new_with_bounds(1, 60_000_000_000, 3).unwrap();
     for &(v, n) in values {
@@ -121,7 +131,8 @@ fn assert_svg(p: &Path) {
 
 #[test]
 fn full_report_has_everything() {
-    let dir = temp_dir("full").join("nested/deeper");
+    let root = temp_dir("full");
+    let dir = root.join("nested/deeper");
     let labels = labels(2);
     assert_eq!(labels.len(), 15);
     let runs = vec![
@@ -201,12 +212,7 @@ fn full_report_has_everything() {
     assert!(memory.contains("compressed"));
     assert!(memory.contains("stroke-dasharray") || memory.matches("<polyline").count() > 3);
 
-    // Set ZSMEM_REPORT_KEEP to look at the example report afterwards.
-    if std::env::var_os("ZSMEM_REPORT_KEEP").is_none() {
-        let _ = std::fs::remove_dir_all(temp_dir("full"));
-    } else {
-        eprintln!("example report kept in {}", dir.display());
-    }
+    cleanup(&root);
 }
 
 #[test]
@@ -220,7 +226,7 @@ fn duplicate_names_get_distinct_files() {
     write_report(&dir, &ctx(), &runs).unwrap();
     assert_svg(&dir.join("latency-x_y.svg"));
     assert_svg(&dir.join("latency-x_y-2.svg"));
-    let _ = std::fs::remove_dir_all(&dir);
+    cleanup(&dir);
 }
 
 #[test]
@@ -269,7 +275,7 @@ fn no_runs_gives_a_page_that_says_so() {
     assert!(html.contains("no runs"), "{html}");
     assert!(html.contains("needs root &amp; the zram module"));
     assert!(!dir.join("overhead.svg").exists());
-    let _ = std::fs::remove_dir_all(&dir);
+    cleanup(&dir);
 }
 
 #[test]
@@ -319,7 +325,7 @@ fn all_zero_figures_and_empty_histograms() {
     }
     assert!(read(&dir.join("overhead.svg")).contains("no step with compressed data"));
     assert!(read(&dir.join("latency-zero.svg")).contains("no samples"));
-    let _ = std::fs::remove_dir_all(&dir);
+    cleanup(&dir);
 }
 
 #[test]
@@ -344,5 +350,5 @@ fn one_contestant_one_step_and_odd_runs() {
     assert!(html.contains("[1]"));
     assert!(html.contains("-30.00%"));
     assert_svg(&dir.join("latency-empty.svg"));
-    let _ = std::fs::remove_dir_all(&dir);
+    cleanup(&dir);
 }
