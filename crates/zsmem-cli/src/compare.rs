@@ -6,6 +6,7 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use zsmem::Codec;
+use zsmem_lab::baseline::HeapContestant;
 use zsmem_lab::contestant::{Figures, KernelContestant, LabError, PageContestant, ZsmemContestant};
 use zsmem_lab::corpus::FileTree;
 use zsmem_lab::kernel_zram::ZramError;
@@ -16,7 +17,14 @@ use zsmem_lab::workload::{RunResult, UntarRm, slots_needed};
 use crate::{CliError, CliResult};
 
 /// Every contestant `compare` knows, in the order it runs them.
-pub const CONTESTANTS: &[&str] = &["zsmem", "zsmem-kernel", "kernel-zram"];
+pub const CONTESTANTS: &[&str] = &[
+    "zsmem",
+    "zsmem-kernel",
+    "kernel-zram",
+    "system",
+    "jemalloc",
+    "mimalloc",
+];
 
 /// Arguments of `zsmem compare`.
 #[derive(clap::Args, Debug, Clone)]
@@ -46,7 +54,9 @@ pub struct CompareArgs {
     /// Rounds of untar and rm (the reference's churn used 10).
     #[arg(long, default_value_t = 1)]
     pub rounds: usize,
-    /// Contestants, comma separated: zsmem, zsmem-kernel, kernel-zram.
+    /// Contestants, comma separated: zsmem, zsmem-kernel, kernel-zram,
+    /// system, jemalloc, mimalloc (the last three keep each compressed page
+    /// as a plain heap allocation; their memory is the allocator's growth).
     #[arg(long, value_delimiter = ',', default_values_t = CONTESTANTS.iter().map(|s| s.to_string()))]
     pub contestants: Vec<String>,
     /// Codec: lz4 (default), zstd or zstd:LEVEL; the kernel is given the
@@ -122,6 +132,9 @@ fn make(name: &str, codec: Codec, slots: usize) -> Result<Box<dyn PageContestant
     Ok(match name {
         "zsmem" => Box::new(ZsmemContestant::best(codec, slots)?),
         "zsmem-kernel" => Box::new(ZsmemContestant::kernel_faithful(codec, slots)?),
+        "system" => Box::new(HeapContestant::system(slots)?),
+        "jemalloc" => Box::new(HeapContestant::jemalloc(slots)?),
+        "mimalloc" => Box::new(HeapContestant::mimalloc(slots)?),
         "kernel-zram" => {
             let alg = match codec {
                 Codec::Lz4 => "lz4",
@@ -333,7 +346,11 @@ pub fn run(a: &CompareArgs) -> CliResult {
             if a.histograms {
                 for r in &results {
                     println!("\n== {} latency (ns)", r.contestant);
-                    for (what, h) in [("store", &r.latency.store), ("load", &r.latency.load), ("discard", &r.latency.discard)] {
+                    for (what, h) in [
+                        ("store", &r.latency.store),
+                        ("load", &r.latency.load),
+                        ("discard", &r.latency.discard),
+                    ] {
                         println!("@{what}_ns:\n{}", log2_histogram(h, 52));
                     }
                 }
@@ -347,7 +364,10 @@ pub fn run(a: &CompareArgs) -> CliResult {
             workload: format!(
                 "untar/rm, {} round(s), removing {}",
                 a.rounds,
-                a.remove.as_ref().map_or("the five largest top-level directories".to_string(), |r| r.join(", "))
+                a.remove
+                    .as_ref()
+                    .map_or("the five largest top-level directories".to_string(), |r| r
+                        .join(", "))
             ),
             generated_by: std::env::args().collect::<Vec<_>>().join(" "),
             skipped: skipped.clone(),

@@ -74,7 +74,10 @@ fn compare_refuses_bad_arguments() {
             "/nonexistent/tree.tar",
         ),
         (&["compare", "--format", "xml"][..], "unknown format"),
-        (&["compare", "--scale", "0.02", "--remove", "nosuchdir"][..], "no top-level directory `nosuchdir`"),
+        (
+            &["compare", "--scale", "0.02", "--remove", "nosuchdir"][..],
+            "no top-level directory `nosuchdir`",
+        ),
     ] {
         let out = zsmem(args);
         assert!(!out.status.success(), "{args:?} succeeded");

@@ -28,7 +28,11 @@
 //! frees meanwhile; the workload driver allocates its bookkeeping before it
 //! starts, so the delta is mostly this contestant's, but small foreign
 //! allocations may be in it (and it is clamped at 0 should the process free
-//! more than the contestant holds). On targets without glibc the figure is
+//! more than the contestant holds). Conversely, chunks that were already
+//! free in malloc's arenas when the contestant was made (the leftovers of
+//! loading a corpus, say) are reused without the figure growing, so it may
+//! fall short by up to that much; `config()` reports the amount
+//! (`mallinfo2().fordblks` at creation). On targets without glibc the figure is
 //! the process's resident set size from `/proc/self/statm`
 //! ([`MemoryMethod::ProcessRss`]), polluted the same way.
 //!
@@ -131,6 +135,20 @@ fn glibc_held() -> Result<u64, String> {
     Err("mallinfo2 needs glibc".into())
 }
 
+/// Bytes in free chunks of glibc's arenas (`fordblks`): memory malloc holds
+/// and may hand out again without growing.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn glibc_free() -> Option<u64> {
+    // SAFETY: as in `glibc_held`.
+    let m = unsafe { libc::mallinfo2() };
+    Some(m.fordblks as u64)
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn glibc_free() -> Option<u64> {
+    None
+}
+
 fn jemalloc_resident() -> Result<u64, String> {
     // Statistics are cached; advancing the epoch refreshes them.
     tikv_jemalloc_ctl::epoch::advance().map_err(|e| format!("jemalloc epoch: {e}"))?;
@@ -217,6 +235,9 @@ pub struct HeapContestant<A: GlobalAlloc> {
     method: MemoryMethod,
     /// The method's figure when the contestant was made.
     baseline: u64,
+    /// For glibc: bytes free in its arenas at creation, which this
+    /// contestant may reuse without the figure growing.
+    free_at_start: Option<u64>,
     slots: Vec<Entry>,
     scratch: Box<Page>,
     pages_stored: u64,
@@ -288,11 +309,16 @@ impl<A: GlobalAlloc> HeapContestant<A> {
         let baseline = method
             .read()
             .map_err(|e| LabError::Usage(format!("{name}: {e}")))?;
+        let free_at_start = match method {
+            MemoryMethod::GlibcMallinfo => glibc_free(),
+            _ => None,
+        };
         Ok(HeapContestant {
             name: name.to_string(),
             alloc,
             method,
             baseline,
+            free_at_start,
             slots,
             scratch,
             pages_stored: 0,
@@ -311,6 +337,14 @@ impl<A: GlobalAlloc> HeapContestant<A> {
     /// is the growth from it.
     pub fn baseline_bytes(&self) -> u64 {
         self.baseline
+    }
+
+    /// For the glibc method: bytes in free chunks of malloc's arenas when
+    /// the contestant was made (`mallinfo2().fordblks`). The contestant may
+    /// fill them without the figure growing, so the figure can fall short
+    /// by up to this much.
+    pub fn free_at_start(&self) -> Option<u64> {
+        self.free_at_start
     }
 
     /// Number of slots.
@@ -400,8 +434,15 @@ impl<A: GlobalAlloc> PageContestant for HeapContestant<A> {
     }
 
     fn config(&self) -> String {
+        let free = match self.free_at_start {
+            Some(b) => format!(
+                "; {} KiB were free in malloc's arenas at creation (their reuse is not counted)",
+                b / 1024
+            ),
+            None => String::new(),
+        };
         format!(
-            "{} heap, lz4, one exact-size allocation per page (huge from {} B), memory: {}",
+            "{} heap, lz4, one exact-size allocation per page (huge from {} B), memory: {}{free}",
             self.name,
             HUGE_CLASS_SIZE,
             self.method.describe()
