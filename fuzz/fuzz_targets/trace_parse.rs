@@ -7,7 +7,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use zsmem_lab::trace::{Trace, replay_on_pool};
+use zsmem_lab::objects::PoolObjects;
+use zsmem_lab::trace::{Trace, replay};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
@@ -18,8 +19,8 @@ fuzz_target!(|data: &[u8]| {
             let again = Trace::parse(std::str::from_utf8(&out).unwrap(), "again").unwrap();
             assert_eq!(again, t);
             if t.ops.len() <= 256 {
-                let pool = zsmem::Pool::new(zsmem::PoolConfig::default()).unwrap();
-                replay_on_pool(&t, &pool, 0).unwrap();
+                let mut pool = PoolObjects::new("zsmem", zsmem::PoolConfig::default()).unwrap();
+                replay(&t, &mut pool, 0).unwrap();
             }
         }
         Err(e) => assert!(e.line >= 1 && !e.message.is_empty()),

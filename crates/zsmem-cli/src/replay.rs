@@ -1,8 +1,9 @@
 //! `zsmem replay`: replay a size trace (`alloc ID SIZE` / `free ID`) on
-//! zsmem's pool in its kernel-faithful and its best configuration.
+//! every object contestant: zsmem's pool in its best and its
+//! kernel-faithful configuration, and the malloc baselines.
 
-use zsmem::{Pool, PoolConfig};
-use zsmem_lab::trace::{Trace, replay_on_pool};
+use zsmem_lab::objects::{OBJECT_CONTESTANTS, make_object_contestant};
+use zsmem_lab::trace::{Trace, replay};
 
 use crate::{CliError, CliResult};
 
@@ -15,6 +16,9 @@ pub struct ReplayArgs {
     /// Print figures every this many operations (0: only at the end).
     #[arg(long, default_value_t = 0)]
     pub sample_every: usize,
+    /// Contestants, comma separated: zsmem, zsmem-kernel, system, jemalloc, mimalloc.
+    #[arg(long, value_delimiter = ',', default_values_t = OBJECT_CONTESTANTS.iter().map(|s| s.to_string()))]
+    pub contestants: Vec<String>,
 }
 
 /// Run `zsmem replay`.
@@ -22,15 +26,12 @@ pub fn run(a: &ReplayArgs) -> CliResult {
     let trace = Trace::read(&a.trace).map_err(|e| CliError::Usage(e.to_string()))?;
     println!("{}: {} operations", a.trace.display(), trace.ops.len());
     println!(
-        "{:<14} {:>10} {:>12} {:>12} {:>12} {:>10}",
-        "pool", "objects", "stored MiB", "held MiB", "peak MiB", "overhead"
+        "{:<14} {:>10} {:>10} {:>12} {:>12} {:>12} {:>10}",
+        "contestant", "ops", "objects", "stored MiB", "held MiB", "peak MiB", "overhead"
     );
-    for (name, cfg) in [
-        ("zsmem", PoolConfig::default()),
-        ("zsmem-kernel", PoolConfig::kernel()),
-    ] {
-        let pool = Pool::new(cfg)?;
-        let samples = replay_on_pool(&trace, &pool, a.sample_every)
+    for name in &a.contestants {
+        let mut c = make_object_contestant(name).map_err(|e| CliError::Usage(e.to_string()))?;
+        let samples = replay(&trace, c.as_mut(), a.sample_every)
             .map_err(|e| CliError::Usage(e.to_string()))?;
         let mib = |b: u64| b as f64 / (1 << 20) as f64;
         for s in &samples {
@@ -40,7 +41,8 @@ pub fn run(a: &ReplayArgs) -> CliResult {
                 (s.held as f64 - s.bytes as f64) / s.bytes as f64 * 100.0
             };
             println!(
-                "{name:<14} {:>10} {:>12.2} {:>12.2} {:>12.2} {:>9.2}%",
+                "{name:<14} {:>10} {:>10} {:>12.2} {:>12.2} {:>12.2} {:>9.2}%",
+                s.ops,
                 s.objects,
                 mib(s.bytes),
                 mib(s.held),
@@ -48,6 +50,7 @@ pub fn run(a: &ReplayArgs) -> CliResult {
                 overhead
             );
         }
+        println!("{:<14} {}", "", c.config());
     }
     Ok(())
 }

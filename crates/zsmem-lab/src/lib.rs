@@ -6,6 +6,7 @@
 //! | [`kernel_zram`] | the kernel's own zram as a live peer (private device, O_DIRECT pages, BLKDISCARD, mm_stat) |
 //! | [`contestant`] | the interface every contestant implements; zsmem's and the kernel's |
 //! | [`workload`] | untar/rm and its rounds, with latency histograms |
+//! | [`objects`] | object-level contestants (zsmem pools, heap allocators) for size traces |
 //! | [`procmem`] | a running process's anonymous memory as pages (what zswap stores) |
 //! | [`trace`] | size traces: `alloc ID SIZE` / `free ID`, recorded from a workload, replayed on a pool |
 //! | [`corpus`] | page sources: a directory, a .tar/.tar.gz/.tar.xz, or the embedded deterministic corpus |
@@ -14,6 +15,7 @@ pub mod baseline;
 pub mod contestant;
 pub mod corpus;
 pub mod kernel_zram;
+pub mod objects;
 pub mod procmem;
 pub mod report;
 pub mod trace;

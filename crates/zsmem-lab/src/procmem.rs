@@ -109,8 +109,10 @@ pub fn process_tree(pid: u32, max_bytes: u64) -> Result<FileTree, ProcMemError> 
             addr += PAGE_SIZE as u64;
         }
         if !data.is_empty() {
+            // Under a common `pid<N>/`, which FileTree::new strips, so the
+            // kinds stay top-level directories even when only one is present.
             files.push(FileEntry::new(
-                format!("{}/{:x}-{:x}.{i}", m.kind, m.start, m.end),
+                format!("pid{pid}/{}/{:x}-{:x}.{i}", m.kind, m.start, m.end),
                 data,
             ));
         }
@@ -157,10 +159,14 @@ b000-c000 r--p 00000000 00:00 0
         let keep: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
         let tree = process_tree(std::process::id(), 64 << 20).unwrap();
         assert!(tree.total_pages() > 0);
-        assert!(tree.files.iter().all(|f| {
+        for f in &tree.files {
             let top = f.top_level_dir();
-            matches!(top, Some("heap" | "stack" | "anon"))
-        }));
+            assert!(
+                matches!(top, Some("heap" | "stack" | "anon")),
+                "{}",
+                f.path()
+            );
+        }
         drop(keep);
     }
 

@@ -30,6 +30,7 @@ use zsmem::Codec;
 
 use crate::contestant::{Figures, LabError, PageContestant};
 use crate::corpus::Page;
+use crate::objects::ObjectContestant;
 
 /// Largest object a trace may hold.
 pub const MAX_TRACE_SIZE: usize = 65536;
@@ -242,83 +243,86 @@ impl PageContestant for TraceRecorder<'_> {
 /// Memory figures of an object allocator at one point of a replay.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ReplayFigures {
+    /// Operations replayed so far.
+    pub ops: u64,
     /// Live objects.
     pub objects: u64,
     /// Bytes of the live objects.
     pub bytes: u64,
     /// Memory the allocator holds for them.
     pub held: u64,
-    /// Highest `held` since the replay began.
+    /// The allocator's metadata, where visible.
+    pub meta: u64,
+    /// Highest `held` over the samples so far.
     pub peak_held: u64,
 }
 
-/// Replay a trace on a zsmem pool: every object is filled with a pattern of
-/// its id and checked when it is freed. Figures are sampled every
-/// `sample_every` operations and at the end.
-pub fn replay_on_pool(
+fn pattern_byte(id: u64, i: usize) -> u8 {
+    (id as usize).wrapping_mul(31).wrapping_add(i) as u8
+}
+
+/// Replay a trace on an object contestant: every object is filled with a
+/// pattern of its id and checked when it is freed. Memory is sampled every
+/// `sample_every` operations (0: only at the end) and at the end; the peak
+/// is over the samples.
+pub fn replay(
     trace: &Trace,
-    pool: &zsmem::Pool,
+    c: &mut dyn ObjectContestant,
     sample_every: usize,
 ) -> Result<Vec<ReplayFigures>, LabError> {
-    let mut live: std::collections::HashMap<u64, (zsmem::Handle, usize)> = Default::default();
+    let mut live: std::collections::HashMap<u64, (u64, usize)> = Default::default();
     let mut samples = Vec::new();
+    let (mut bytes, mut peak) = (0u64, 0u64);
     let mut buf = vec![0u8; MAX_TRACE_SIZE];
-    let fill = |id: u64, size: usize, buf: &mut [u8]| {
-        for (i, b) in buf[..size].iter_mut().enumerate() {
-            *b = (id as usize).wrapping_mul(31).wrapping_add(i) as u8;
-        }
-    };
-    // The pool tracks its own high-water mark, so the peak is exact even
-    // between samples.
-    let sample = |live: &std::collections::HashMap<u64, (zsmem::Handle, usize)>| {
-        let s = pool.stats();
-        ReplayFigures {
-            objects: live.len() as u64,
-            bytes: s.bytes_stored as u64,
-            held: s.bytes_held() as u64,
-            peak_held: (s.max_pages_held * s.page_size) as u64,
-        }
-    };
+    let mut back = Vec::with_capacity(MAX_TRACE_SIZE);
+    let bad =
+        |i: usize, what: String| LabError::Usage(format!("trace operation {}: {what}", i + 1));
     for (i, op) in trace.ops.iter().enumerate() {
         match *op {
             TraceOp::Alloc { id, size } => {
                 if size == 0 || size > MAX_TRACE_SIZE || live.contains_key(&id) {
-                    return Err(LabError::Usage(format!(
-                        "trace operation {}: alloc {id} {size} is not valid here",
-                        i + 1
-                    )));
+                    return Err(bad(i, format!("alloc {id} {size} is not valid here")));
                 }
-                fill(id, size, &mut buf);
-                let h = pool.store(&buf[..size])?;
-                live.insert(id, (h, size));
+                for (j, b) in buf[..size].iter_mut().enumerate() {
+                    *b = pattern_byte(id, j);
+                }
+                live.insert(id, (c.alloc(&buf[..size])?, size));
+                bytes += size as u64;
             }
             TraceOp::Free { id } => {
-                let (h, size) = live.remove(&id).ok_or_else(|| {
-                    LabError::Usage(format!(
-                        "trace operation {}: free of object {id}, which is not live",
-                        i + 1
-                    ))
-                })?;
-                let ok = pool.with_object(h, |b| {
-                    b.iter()
+                let (h, size) = live
+                    .remove(&id)
+                    .ok_or_else(|| bad(i, format!("free of object {id}, which is not live")))?;
+                c.read(h, &mut back)?;
+                if back.len() != size
+                    || back
+                        .iter()
                         .enumerate()
-                        .all(|(i, &x)| x == (id as usize).wrapping_mul(31).wrapping_add(i) as u8)
-                        && b.len() == size
-                })?;
-                if !ok {
+                        .any(|(j, &x)| x != pattern_byte(id, j))
+                {
                     return Err(LabError::Mismatch {
-                        contestant: "zsmem".into(),
+                        contestant: c.name().to_string(),
                         slot: id,
                     });
                 }
-                pool.free(h)?;
+                c.free(h)?;
+                bytes -= size as u64;
             }
         }
-        if sample_every > 0 && (i + 1) % sample_every == 0 {
-            samples.push(sample(&live));
+        let last = i + 1 == trace.ops.len();
+        if last || (sample_every > 0 && (i + 1) % sample_every == 0) {
+            let m = c.memory()?;
+            peak = peak.max(m.held);
+            samples.push(ReplayFigures {
+                ops: i as u64 + 1,
+                objects: live.len() as u64,
+                bytes,
+                held: m.held,
+                meta: m.meta,
+                peak_held: peak,
+            });
         }
     }
-    samples.push(sample(&live));
     Ok(samples)
 }
 
@@ -372,11 +376,13 @@ mod tests {
             "t",
         )
         .unwrap();
-        let pool = zsmem::Pool::new(zsmem::PoolConfig::default()).unwrap();
-        let s = replay_on_pool(&t, &pool, 1).unwrap();
-        assert_eq!(s.len(), 6);
-        assert_eq!(s[2].objects, 3);
-        assert_eq!(s.last().unwrap().bytes, 4096);
-        assert!(s.last().unwrap().peak_held >= s.last().unwrap().held);
+        for name in crate::objects::OBJECT_CONTESTANTS {
+            let mut c = crate::objects::make_object_contestant(name).unwrap();
+            let s = replay(&t, c.as_mut(), 1).unwrap();
+            assert_eq!(s.len(), 5, "{name}");
+            assert_eq!(s[2].objects, 3);
+            assert_eq!(s.last().unwrap().bytes, 4096);
+            assert!(s.last().unwrap().peak_held >= s.last().unwrap().held);
+        }
     }
 }
