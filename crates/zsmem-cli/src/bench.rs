@@ -355,26 +355,6 @@ fn bench_pool(a: &PoolBenchArgs) -> CliResult {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_contestant_keeps_bytes() {
-        for mut s in contestants().unwrap() {
-            let mut ring = Ring::fill(s.as_mut(), 64, 1000);
-            ring.churn(s.as_mut(), 500);
-            let mut buf = vec![0u8; 1000];
-            for &id in &ring.ids {
-                assert_eq!(s.get(id, &mut buf), 1000);
-                assert_eq!(buf, ring.data, "{}", s.name());
-            }
-            ring.read(s.as_ref(), 100, &mut buf);
-            ring.drain(s.as_mut());
-        }
-    }
-}
-
 fn bench_compact(a: &CompactBenchArgs) -> CliResult {
     use rand::{Rng, SeedableRng};
     use zsmem::{Codec, CompactionPolicy, PageStore, PageStoreConfig};
@@ -449,4 +429,24 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
         "copied/freed: object bytes copied per byte of memory returned; max hold: longest time one compaction step held a class lock"
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_contestant_keeps_bytes() {
+        for mut s in contestants().unwrap() {
+            let mut ring = Ring::fill(s.as_mut(), 64, 1000);
+            ring.churn(s.as_mut(), 500);
+            let mut buf = vec![0u8; 1000];
+            for &id in &ring.ids {
+                assert_eq!(s.get(id, &mut buf), 1000);
+                assert_eq!(buf, ring.data, "{}", s.name());
+            }
+            ring.read(s.as_ref(), 100, &mut buf);
+            ring.drain(s.as_mut());
+        }
+    }
 }
