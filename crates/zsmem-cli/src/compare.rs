@@ -67,9 +67,12 @@ pub struct CompareArgs {
     #[arg(long, default_value = "table")]
     pub format: String,
     /// Directory for the report: a self-contained index.html with the
-    /// tables and SVG plots ("" for none).
+    /// tables and SVG plots.
     #[arg(long, default_value = "zsmem-report")]
     pub report: std::path::PathBuf,
+    /// Write no report.
+    #[arg(long)]
+    pub no_report: bool,
     /// Print the log2 latency histograms of every contestant too.
     #[arg(long)]
     pub histograms: bool,
@@ -94,6 +97,7 @@ impl Default for CompareArgs {
             format: "table".into(),
             record_trace: None,
             report: "zsmem-report".into(),
+            no_report: false,
             histograms: false,
         }
     }
@@ -357,7 +361,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
             }
         }
     }
-    if !a.report.as_os_str().is_empty() {
+    if !a.no_report {
         let ctx = ReportContext {
             title: "zsmem compare: untar/rm".into(),
             source: source.clone(),

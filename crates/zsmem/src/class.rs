@@ -465,20 +465,14 @@ impl Class {
         if self.spare.len() + live.len() != self.nodes.len() {
             return Err(ctx("spare node list does not match dead nodes".into()));
         }
-        // Every live handle is an owner somewhere, and lengths add up.
+        // Owners and live entries point at each other (checked above, one
+        // owner per entry), so equal counts make it a bijection: every live
+        // handle is an owner somewhere. Lengths add up.
         let mut stored = 0;
         let mut owned = 0;
-        for slot in 0..self.handles.slots() as u32 {
-            if let Some(l) = self.handles.live_entry(slot) {
-                let node = self.nodes.get(l.zspage as usize);
-                let owner = node
-                    .and_then(|n| n.zspage.as_ref())
-                    .and_then(|z| z.owner(l.obj));
-                if owner != Some(slot) {
-                    return Err(ctx(format!(
-                        "handle slot {slot} points at {l:?}, owned by {owner:?}"
-                    )));
-                }
+        for node in &self.nodes {
+            for (_, slot) in node.zspage.iter().flat_map(|z| z.allocated()) {
+                let l = self.handles.live_entry(slot).expect("checked above");
                 if l.len > self.info.size {
                     return Err(ctx(format!(
                         "handle slot {slot} length {} over class size",
@@ -489,7 +483,13 @@ impl Class {
                 owned += 1;
             }
         }
-        if stored != self.bytes_stored || owned != self.handles.live() {
+        if owned != self.handles.live() {
+            return Err(ctx(format!(
+                "{owned} objects are owned but the handle table has {} live entries",
+                self.handles.live()
+            )));
+        }
+        if stored != self.bytes_stored {
             return Err(ctx(format!(
                 "bytes stored {} != sum of lengths {stored}",
                 self.bytes_stored

@@ -108,20 +108,52 @@ pub(crate) struct Location {
 struct Entry {
     /// Generation in the low bits; `LIVE` set while an object owns the slot.
     tag: u32,
+    /// The object's zspage while live; the next free slot of the chunk
+    /// (or `NIL`) while free.
     zspage: u32,
     obj: u16,
     /// Object length minus one (lengths are 1..=65536).
     len_m1: u16,
 }
 
+/// Slots per chunk of a handle table (3 KiB of entries): small enough that
+/// a class that shrinks gives its chunks back, large enough that the chunk
+/// directory stays small.
+const CHUNK_BITS: u32 = 8;
+const CHUNK: usize = 1 << CHUNK_BITS;
+const NIL: u32 = u32::MAX;
+
+/// A chunk of slots with its own free list, threaded through the free
+/// entries.
+#[derive(Debug)]
+struct Chunk {
+    entries: Box<[Entry]>,
+    live: u32,
+    free_head: u32,
+}
+
 /// Handle slots of one size class, protected by that class's lock.
 ///
-/// Invariants: a slot is on `free` exactly when its entry is not live;
-/// `live` counts live entries.
+/// Slots live in chunks of 256. A new object takes a slot in the lowest
+/// chunk that has one, so live entries gather in low chunks; a chunk whose
+/// last object is freed is released, so the table shrinks when the class
+/// does. Generations survive a release: a chunk made again starts above the
+/// highest generation it had, so old handles into it stay stale.
+///
+/// Invariants (checked by [`HandleTable::check`]): a present chunk's free
+/// list holds exactly its entries that are not live, and `live` counts the
+/// others; bit `c` of `with_room` is set exactly when chunk `c` is present
+/// and has a free slot; no present chunk is empty; `live` is the sum over
+/// chunks; no entry has generation 0.
 #[derive(Debug, Default)]
 pub(crate) struct HandleTable {
-    entries: Vec<Entry>,
-    free: Vec<u32>,
+    chunks: Vec<Option<Chunk>>,
+    /// Per chunk: the generation its slots start from when it is made.
+    base_gen: Vec<u32>,
+    /// Bit per chunk: present with a free slot.
+    with_room: Vec<u64>,
+    /// Every word of `with_room` below this index is zero.
+    room_hint: usize,
     live: usize,
 }
 
@@ -130,14 +162,76 @@ fn next_generation(g: u32) -> u32 {
     if n == 0 { 1 } else { n }
 }
 
+fn split(slot: u32) -> (usize, usize) {
+    ((slot >> CHUNK_BITS) as usize, slot as usize & (CHUNK - 1))
+}
+
 impl HandleTable {
+    fn set_room(&mut self, c: usize, room: bool) {
+        let (w, b) = (c / 64, c % 64);
+        if w >= self.with_room.len() {
+            self.with_room.resize(w + 1, 0);
+        }
+        if room {
+            self.with_room[w] |= 1 << b;
+            self.room_hint = self.room_hint.min(w);
+        } else {
+            self.with_room[w] &= !(1 << b);
+        }
+    }
+
+    fn lowest_with_room(&mut self) -> Option<usize> {
+        let found = self.with_room[self.room_hint.min(self.with_room.len())..]
+            .iter()
+            .position(|w| *w != 0)
+            .map(|i| i + self.room_hint);
+        match found {
+            Some(w) => {
+                self.room_hint = w;
+                Some(w * 64 + self.with_room[w].trailing_zeros() as usize)
+            }
+            None => {
+                self.room_hint = self.with_room.len();
+                None
+            }
+        }
+    }
+
+    /// Make chunk `c` (absent or new), all slots free.
+    fn make_chunk(&mut self, c: usize) {
+        if c == self.chunks.len() {
+            self.chunks.push(None);
+            self.base_gen.push(1);
+        }
+        let g = self.base_gen[c];
+        let entries = (0..CHUNK as u32)
+            .map(|i| Entry {
+                tag: g,
+                zspage: if i + 1 < CHUNK as u32 { i + 1 } else { NIL },
+                obj: 0,
+                len_m1: 0,
+            })
+            .collect();
+        self.chunks[c] = Some(Chunk {
+            entries,
+            live: 0,
+            free_head: 0,
+        });
+        self.set_room(c, true);
+    }
+
     /// Take a slot for a new object; returns the handle.
     pub(crate) fn insert(&mut self, class: usize, loc: Location) -> Result<Handle> {
         debug_assert!((1..=1 << 16).contains(&loc.len));
-        let slot = match self.free.pop() {
-            Some(s) => s,
+        let c = match self.lowest_with_room() {
+            Some(c) => c,
             None => {
-                if self.entries.len() as u64 > SLOT_MASK {
+                let c = self
+                    .chunks
+                    .iter()
+                    .position(Option::is_none)
+                    .unwrap_or(self.chunks.len());
+                if ((c as u64) << CHUNK_BITS) > SLOT_MASK {
                     return Err(Error::OsOutOfMemory {
                         bytes: 0,
                         reason: format!(
@@ -145,16 +239,16 @@ impl HandleTable {
                         ),
                     });
                 }
-                self.entries.push(Entry {
-                    tag: 1,
-                    zspage: 0,
-                    obj: 0,
-                    len_m1: 0,
-                });
-                (self.entries.len() - 1) as u32
+                self.make_chunk(c);
+                c
             }
         };
-        let e = &mut self.entries[slot as usize];
+        let chunk = self.chunks[c].as_mut().expect("a chunk with room exists");
+        let i = chunk.free_head as usize;
+        let e = &mut chunk.entries[i];
+        chunk.free_head = e.zspage;
+        chunk.live += 1;
+        let full = chunk.free_head == NIL;
         let generation = e.tag & GEN_MASK;
         *e = Entry {
             tag: generation | LIVE,
@@ -162,8 +256,20 @@ impl HandleTable {
             obj: loc.obj,
             len_m1: (loc.len - 1) as u16,
         };
+        if full {
+            self.set_room(c, false);
+        }
         self.live += 1;
-        Ok(Handle::new(class, slot, generation))
+        Ok(Handle::new(
+            class,
+            ((c as u32) << CHUNK_BITS) | i as u32,
+            generation,
+        ))
+    }
+
+    fn entry(&self, slot: u32) -> Option<&Entry> {
+        let (c, i) = split(slot);
+        self.chunks.get(c)?.as_ref().map(|ch| &ch.entries[i])
     }
 
     /// Resolve a handle whose class has already been checked.
@@ -172,10 +278,13 @@ impl HandleTable {
         if g == 0 {
             return Err(h.fault(HandleFault::Null));
         }
-        let e = self
-            .entries
-            .get(h.slot() as usize)
-            .ok_or_else(|| h.fault(HandleFault::UnknownSlot))?;
+        let (c, _) = split(h.slot());
+        let e = match self.chunks.get(c) {
+            None => return Err(h.fault(HandleFault::UnknownSlot)),
+            // Released: every object of the chunk was freed.
+            Some(None) => return Err(h.fault(HandleFault::Freed)),
+            Some(Some(_)) => self.entry(h.slot()).expect("present chunk"),
+        };
         let current = e.tag & GEN_MASK;
         if e.tag & LIVE == 0 {
             // The slot's generation moved on when it was freed.
@@ -196,18 +305,39 @@ impl HandleTable {
         })
     }
 
-    /// Free a slot that `get` just resolved.
+    /// Free a slot that `get` just resolved; release its chunk if that was
+    /// the chunk's last object.
     pub(crate) fn remove(&mut self, slot: u32) {
-        let e = &mut self.entries[slot as usize];
+        let (c, i) = split(slot);
+        let chunk = self.chunks[c]
+            .as_mut()
+            .expect("a live slot's chunk is present");
+        let e = &mut chunk.entries[i];
         debug_assert!(e.tag & LIVE != 0);
         e.tag = next_generation(e.tag & GEN_MASK);
-        self.free.push(slot);
+        e.zspage = chunk.free_head;
+        chunk.free_head = i as u32;
+        chunk.live -= 1;
         self.live -= 1;
+        if chunk.live == 0 {
+            let max = chunk
+                .entries
+                .iter()
+                .map(|e| e.tag & GEN_MASK)
+                .max()
+                .unwrap_or(0);
+            self.base_gen[c] = next_generation(max);
+            self.chunks[c] = None;
+            self.set_room(c, false);
+        } else {
+            self.set_room(c, true);
+        }
     }
 
     /// Point a live slot at the object's new place (compaction).
     pub(crate) fn relocate(&mut self, slot: u32, zspage: u32, obj: u16) {
-        let e = &mut self.entries[slot as usize];
+        let (c, i) = split(slot);
+        let e = &mut self.chunks[c].as_mut().expect("live slot").entries[i];
         debug_assert!(e.tag & LIVE != 0);
         e.zspage = zspage;
         e.obj = obj;
@@ -215,7 +345,7 @@ impl HandleTable {
 
     /// The live entry of a slot, by slot number (for invariant checks).
     pub(crate) fn live_entry(&self, slot: u32) -> Option<Location> {
-        let e = self.entries.get(slot as usize)?;
+        let e = self.entry(slot)?;
         (e.tag & LIVE != 0).then(|| Location {
             zspage: e.zspage,
             obj: e.obj,
@@ -227,50 +357,67 @@ impl HandleTable {
         self.live
     }
 
-    pub(crate) fn slots(&self) -> usize {
-        self.entries.len()
-    }
-
     /// Heap bytes the table holds.
     pub(crate) fn metadata_bytes(&self) -> usize {
-        self.entries.capacity() * std::mem::size_of::<Entry>()
-            + self.free.capacity() * std::mem::size_of::<u32>()
+        let present = self.chunks.iter().flatten().count();
+        present * CHUNK * std::mem::size_of::<Entry>()
+            + self.chunks.capacity() * std::mem::size_of::<Option<Chunk>>()
+            + self.base_gen.capacity() * std::mem::size_of::<u32>()
+            + self.with_room.capacity() * std::mem::size_of::<u64>()
     }
 
     /// Check the table's own invariants.
     pub(crate) fn check(&self) -> std::result::Result<(), String> {
-        let mut on_free = vec![false; self.entries.len()];
-        for &s in &self.free {
-            let s = s as usize;
-            if s >= self.entries.len() {
+        let mut live = 0;
+        for (c, chunk) in self.chunks.iter().enumerate() {
+            let room_bit = self
+                .with_room
+                .get(c / 64)
+                .is_some_and(|w| w & (1 << (c % 64)) != 0);
+            let Some(chunk) = chunk else {
+                if room_bit {
+                    return Err(format!("released chunk {c} is marked as having room"));
+                }
+                continue;
+            };
+            let mut on_free = vec![false; CHUNK];
+            let mut i = chunk.free_head;
+            while i != NIL {
+                let e = chunk
+                    .entries
+                    .get(i as usize)
+                    .ok_or_else(|| format!("chunk {c}: free list leads to {i}"))?;
+                if std::mem::replace(&mut on_free[i as usize], true) {
+                    return Err(format!("chunk {c}: slot {i} is on the free list twice"));
+                }
+                if e.tag & LIVE != 0 {
+                    return Err(format!("chunk {c}: slot {i} is live and on the free list"));
+                }
+                i = e.zspage;
+            }
+            let chunk_live = chunk.entries.iter().filter(|e| e.tag & LIVE != 0).count();
+            let free = on_free.iter().filter(|&&f| f).count();
+            if chunk_live != chunk.live as usize || chunk_live + free != CHUNK {
                 return Err(format!(
-                    "free slot {s} beyond table of {}",
-                    self.entries.len()
+                    "chunk {c}: {chunk_live} live entries, counter {}, {free} free",
+                    chunk.live
                 ));
             }
-            if std::mem::replace(&mut on_free[s], true) {
-                return Err(format!("slot {s} is on the free list twice"));
+            if chunk_live == 0 {
+                return Err(format!("chunk {c} is empty but was not released"));
             }
-            if self.entries[s].tag & LIVE != 0 {
-                return Err(format!("slot {s} is live and on the free list"));
+            if room_bit != (free > 0) {
+                return Err(format!(
+                    "chunk {c}: room bit {room_bit} with {free} free slots"
+                ));
             }
+            if let Some(i) = chunk.entries.iter().position(|e| e.tag & GEN_MASK == 0) {
+                return Err(format!("chunk {c}: slot {i} has generation 0"));
+            }
+            live += chunk_live;
         }
-        let live = self.entries.iter().filter(|e| e.tag & LIVE != 0).count();
-        if live != self.live || live + self.free.len() != self.entries.len() {
-            return Err(format!(
-                "handle table counts: {live} live entries, counter {}, {} free of {}",
-                self.live,
-                self.free.len(),
-                self.entries.len()
-            ));
-        }
-        if let Some((i, _)) = self
-            .entries
-            .iter()
-            .enumerate()
-            .find(|(_, e)| e.tag & GEN_MASK == 0)
-        {
-            return Err(format!("slot {i} has generation 0"));
+        if live != self.live {
+            return Err(format!("{live} live entries, counter {}", self.live));
         }
         Ok(())
     }
@@ -316,9 +463,45 @@ mod tests {
         assert_eq!(fault(t.get(a)), HandleFault::Stale);
         assert_eq!(fault(t.get(Handle::from_raw(0))), HandleFault::Null);
         assert_eq!(
-            fault(t.get(Handle::new(5, 99, 1))),
+            fault(t.get(Handle::new(5, 99 << CHUNK_BITS, 1))),
             HandleFault::UnknownSlot
         );
+        t.check().unwrap();
+    }
+
+    #[test]
+    fn empty_chunks_are_released_and_old_handles_stay_stale() {
+        let mut t = HandleTable::default();
+        let hs: Vec<Handle> = (0..3 * CHUNK)
+            .map(|_| t.insert(1, loc(10)).unwrap())
+            .collect();
+        assert_eq!(t.chunks.iter().flatten().count(), 3);
+        let before = t.metadata_bytes();
+        // Free the middle chunk entirely: it goes away.
+        for h in &hs[CHUNK..2 * CHUNK] {
+            t.get(*h).unwrap();
+            t.remove(h.slot());
+        }
+        t.check().unwrap();
+        assert_eq!(t.chunks.iter().flatten().count(), 2);
+        assert!(t.metadata_bytes() < before);
+        let fault = |r: Result<Location>| match r {
+            Err(Error::InvalidHandle { fault, .. }) => fault,
+            other => panic!("expected an invalid handle, got {other:?}"),
+        };
+        assert_eq!(fault(t.get(hs[CHUNK + 5])), HandleFault::Freed);
+        // Free one slot in the first chunk: new objects go there first.
+        t.remove(hs[7].slot());
+        let n = t.insert(1, loc(20)).unwrap();
+        assert_eq!(n.slot(), hs[7].slot());
+        // Then the released chunk is made again; old handles into it are stale.
+        let m = t.insert(1, loc(30)).unwrap();
+        assert_eq!(m.slot() >> CHUNK_BITS, 1);
+        assert!(
+            t.get(hs[CHUNK + (m.slot() as usize & (CHUNK - 1))])
+                .is_err()
+        );
+        assert_eq!(t.get(m).unwrap().len, 30);
         t.check().unwrap();
     }
 
