@@ -370,6 +370,16 @@ mod tests {
     }
 
     #[test]
+    fn replay_of_an_object_the_pool_cannot_hold_is_an_error() {
+        // Found by the trace_parse fuzz target: traces allow 64 KiB objects,
+        // a 4 KiB pool does not.
+        let t = Trace::parse("alloc 0 100\nalloc 2 4296\nfree 2\n", "t").unwrap();
+        let mut c = crate::objects::make_object_contestant("zsmem").unwrap();
+        let e = replay(&t, c.as_mut(), 0).unwrap_err();
+        assert!(e.to_string().contains("4296"), "{e}");
+    }
+
+    #[test]
     fn replay_checks_every_object() {
         let t = Trace::parse(
             "alloc 1 100\nalloc 2 3000\nalloc 3 4096\nfree 2\nfree 1\n",
