@@ -15,7 +15,8 @@ fn alloc_write_free(c: &mut Criterion) {
     for size in [64, 1024, 3072] {
         for mut store in contestants().expect("contestants") {
             let mut ring = Ring::fill(store.as_mut(), LIVE, size);
-            g.bench_function(BenchmarkId::new(store.name(), size), |b| {
+            let name = store.name().to_string();
+            g.bench_function(BenchmarkId::new(name, size), |b| {
                 b.iter(|| ring.churn(store.as_mut(), BATCH))
             });
             ring.drain(store.as_mut());
@@ -30,9 +31,10 @@ fn read(c: &mut Criterion) {
     for size in [64, 1024, 3072] {
         for mut store in contestants().expect("contestants") {
             let ring = Ring::fill(store.as_mut(), LIVE, size);
-            let mut buf = vec![0u8; size];
-            g.bench_function(BenchmarkId::new(store.name(), size), |b| {
-                b.iter(|| ring.read(store.as_ref(), BATCH, &mut buf))
+            let mut buf = Vec::with_capacity(size);
+            let name = store.name().to_string();
+            g.bench_function(BenchmarkId::new(name, size), |b| {
+                b.iter(|| ring.read(store.as_mut(), BATCH, &mut buf))
             });
             ring.drain(store.as_mut());
         }

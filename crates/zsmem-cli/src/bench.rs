@@ -3,13 +3,12 @@
 //! object (what a program would do without zsmem). The same kernels drive
 //! the criterion bench in `benches/pool.rs`.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::time::Instant;
 
-use mimalloc::MiMalloc;
 use serde::Serialize;
-use zsmem::{Handle, Pool, PoolConfig};
+use zsmem::PoolConfig;
+use zsmem_lab::objects::{ObjectContestant, make_object_contestant};
 
 use crate::{CliError, CliResult, units::parse_size};
 
@@ -69,131 +68,6 @@ pub fn run(b: &BenchCommand) -> CliResult {
     }
 }
 
-/// Something that keeps objects: the operations the benchmark times.
-pub trait ObjectStore {
-    /// Contestant name.
-    fn name(&self) -> &'static str;
-    /// Keep a copy of `data`, returning its id.
-    fn put(&mut self, data: &[u8]) -> u64;
-    /// Copy object `id` into `buf`; returns its length.
-    fn get(&self, id: u64, buf: &mut [u8]) -> usize;
-    /// Drop object `id`.
-    fn del(&mut self, id: u64);
-}
-
-/// zsmem's pool as a contestant.
-pub struct ZsmemStore {
-    name: &'static str,
-    pool: Pool,
-}
-
-impl ZsmemStore {
-    /// A pool with `cfg`, reported as `name`.
-    pub fn new(name: &'static str, cfg: PoolConfig) -> zsmem::Result<Self> {
-        Ok(ZsmemStore {
-            name,
-            pool: Pool::new(cfg)?,
-        })
-    }
-}
-
-impl ObjectStore for ZsmemStore {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-    fn put(&mut self, data: &[u8]) -> u64 {
-        self.pool.store(data).expect("benchmark store").to_raw()
-    }
-    fn get(&self, id: u64, buf: &mut [u8]) -> usize {
-        self.pool
-            .read(Handle::from_raw(id), buf)
-            .expect("benchmark read")
-    }
-    fn del(&mut self, id: u64) {
-        self.pool
-            .free(Handle::from_raw(id))
-            .expect("benchmark free");
-    }
-}
-
-/// One heap allocation per object from a `GlobalAlloc`.
-pub struct HeapStore<A: GlobalAlloc> {
-    name: &'static str,
-    alloc: A,
-    objects: Vec<(*mut u8, usize)>,
-    spare: Vec<u64>,
-}
-
-impl<A: GlobalAlloc> HeapStore<A> {
-    /// Objects allocated from `alloc`, reported as `name`.
-    pub fn new(name: &'static str, alloc: A) -> Self {
-        HeapStore {
-            name,
-            alloc,
-            objects: Vec::new(),
-            spare: Vec::new(),
-        }
-    }
-}
-
-/// The system allocator (glibc malloc on Linux).
-pub fn system_store() -> HeapStore<System> {
-    HeapStore::new("system", System)
-}
-
-/// mimalloc.
-pub fn mimalloc_store() -> HeapStore<MiMalloc> {
-    HeapStore::new("mimalloc", MiMalloc)
-}
-
-impl<A: GlobalAlloc> ObjectStore for HeapStore<A> {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-    fn put(&mut self, data: &[u8]) -> u64 {
-        let layout = Layout::from_size_align(data.len().max(1), 1).expect("valid layout");
-        // SAFETY: the layout has a non-zero size.
-        let p = unsafe { self.alloc.alloc(layout) };
-        assert!(!p.is_null(), "{} out of memory", self.name);
-        // SAFETY: `p` points to `data.len()` fresh bytes of our own.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
-        match self.spare.pop() {
-            Some(id) => {
-                self.objects[id as usize] = (p, data.len());
-                id
-            }
-            None => {
-                self.objects.push((p, data.len()));
-                (self.objects.len() - 1) as u64
-            }
-        }
-    }
-    fn get(&self, id: u64, buf: &mut [u8]) -> usize {
-        let (p, len) = self.objects[id as usize];
-        // SAFETY: `p` is a live allocation of `len` bytes made by `put`.
-        buf[..len].copy_from_slice(unsafe { std::slice::from_raw_parts(p, len) });
-        len
-    }
-    fn del(&mut self, id: u64) {
-        let (p, len) = std::mem::replace(&mut self.objects[id as usize], (std::ptr::null_mut(), 0));
-        let layout = Layout::from_size_align(len.max(1), 1).expect("valid layout");
-        // SAFETY: allocated by `put` from the same allocator with this layout.
-        unsafe { self.alloc.dealloc(p, layout) };
-        self.spare.push(id);
-    }
-}
-
-impl<A: GlobalAlloc> Drop for HeapStore<A> {
-    fn drop(&mut self) {
-        let ids: Vec<u64> = (0..self.objects.len() as u64)
-            .filter(|&i| !self.objects[i as usize].0.is_null())
-            .collect();
-        for id in ids {
-            self.del(id);
-        }
-    }
-}
-
 /// A ring of live objects: each `churn` frees the oldest and stores a new one.
 pub struct Ring {
     ids: Vec<u64>,
@@ -203,50 +77,51 @@ pub struct Ring {
 
 impl Ring {
     /// Fill `store` with `live` objects of `size` bytes.
-    pub fn fill(store: &mut dyn ObjectStore, live: usize, size: usize) -> Ring {
+    pub fn fill(store: &mut dyn ObjectContestant, live: usize, size: usize) -> Ring {
         let data: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
-        let ids = (0..live).map(|_| store.put(&data)).collect();
+        let ids = (0..live)
+            .map(|_| store.alloc(&data).expect("benchmark store"))
+            .collect();
         Ring { ids, next: 0, data }
     }
 
     /// `n` times: free the oldest object, store a new one (alloc + write).
-    pub fn churn(&mut self, store: &mut dyn ObjectStore, n: usize) {
+    pub fn churn(&mut self, store: &mut dyn ObjectContestant, n: usize) {
         for _ in 0..n {
             let slot = &mut self.ids[self.next];
-            store.del(*slot);
-            *slot = store.put(black_box(&self.data));
+            store.free(*slot).expect("benchmark free");
+            *slot = store.alloc(black_box(&self.data)).expect("benchmark store");
             self.next = (self.next + 1) % self.ids.len();
         }
     }
 
-    /// `n` reads of pseudo-randomly chosen live objects.
-    pub fn read(&self, store: &dyn ObjectStore, n: usize, buf: &mut [u8]) {
+    /// `n` reads (copies out) of pseudo-randomly chosen live objects.
+    pub fn read(&self, store: &mut dyn ObjectContestant, n: usize, buf: &mut Vec<u8>) {
         let mut x = 0x2545_F491_4F6C_DD1Du64;
         for _ in 0..n {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             let id = self.ids[(x % self.ids.len() as u64) as usize];
-            black_box(store.get(id, buf));
+            store.read(id, buf).expect("benchmark read");
+            black_box(&buf);
         }
     }
 
     /// Free every object.
-    pub fn drain(self, store: &mut dyn ObjectStore) {
+    pub fn drain(self, store: &mut dyn ObjectContestant) {
         for id in self.ids {
-            store.del(id);
+            store.free(id).expect("benchmark free");
         }
     }
 }
 
 /// The contestants of `bench pool`, fresh.
-pub fn contestants() -> CliResult<Vec<Box<dyn ObjectStore>>> {
-    Ok(vec![
-        Box::new(ZsmemStore::new("zsmem", PoolConfig::default())?),
-        Box::new(ZsmemStore::new("zsmem-kernel", PoolConfig::kernel())?),
-        Box::new(system_store()),
-        Box::new(mimalloc_store()),
-    ])
+pub fn contestants() -> CliResult<Vec<Box<dyn ObjectContestant>>> {
+    ["zsmem", "zsmem-kernel", "system", "mimalloc"]
+        .into_iter()
+        .map(|n| make_object_contestant(n).map_err(|e| CliError::Usage(e.to_string())))
+        .collect()
 }
 
 /// One figure of the benchmark.
@@ -255,7 +130,7 @@ pub struct Figure {
     /// Object size in bytes.
     pub size: usize,
     /// Contestant.
-    pub contestant: &'static str,
+    pub contestant: String,
     /// Median ns per alloc+write+free.
     pub churn_ns: f64,
     /// Median ns per read (copy out).
@@ -283,20 +158,12 @@ fn bench_pool(a: &PoolBenchArgs) -> CliResult {
             "object size {bad} must be 1..=4096 (the pools use 4 KiB pages)"
         )));
     }
-    let json = match a.format.as_str() {
-        "table" => false,
-        "json" => true,
-        f => {
-            return Err(CliError::Usage(format!(
-                "unknown format `{f}`: use table or json"
-            )));
-        }
-    };
+    let json = crate::table_or_json(&a.format)?;
     let mut figures = Vec::new();
     for &size in &sizes {
         for mut store in contestants()? {
             let mut ring = Ring::fill(store.as_mut(), a.live, size);
-            let mut buf = vec![0u8; size];
+            let mut buf = Vec::with_capacity(size);
             // Warm up, then time.
             ring.churn(store.as_mut(), a.live);
             let mut churn = Vec::new();
@@ -306,14 +173,14 @@ fn bench_pool(a: &PoolBenchArgs) -> CliResult {
                 ring.churn(store.as_mut(), a.ops);
                 churn.push(t.elapsed().as_nanos() as f64 / a.ops as f64);
                 let t = Instant::now();
-                ring.read(store.as_ref(), a.ops, &mut buf);
+                ring.read(store.as_mut(), a.ops, &mut buf);
                 read.push(t.elapsed().as_nanos() as f64 / a.ops as f64);
             }
             ring.drain(store.as_mut());
             eprintln!("  measured {} at {size} bytes", store.name());
             figures.push(Figure {
                 size,
-                contestant: store.name(),
+                contestant: store.name().to_string(),
                 churn_ns: median(churn),
                 read_ns: median(read),
             });
@@ -440,12 +307,13 @@ mod tests {
         for mut s in contestants().unwrap() {
             let mut ring = Ring::fill(s.as_mut(), 64, 1000);
             ring.churn(s.as_mut(), 500);
-            let mut buf = vec![0u8; 1000];
+            let mut buf = Vec::new();
             for &id in &ring.ids {
-                assert_eq!(s.get(id, &mut buf), 1000);
+                s.read(id, &mut buf).unwrap();
+                assert_eq!(buf.len(), 1000);
                 assert_eq!(buf, ring.data, "{}", s.name());
             }
-            ring.read(s.as_ref(), 100, &mut buf);
+            ring.read(s.as_mut(), 100, &mut buf);
             ring.drain(s.as_mut());
         }
     }

@@ -414,17 +414,7 @@ fn print_tables(results: &[RunResult], skipped: &[(String, String)]) {
         "wall s"
     );
     for r in results {
-        let with_data: Vec<&Figures> = r
-            .steps
-            .iter()
-            .filter(|s| s.figures.compr > 0 && s.label != "compact")
-            .map(|s| &s.figures)
-            .collect();
-        let max_ratio = with_data
-            .iter()
-            .map(|f| f.overhead_ratio())
-            .fold(0.0, f64::max);
-        let last_ratio = with_data.last().map_or(0.0, |f| f.overhead_ratio());
+        let (max_ratio, last_ratio) = r.overhead_ratios();
         let l = &r.latency;
         println!(
             "{:<14} {:>9.2}MB {:>9.2}MB {:>9.2}% {:>9.2}% {:>8.2}/{:<8.2} {:>8.2}/{:<8.2} {:>8.2}us {:>8.1}",

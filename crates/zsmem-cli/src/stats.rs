@@ -103,15 +103,7 @@ pub fn run(a: &StatsArgs) -> CliResult {
             }
         },
     };
-    let json = match a.format.as_str() {
-        "table" => false,
-        "json" => true,
-        f => {
-            return Err(CliError::Usage(format!(
-                "unknown format `{f}`: use table or json"
-            )));
-        }
-    };
+    let json = crate::table_or_json(&a.format)?;
     let pool = Pool::new(cfg.clone())?;
     let mut rng = StdRng::seed_from_u64(a.seed);
     let mut buf = vec![0u8; a.page_size];

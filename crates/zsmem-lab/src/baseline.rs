@@ -67,11 +67,12 @@
 //! earlier contestant left cached in the allocator, and that this one reuses,
 //! does not show as growth. Measure one at a time.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::ptr::NonNull;
+use std::alloc::{GlobalAlloc, System};
 
 use crate::contestant::{Figures, LabError, PageContestant};
 use crate::corpus::{PAGE_SIZE, Page};
+use crate::objects::HeapObjects;
+use zsmem::store::same_filled;
 
 /// The compressed size from which a page is stored raw: the kernel's
 /// `huge_class_size` for 4 KiB pages and zsmalloc chain size 8 (the largest
@@ -98,6 +99,25 @@ pub enum MemoryMethod {
 }
 
 impl MemoryMethod {
+    /// glibc's statistics where they exist, else the process's RSS.
+    pub fn for_system() -> Self {
+        if glibc_held().is_ok() {
+            MemoryMethod::GlibcMallinfo
+        } else {
+            MemoryMethod::ProcessRss
+        }
+    }
+
+    /// jemalloc's `stats.resident`, or the process's RSS where jemalloc was
+    /// built without statistics.
+    pub fn for_jemalloc() -> Self {
+        if jemalloc_resident().is_ok() {
+            MemoryMethod::JemallocResident
+        } else {
+            MemoryMethod::ProcessRss
+        }
+    }
+
     /// The figure now, in bytes; an error where the method is not available
     /// on this system or build.
     pub fn read(self) -> Result<u64, String> {
@@ -209,32 +229,15 @@ enum Entry {
     Empty,
     /// A same-filled page: the word, no allocation.
     Same(u64),
-    /// `len` bytes of lz4 output (or the raw page if `huge`) at `ptr`, an
-    /// allocation of `Layout::from_size_align(len, 1)` from the allocator.
-    Heap {
-        ptr: NonNull<u8>,
-        len: u32,
-        huge: bool,
-    },
-}
-
-/// The word every 8-byte word of `page` equals, if there is one (zram's
-/// same-filled test).
-fn same_filled(page: &Page) -> Option<u64> {
-    let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().expect("8-byte chunk"));
-    let first = word(&page[..8]);
-    page.chunks_exact(8)
-        .all(|c| word(c) == first)
-        .then_some(first)
+    /// `len` bytes of lz4 output (or the raw page if `huge`), object `id`
+    /// of the heap.
+    Heap { id: u64, len: u32, huge: bool },
 }
 
 /// Compressed pages kept as plain heap allocations of the allocator `A`.
 pub struct HeapContestant<A: GlobalAlloc> {
-    name: String,
-    alloc: A,
-    method: MemoryMethod,
-    /// The method's figure when the contestant was made.
-    baseline: u64,
+    /// The allocations, and the memory they cost.
+    heap: HeapObjects<A>,
     /// For glibc: bytes free in its arenas at creation, which this
     /// contestant may reuse without the figure growing.
     free_at_start: Option<u64>,
@@ -246,35 +249,22 @@ pub struct HeapContestant<A: GlobalAlloc> {
     huge_pages: u64,
 }
 
-// SAFETY: every `Heap` entry's pointer is owned by this contestant alone (no
-// other reference to the block exists), and `A: Send + Sync` lets the
-// allocator be used, and blocks be freed, from whichever thread holds the
-// contestant.
-unsafe impl<A: GlobalAlloc + Send + Sync> Send for HeapContestant<A> {}
-
 impl HeapContestant<System> {
     /// The system allocator (glibc malloc on Linux), named `system`.
     pub fn system(slots: usize) -> Result<Self, LabError> {
-        let method = if glibc_held().is_ok() {
-            MemoryMethod::GlibcMallinfo
-        } else {
-            MemoryMethod::ProcessRss
-        };
-        Self::with_allocator("system", System, method, slots)
+        Self::with_allocator("system", System, MemoryMethod::for_system(), slots)
     }
 }
 
 impl HeapContestant<tikv_jemallocator::Jemalloc> {
-    /// jemalloc as a plain (non-global) allocator, named `jemalloc`. Its
-    /// memory is `stats.resident`, or the process's RSS where jemalloc was
-    /// built without statistics.
+    /// jemalloc as a plain (non-global) allocator, named `jemalloc`.
     pub fn jemalloc(slots: usize) -> Result<Self, LabError> {
-        let method = if jemalloc_resident().is_ok() {
-            MemoryMethod::JemallocResident
-        } else {
-            MemoryMethod::ProcessRss
-        };
-        Self::with_allocator("jemalloc", tikv_jemallocator::Jemalloc, method, slots)
+        Self::with_allocator(
+            "jemalloc",
+            tikv_jemallocator::Jemalloc,
+            MemoryMethod::for_jemalloc(),
+            slots,
+        )
     }
 }
 
@@ -306,18 +296,14 @@ impl<A: GlobalAlloc> HeapContestant<A> {
         }
         let slots = vec![Entry::Empty; slots];
         let scratch = Box::new([0u8; PAGE_SIZE]);
-        let baseline = method
-            .read()
-            .map_err(|e| LabError::Usage(format!("{name}: {e}")))?;
         let free_at_start = match method {
             MemoryMethod::GlibcMallinfo => glibc_free(),
             _ => None,
         };
+        // Last, so the baseline is taken after our own tables exist.
+        let heap = HeapObjects::new(name, alloc, method)?;
         Ok(HeapContestant {
-            name: name.to_string(),
-            alloc,
-            method,
-            baseline,
+            heap,
             free_at_start,
             slots,
             scratch,
@@ -330,13 +316,13 @@ impl<A: GlobalAlloc> HeapContestant<A> {
 
     /// How the memory figures are measured.
     pub fn memory_method(&self) -> MemoryMethod {
-        self.method
+        self.heap.method()
     }
 
     /// The measured figure when the contestant was made; `Figures::pool`
     /// is the growth from it.
     pub fn baseline_bytes(&self) -> u64 {
-        self.baseline
+        self.heap.baseline()
     }
 
     /// For the glibc method: bytes in free chunks of malloc's arenas when
@@ -370,24 +356,9 @@ impl<A: GlobalAlloc> HeapContestant<A> {
                 Some(n) if n > 0 && n < HUGE_CLASS_SIZE => (&self.scratch[..n], false),
                 _ => (page, true),
             };
-        let len = bytes.len();
-        let layout = Layout::from_size_align(len, 1).expect("len <= 4096, align 1");
-        // SAFETY: `layout` has a non-zero size (len >= 1).
-        let ptr = unsafe { self.alloc.alloc(layout) };
-        let ptr = NonNull::new(ptr).ok_or_else(|| {
-            LabError::Zsmem(zsmem::Error::OsOutOfMemory {
-                bytes: len,
-                reason: format!("{} returned null", self.name),
-            })
-        })?;
-        // SAFETY: `ptr` is a fresh allocation of `len` bytes, writable and
-        // disjoint from `bytes` (which lies in `page` or `self.scratch`).
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.as_ptr(), len) };
-        Ok(Entry::Heap {
-            ptr,
-            len: len as u32,
-            huge,
-        })
+        let len = bytes.len() as u32;
+        let id = self.heap.keep(bytes)?;
+        Ok(Entry::Heap { id, len, huge })
     }
 
     fn account(&mut self, e: Entry, add: bool) {
@@ -414,23 +385,17 @@ impl<A: GlobalAlloc> HeapContestant<A> {
     /// Uncount and free what a slot held.
     fn release(&mut self, e: Entry) {
         self.account(e, false);
-        if let Entry::Heap { ptr, len, .. } = e {
-            // SAFETY: the entry was made by `allocate` from `self.alloc` with
-            // exactly this layout (size `len` <= 4096, align 1: valid), and
-            // was just removed from its slot, so it is freed once.
-            unsafe {
-                self.alloc.dealloc(
-                    ptr.as_ptr(),
-                    Layout::from_size_align_unchecked(len as usize, 1),
-                )
-            };
+        if let Entry::Heap { id, .. } = e {
+            // The slot owned this object alone; freeing it cannot fail.
+            let freed = self.heap.free_object(id);
+            debug_assert!(freed.is_ok(), "{freed:?}");
         }
     }
 }
 
 impl<A: GlobalAlloc> PageContestant for HeapContestant<A> {
     fn name(&self) -> &str {
-        &self.name
+        self.heap.name()
     }
 
     fn config(&self) -> String {
@@ -443,9 +408,9 @@ impl<A: GlobalAlloc> PageContestant for HeapContestant<A> {
         };
         format!(
             "{} heap, lz4, one exact-size allocation per page (huge from {} B), memory: {}{free}",
-            self.name,
+            self.heap.name(),
             HUGE_CLASS_SIZE,
-            self.method.describe()
+            self.heap.method().describe()
         )
     }
 
@@ -470,16 +435,15 @@ impl<A: GlobalAlloc> PageContestant for HeapContestant<A> {
                     c.copy_from_slice(&word.to_ne_bytes());
                 }
             }
-            Entry::Heap { ptr, len, huge } => {
-                // SAFETY: `ptr` is a live allocation of `len` initialised
-                // bytes owned by this slot; nothing writes it while the
-                // slice lives (we hold `&mut self`).
-                let bytes = unsafe { std::slice::from_raw_parts(ptr.as_ptr(), len as usize) };
-                if huge {
-                    buf.copy_from_slice(bytes);
-                } else {
-                    zsmem::Codec::Lz4.decompress(bytes, buf)?;
-                }
+            Entry::Heap { id, huge, .. } => {
+                self.heap.with_object(id, |bytes| {
+                    if huge {
+                        buf.copy_from_slice(bytes);
+                        Ok(())
+                    } else {
+                        zsmem::Codec::Lz4.decompress(bytes, buf)
+                    }
+                })??;
             }
         }
         Ok(())
@@ -504,11 +468,7 @@ impl<A: GlobalAlloc> PageContestant for HeapContestant<A> {
     }
 
     fn figures(&mut self) -> Result<Figures, LabError> {
-        let now = self
-            .method
-            .read()
-            .map_err(|e| LabError::Usage(format!("{}: {e}", self.name)))?;
-        let held = now.saturating_sub(self.baseline);
+        let held = self.heap.held()?;
         Ok(Figures {
             orig: self.pages_stored * PAGE_SIZE as u64,
             compr: self.compr_bytes,
@@ -525,15 +485,6 @@ impl<A: GlobalAlloc> PageContestant for HeapContestant<A> {
     /// A heap cannot move its blocks: nothing to do.
     fn compact(&mut self) -> Result<(), LabError> {
         Ok(())
-    }
-}
-
-impl<A: GlobalAlloc> Drop for HeapContestant<A> {
-    fn drop(&mut self) {
-        for i in 0..self.slots.len() {
-            let old = std::mem::take(&mut self.slots[i]);
-            self.release(old);
-        }
     }
 }
 

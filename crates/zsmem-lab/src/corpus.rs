@@ -536,8 +536,7 @@ impl Histogram {
 /// Whether every 8-byte word of the page is the same: zram's
 /// `page_same_filled` on a 64-bit machine.
 pub fn is_same_filled(page: &Page) -> bool {
-    let first = &page[..8];
-    page.chunks_exact(8).all(|w| w == first)
+    zsmem::store::same_filled(page).is_some()
 }
 
 /// Length of the page compressed with LZ4 (block format, as zram's lz4).

@@ -102,20 +102,30 @@ impl ObjectContestant for PoolObjects {
 }
 
 /// One heap allocation per object from a `GlobalAlloc`, memory measured by
-/// the allocator's own statistics as growth since creation.
+/// the allocator's own statistics as growth since creation. The one place
+/// the lab allocates from a heap directly: the page-level heap contestants
+/// and `zsmem bench pool` keep their objects here too.
 pub struct HeapObjects<A: GlobalAlloc> {
     name: String,
     alloc: A,
     method: MemoryMethod,
     baseline: u64,
+    /// Live objects' blocks (null when the id is free).
     objects: Vec<(*mut u8, usize)>,
     spare: Vec<u64>,
 }
 
+// SAFETY: every block is owned by this value alone (no other reference to
+// it exists), and `A: Send + Sync` lets the allocator be used, and blocks be
+// freed, from whichever thread holds it.
+unsafe impl<A: GlobalAlloc + Send + Sync> Send for HeapObjects<A> {}
+
 impl<A: GlobalAlloc> HeapObjects<A> {
-    /// Objects from `alloc`, measured by `method`.
+    /// Objects from `alloc`, measured by `method` from now on.
     pub fn new(name: &str, alloc: A, method: MemoryMethod) -> Result<Self, LabError> {
-        let baseline = method.read().map_err(LabError::Usage)?;
+        let baseline = method
+            .read()
+            .map_err(|e| LabError::Usage(format!("{name}: {e}")))?;
         Ok(HeapObjects {
             name: name.into(),
             alloc,
@@ -124,6 +134,30 @@ impl<A: GlobalAlloc> HeapObjects<A> {
             objects: Vec::new(),
             spare: Vec::new(),
         })
+    }
+
+    /// The name given at creation.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How memory is measured.
+    pub fn method(&self) -> MemoryMethod {
+        self.method
+    }
+
+    /// The measured figure at creation.
+    pub fn baseline(&self) -> u64 {
+        self.baseline
+    }
+
+    /// Growth of the measured figure since creation.
+    pub fn held(&self) -> Result<u64, LabError> {
+        let now = self
+            .method
+            .read()
+            .map_err(|e| LabError::Usage(format!("{}: {e}", self.name)))?;
+        Ok(now.saturating_sub(self.baseline))
     }
 
     fn slot(&self, id: u64) -> Result<(*mut u8, usize), LabError> {
@@ -135,21 +169,68 @@ impl<A: GlobalAlloc> HeapObjects<A> {
             ))),
         }
     }
+
+    /// Copy `data` into a new block of exactly its length; returns its id.
+    pub fn keep(&mut self, data: &[u8]) -> Result<u64, LabError> {
+        if data.is_empty() {
+            return Err(LabError::Zsmem(zsmem::Error::ZeroLength));
+        }
+        let layout =
+            Layout::from_size_align(data.len(), 1).map_err(|e| LabError::Usage(e.to_string()))?;
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { self.alloc.alloc(layout) };
+        if p.is_null() {
+            return Err(LabError::Zsmem(zsmem::Error::OsOutOfMemory {
+                bytes: data.len(),
+                reason: format!("{} returned null", self.name),
+            }));
+        }
+        // SAFETY: `p` holds `data.len()` fresh bytes of our own, disjoint
+        // from `data`.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+        Ok(match self.spare.pop() {
+            Some(id) => {
+                self.objects[id as usize] = (p, data.len());
+                id
+            }
+            None => {
+                self.objects.push((p, data.len()));
+                (self.objects.len() - 1) as u64
+            }
+        })
+    }
+
+    /// Call `f` with object `id`'s bytes in place.
+    pub fn with_object<R>(&self, id: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R, LabError> {
+        let (p, len) = self.slot(id)?;
+        // SAFETY: `p` is a live block of `len` bytes made by `keep`; nothing
+        // writes it while the shared borrow of `self` lasts.
+        Ok(f(unsafe { std::slice::from_raw_parts(p, len) }))
+    }
+
+    /// Free object `id`.
+    pub fn free_object(&mut self, id: u64) -> Result<(), LabError> {
+        let (p, len) = self.slot(id)?;
+        self.objects[id as usize] = (std::ptr::null_mut(), 0);
+        // SAFETY: made by `keep` from the same allocator with this layout,
+        // and just unlisted, so it is freed once.
+        unsafe {
+            self.alloc
+                .dealloc(p, Layout::from_size_align(len, 1).expect("valid layout"))
+        };
+        self.spare.push(id);
+        Ok(())
+    }
 }
 
 /// glibc malloc (Rust's global allocator here).
 pub fn system_objects() -> Result<HeapObjects<System>, LabError> {
-    HeapObjects::new("system", System, MemoryMethod::GlibcMallinfo)
+    HeapObjects::new("system", System, MemoryMethod::for_system())
 }
 
 /// jemalloc, not the global allocator, so its statistics are ours alone.
 pub fn jemalloc_objects() -> Result<HeapObjects<Jemalloc>, LabError> {
-    let method = if MemoryMethod::JemallocResident.read().is_ok() {
-        MemoryMethod::JemallocResident
-    } else {
-        MemoryMethod::ProcessRss
-    };
-    HeapObjects::new("jemalloc", Jemalloc, method)
+    HeapObjects::new("jemalloc", Jemalloc, MemoryMethod::for_jemalloc())
 }
 
 /// mimalloc, not the global allocator either.
@@ -168,51 +249,20 @@ impl<A: GlobalAlloc> ObjectContestant for HeapObjects<A> {
         )
     }
     fn alloc(&mut self, data: &[u8]) -> Result<u64, LabError> {
-        if data.is_empty() {
-            return Err(LabError::Usage("zero-length object".into()));
-        }
-        let layout =
-            Layout::from_size_align(data.len(), 1).map_err(|e| LabError::Usage(e.to_string()))?;
-        // SAFETY: the layout has a non-zero size.
-        let p = unsafe { self.alloc.alloc(layout) };
-        if p.is_null() {
-            return Err(LabError::Usage(format!("{}: out of memory", self.name)));
-        }
-        // SAFETY: `p` holds `data.len()` fresh bytes of our own.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
-        Ok(match self.spare.pop() {
-            Some(id) => {
-                self.objects[id as usize] = (p, data.len());
-                id
-            }
-            None => {
-                self.objects.push((p, data.len()));
-                (self.objects.len() - 1) as u64
-            }
-        })
+        self.keep(data)
     }
     fn read(&mut self, id: u64, buf: &mut Vec<u8>) -> Result<(), LabError> {
-        let (p, len) = self.slot(id)?;
-        buf.clear();
-        // SAFETY: `p` is a live allocation of `len` bytes made by `alloc`.
-        buf.extend_from_slice(unsafe { std::slice::from_raw_parts(p, len) });
-        Ok(())
+        self.with_object(id, |b| {
+            buf.clear();
+            buf.extend_from_slice(b);
+        })
     }
     fn free(&mut self, id: u64) -> Result<(), LabError> {
-        let (p, len) = self.slot(id)?;
-        self.objects[id as usize] = (std::ptr::null_mut(), 0);
-        // SAFETY: allocated by `alloc` from the same allocator, same layout.
-        unsafe {
-            self.alloc
-                .dealloc(p, Layout::from_size_align(len, 1).expect("valid layout"))
-        };
-        self.spare.push(id);
-        Ok(())
+        self.free_object(id)
     }
     fn memory(&mut self) -> Result<ObjectMemory, LabError> {
-        let now = self.method.read().map_err(LabError::Usage)?;
         Ok(ObjectMemory {
-            held: now.saturating_sub(self.baseline),
+            held: self.held()?,
             meta: 0,
         })
     }
@@ -222,7 +272,7 @@ impl<A: GlobalAlloc> Drop for HeapObjects<A> {
     fn drop(&mut self) {
         for id in 0..self.objects.len() as u64 {
             if self.slot(id).is_ok() {
-                let _ = self.free(id);
+                let _ = self.free_object(id);
             }
         }
     }

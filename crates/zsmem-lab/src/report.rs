@@ -32,7 +32,6 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::contestant::Figures;
 use crate::workload::RunResult;
 
 /// Units of the bucket bounds, powers of 1024 as bpftrace prints them.
@@ -236,23 +235,6 @@ fn color_of(i: usize) -> RGBColor {
 
 fn hex(c: RGBColor) -> String {
     format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
-}
-
-/// Max and last overhead ratio over the steps with data, as `zsmem compare`
-/// prints them (the final `compact` step left out).
-fn ratios(r: &RunResult) -> (f64, f64) {
-    let with_data: Vec<&Figures> = r
-        .steps
-        .iter()
-        .filter(|s| s.figures.compr > 0 && s.label != "compact")
-        .map(|s| &s.figures)
-        .collect();
-    let max = with_data
-        .iter()
-        .map(|f| f.overhead_ratio())
-        .fold(0.0, f64::max);
-    let last = with_data.last().map_or(0.0, |f| f.overhead_ratio());
-    (max, last)
 }
 
 /// A `[lo, hi)` range with `hi > lo`, both finite, with some headroom.
@@ -783,7 +765,7 @@ fn summary_table(out: &mut String, runs: &[RunResult], skipped: &[(String, Strin
          <th>wall time s</th></tr>\n",
     );
     for (i, r) in runs.iter().enumerate() {
-        let (max, last) = ratios(r);
+        let (max, last) = r.overhead_ratios();
         let l = &r.latency;
         let _ = writeln!(
             out,

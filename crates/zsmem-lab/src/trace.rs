@@ -207,8 +207,7 @@ impl PageContestant for TraceRecorder<'_> {
     fn store(&mut self, slot: u64, page: &Page) -> Result<(), LabError> {
         self.inner.store(slot, page)?;
         self.drop_slot(slot);
-        let first = &page[..8];
-        if page.chunks_exact(8).all(|c| c == first) {
+        if zsmem::store::same_filled(page).is_some() {
             return Ok(());
         }
         let limit = self.huge_threshold;

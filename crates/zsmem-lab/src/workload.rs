@@ -99,6 +99,23 @@ impl RunResult {
         self.steps.iter().map(|s| s.figures.pool).max().unwrap_or(0)
     }
 
+    /// Highest and last overhead ratio over the steps that hold data (the
+    /// final `compact` step left out): the summary's two ratios.
+    pub fn overhead_ratios(&self) -> (f64, f64) {
+        let with_data: Vec<&Figures> = self
+            .steps
+            .iter()
+            .filter(|s| s.figures.compr > 0 && s.label != "compact")
+            .map(|s| &s.figures)
+            .collect();
+        let max = with_data
+            .iter()
+            .map(|f| f.overhead_ratio())
+            .fold(0.0, f64::max);
+        let last = with_data.last().map_or(0.0, |f| f.overhead_ratio());
+        (max, last)
+    }
+
     /// Highest `used` figure over the run.
     pub fn peak_used(&self) -> u64 {
         self.steps.iter().map(|s| s.figures.used).max().unwrap_or(0)

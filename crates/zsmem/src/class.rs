@@ -17,7 +17,7 @@
 //!   at that zspage and object, and every live handle entry is such an owner;
 //! - `bytes_stored` is the sum of the live objects' lengths.
 
-use crate::error::{Error, HandleFault, Result};
+use crate::error::{Error, Result};
 use crate::handle::{Handle, HandleTable, Location};
 use crate::os::PageSource;
 use crate::size_class::ClassInfo;
@@ -172,11 +172,15 @@ impl Class {
         None
     }
 
+    /// Free object slots over all zspages of the class.
+    pub(crate) fn free_slots(&self) -> usize {
+        self.zspages * self.info.objs_per_zspage - self.handles.live()
+    }
+
     /// The kernel's estimate of the pages compaction could free:
     /// whole zspages' worth of free object slots.
     pub(crate) fn freeable_pages(&self) -> usize {
-        let allocated = self.zspages * self.info.objs_per_zspage;
-        (allocated - self.handles.live()) / self.info.objs_per_zspage * self.info.pages_per_zspage
+        self.free_slots() / self.info.objs_per_zspage * self.info.pages_per_zspage
     }
 
     /// Move objects from zspage `from` into zspage `to`, at most `max`,
@@ -497,11 +501,6 @@ impl Class {
         }
         Ok(())
     }
-}
-
-/// Handle fault for a handle whose class index names no physical class.
-pub(crate) fn unknown_class(h: Handle) -> Error {
-    h.fault(HandleFault::UnknownClass)
 }
 
 #[cfg(test)]

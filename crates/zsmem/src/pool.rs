@@ -8,9 +8,9 @@
 //! read never needs a pool-wide lock. The page source's own lock is taken,
 //! nested inside a class lock, only when a zspage is made or freed.
 
-use crate::class::{Class, GROUP_FULL, unknown_class};
+use crate::class::{Class, GROUP_FULL};
 use crate::compact::{self, CompactionPolicy, CompactionStats, Counters, STEP_ZSPAGES};
-use crate::error::{Error, Result};
+use crate::error::{Error, HandleFault, Result};
 use crate::handle::{CLASS_BITS, Handle};
 use crate::os::PageSource;
 use crate::size_class::{ChainRule, KERNEL_HANDLE_SIZE, SizeClassConfig, SizeClassTable};
@@ -226,7 +226,7 @@ impl Pool {
             .dense
             .get(h.class())
             .filter(|&&d| d != NO_CLASS)
-            .ok_or_else(|| unknown_class(h))?;
+            .ok_or_else(|| h.fault(HandleFault::UnknownClass))?;
         Ok(self.classes[usize::from(d)].lock())
     }
 
@@ -301,7 +301,8 @@ impl Pool {
             min_freeable_zspages,
             max_moves,
         } = self.cfg.compaction
-            && class.freeable_pages() >= min_freeable_zspages * class.info.pages_per_zspage
+            // freeable >= n zspages, without the division on every free.
+            && class.free_slots() >= min_freeable_zspages * class.info.objs_per_zspage
         {
             compact::step(&mut class, max_moves, &self.pages, &self.compaction);
         }

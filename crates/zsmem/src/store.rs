@@ -126,8 +126,9 @@ impl std::fmt::Debug for PageStore {
     }
 }
 
-/// The word every machine word of `page` equals, if there is one.
-fn same_filled(page: &[u8]) -> Option<u64> {
+/// The word every 8-byte word of `page` equals, if there is one: zram's
+/// same-filled test. `None` for pages shorter than a word.
+pub fn same_filled(page: &[u8]) -> Option<u64> {
     let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().expect("8-byte chunk"));
     let first = word(page.get(..8)?);
     page.chunks_exact(8)
