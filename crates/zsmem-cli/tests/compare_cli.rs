@@ -11,19 +11,28 @@ fn zsmem(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn compare_prints_every_step_and_a_summary() {
+    // The report goes to a directory of the test's own, never the crate's.
+    let dir = std::env::temp_dir().join(format!("zsmem-compare-test-{}", std::process::id()));
     let out = zsmem(&[
         "compare",
         "--scale",
         "0.02",
         "--contestants",
         "zsmem,zsmem-kernel",
+        "--histograms",
+        "--report",
+        dir.to_str().unwrap(),
     ]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("zsmem-kernel"));
+    std::fs::remove_dir_all(&dir).unwrap();
     let t = String::from_utf8(out.stdout).unwrap();
+    assert!(t.contains("@store_ns:") && t.contains("p99"), "{t}");
     for needle in [
         "== zsmem:",
         "== zsmem-kernel:",
@@ -48,6 +57,7 @@ fn compare_json_has_every_run() {
         "2",
         "--format",
         "json",
+        "--no-report",
     ]);
     assert!(
         out.status.success(),
