@@ -51,7 +51,7 @@ pub mod codec;
 mod compact;
 mod error;
 mod handle;
-mod os;
+pub mod os;
 mod pool;
 pub mod size_class;
 pub mod stats;
