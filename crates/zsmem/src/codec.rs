@@ -2,10 +2,17 @@
 //!
 //! lz4 is the reference LZ4 (liblz4, `LZ4_compress_default`), the algorithm
 //! the kernel's zram offers as `lz4`, so object sizes match the kernel's for
-//! the same pages. zstd takes a level. Both are BSD-licensed C libraries
+//! the same pages. zstd takes a level and, optionally, a dictionary trained
+//! from sample pages ([`ZstdDictionary`]). Both are BSD-licensed C libraries
 //! built from source by their crates.
+//!
+//! [`Codec`] is the algorithm and its level (a small `Copy` value);
+//! [`CodecSpec`] adds the shared dictionary, and is what a
+//! [`PageStore`](crate::PageStore) compresses with.
 
 use std::cell::RefCell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
@@ -25,9 +32,144 @@ pub enum Codec {
     },
 }
 
+/// Contexts kept per thread, keyed by (level, dictionary key): a few, most
+/// recently used first, so a store alternating between its primary and a
+/// secondary codec does not rebuild a context on every page.
+const CONTEXTS_PER_THREAD: usize = 4;
+
 thread_local! {
-    static ZSTD: RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> = const { RefCell::new(None) };
-    static UNZSTD: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+    static ZSTD: RefCell<Vec<((i32, u64), zstd::bulk::Compressor<'static>)>> = const { RefCell::new(Vec::new()) };
+    static UNZSTD: RefCell<Vec<(u64, zstd::bulk::Decompressor<'static>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The context for `key` from a small per-thread cache, made by `make` if
+/// missing (evicting the least recently used), moved to the front.
+fn with_cached<K: PartialEq + Copy, C, R>(
+    cache: &RefCell<Vec<(K, C)>>,
+    key: K,
+    make: impl FnOnce() -> Option<C>,
+    f: impl FnOnce(&mut C) -> R,
+) -> Option<R> {
+    let mut cache = cache.borrow_mut();
+    match cache.iter().position(|(k, _)| *k == key) {
+        Some(0) => {}
+        Some(i) => {
+            let e = cache.remove(i);
+            cache.insert(0, e);
+        }
+        None => {
+            let c = make()?;
+            cache.truncate(CONTEXTS_PER_THREAD - 1);
+            cache.insert(0, (key, c));
+        }
+    }
+    Some(f(&mut cache[0].1))
+}
+
+static NEXT_DICTIONARY_KEY: AtomicU64 = AtomicU64::new(1);
+
+/// A zstd dictionary, shared by reference count between stores, threads and
+/// the slots compressed with it.
+///
+/// Trained from sample pages with zstd's own trainer (`ZDICT`), it lets
+/// zstd find repeats across pages, which a single 4 KiB page lacks.
+///
+/// ```
+/// use zsmem::codec::{Codec, CodecSpec, ZstdDictionary};
+/// // Pages of lines from a shared vocabulary, each page in its own order.
+/// let lines: Vec<String> = (0..50).map(|i| format!("struct item{i} {{ int id_{}; }};\n", i * 7)).collect();
+/// let samples: Vec<Vec<u8>> = (0..200u64)
+///     .map(|p| (0..200u64).flat_map(|j| lines[((p * 31 + j * j) % 50) as usize].bytes()).take(4096).collect())
+///     .collect();
+/// let dict = ZstdDictionary::train(&samples, 16 << 10).unwrap();
+/// let spec = CodecSpec { codec: Codec::Zstd { level: 3 }, dictionary: Some(dict) };
+/// let mut buf = vec![0u8; 4096];
+/// let n = spec.compress(&samples[7][..4096], &mut buf).unwrap();
+/// let mut out = vec![0u8; 4096];
+/// spec.decompress(&buf[..n], &mut out).unwrap();
+/// assert_eq!(out, &samples[7][..4096]);
+/// ```
+#[derive(Clone)]
+pub struct ZstdDictionary(Arc<DictionaryInner>);
+
+struct DictionaryInner {
+    /// Unique in the process: names the dictionary in per-thread caches.
+    key: u64,
+    bytes: Box<[u8]>,
+}
+
+impl ZstdDictionary {
+    /// Train a dictionary of at most `max_size` bytes from `samples` (for a
+    /// page store: pages). zstd needs a fair number of samples (a hundred
+    /// or more); too few or too uniform ones are an error.
+    pub fn train<S: AsRef<[u8]>>(samples: &[S], max_size: usize) -> Result<ZstdDictionary> {
+        if samples.is_empty() || max_size < 256 {
+            return Err(Error::InvalidConfig(
+                "dictionary training needs samples and a size of at least 256 bytes".into(),
+            ));
+        }
+        let bytes = zstd::dict::from_samples(samples, max_size).map_err(|e| {
+            Error::Codec(format!(
+                "zstd could not train a dictionary from {} samples: {e}",
+                samples.len()
+            ))
+        })?;
+        ZstdDictionary::from_bytes(bytes)
+    }
+
+    /// A dictionary from its bytes (as [`as_bytes`](Self::as_bytes) gave
+    /// them, or from `zstd --train`).
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<ZstdDictionary> {
+        if bytes.is_empty() {
+            return Err(Error::InvalidConfig("empty zstd dictionary".into()));
+        }
+        Ok(ZstdDictionary(Arc::new(DictionaryInner {
+            key: NEXT_DICTIONARY_KEY.fetch_add(1, Ordering::Relaxed),
+            bytes: bytes.into_boxed_slice(),
+        })))
+    }
+
+    /// The dictionary's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0.bytes
+    }
+
+    /// Its size in bytes.
+    pub fn len(&self) -> usize {
+        self.0.bytes.len()
+    }
+
+    /// Never true: an empty dictionary is refused.
+    pub fn is_empty(&self) -> bool {
+        self.0.bytes.is_empty()
+    }
+
+    /// zstd's dictionary ID (written into each frame), 0 for a raw-content
+    /// dictionary.
+    pub fn id(&self) -> u32 {
+        zstd::zstd_safe::get_dict_id_from_dict(&self.0.bytes).map_or(0, |n| n.get())
+    }
+
+    fn key(&self) -> u64 {
+        self.0.key
+    }
+}
+
+impl PartialEq for ZstdDictionary {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.bytes == other.0.bytes
+    }
+}
+
+impl Eq for ZstdDictionary {}
+
+impl std::fmt::Debug for ZstdDictionary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZstdDictionary")
+            .field("id", &self.id())
+            .field("len", &self.len())
+            .finish()
+    }
 }
 
 impl Codec {
@@ -60,32 +202,58 @@ impl Codec {
     /// Compress `src` into `dst`; `None` if the result does not fit in
     /// `dst` (the page is incompressible enough to be stored raw).
     pub fn compress(&self, src: &[u8], dst: &mut [u8]) -> Option<usize> {
-        match *self {
-            Codec::Lz4 => lz4::block::compress_to_buffer(src, None, false, dst).ok(),
-            Codec::Zstd { level } => ZSTD.with(|cell| {
-                let mut cell = cell.borrow_mut();
-                if cell.as_ref().is_none_or(|(l, _)| *l != level) {
-                    *cell = Some((level, zstd::bulk::Compressor::new(level).ok()?));
-                }
-                let (_, c) = cell.as_mut()?;
-                c.compress_to_buffer(src, dst).ok()
-            }),
-        }
+        self.compress_with(None, src, dst)
     }
 
     /// Decompress `src` into all of `dst`; an error if the data is corrupt
     /// or does not decompress to exactly `dst.len()` bytes.
     pub fn decompress(&self, src: &[u8], dst: &mut [u8]) -> Result<()> {
+        self.decompress_with(None, src, dst)
+    }
+
+    fn compress_with(
+        &self,
+        dict: Option<&ZstdDictionary>,
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> Option<usize> {
+        match *self {
+            Codec::Lz4 => lz4::block::compress_to_buffer(src, None, false, dst).ok(),
+            Codec::Zstd { level } => ZSTD.with(|cache| {
+                let key = (level, dict.map_or(0, ZstdDictionary::key));
+                let make = || {
+                    zstd::bulk::Compressor::with_dictionary(
+                        level,
+                        dict.map_or(&[][..], ZstdDictionary::as_bytes),
+                    )
+                    .ok()
+                };
+                with_cached(cache, key, make, |c| c.compress_to_buffer(src, dst).ok())?
+            }),
+        }
+    }
+
+    fn decompress_with(
+        &self,
+        dict: Option<&ZstdDictionary>,
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> Result<()> {
         let n = match *self {
             Codec::Lz4 => lz4::block::decompress_to_buffer(src, Some(dst.len() as i32), dst)
                 .map_err(|e| e.to_string()),
-            Codec::Zstd { .. } => UNZSTD.with(|cell| {
-                let mut cell = cell.borrow_mut();
-                if cell.is_none() {
-                    *cell = Some(zstd::bulk::Decompressor::new().map_err(|e| e.to_string())?);
-                }
-                let d = cell.as_mut().expect("just set");
-                d.decompress_to_buffer(src, dst).map_err(|e| e.to_string())
+            Codec::Zstd { .. } => UNZSTD.with(|cache| {
+                let key = dict.map_or(0, ZstdDictionary::key);
+                let make = || {
+                    zstd::bulk::Decompressor::with_dictionary(
+                        dict.map_or(&[][..], ZstdDictionary::as_bytes),
+                    )
+                    .ok()
+                };
+                with_cached(cache, key, make, |d| {
+                    d.decompress_to_buffer(src, dst).map_err(|e| e.to_string())
+                })
+                .unwrap_or_else(|| Err("zstd refused the dictionary".into()))
             }),
         };
         match n {
@@ -100,6 +268,62 @@ impl Codec {
                 self.name()
             ))),
         }
+    }
+}
+
+/// A codec with everything it needs: the algorithm and level, and for zstd
+/// an optional shared dictionary. What a page store compresses with.
+///
+/// ```
+/// use zsmem::codec::{Codec, CodecSpec};
+/// let spec = CodecSpec::from(Codec::Zstd { level: 3 });
+/// assert_eq!(spec.name(), "zstd:3");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct CodecSpec {
+    /// The algorithm and its level.
+    pub codec: Codec,
+    /// A zstd dictionary; only with [`Codec::Zstd`].
+    pub dictionary: Option<ZstdDictionary>,
+}
+
+impl From<Codec> for CodecSpec {
+    fn from(codec: Codec) -> Self {
+        CodecSpec {
+            codec,
+            dictionary: None,
+        }
+    }
+}
+
+impl CodecSpec {
+    /// An error if the combination is not possible (a dictionary with lz4).
+    pub fn validate(&self) -> Result<()> {
+        match (&self.codec, &self.dictionary) {
+            (Codec::Lz4, Some(_)) => Err(Error::InvalidConfig(
+                "a dictionary needs zstd: lz4 takes none".into(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// `lz4`, `zstd:3`, or `zstd:3+dict:ID` with a dictionary.
+    pub fn name(&self) -> String {
+        match &self.dictionary {
+            None => self.codec.name(),
+            Some(d) => format!("{}+dict:{}", self.codec.name(), d.id()),
+        }
+    }
+
+    /// As [`Codec::compress`], with the dictionary.
+    pub fn compress(&self, src: &[u8], dst: &mut [u8]) -> Option<usize> {
+        self.codec.compress_with(self.dictionary.as_ref(), src, dst)
+    }
+
+    /// As [`Codec::decompress`], with the dictionary.
+    pub fn decompress(&self, src: &[u8], dst: &mut [u8]) -> Result<()> {
+        self.codec
+            .decompress_with(self.dictionary.as_ref(), src, dst)
     }
 }
 
@@ -155,5 +379,59 @@ mod tests {
         assert_eq!(Codec::parse("zstd:7").unwrap(), Codec::Zstd { level: 7 });
         assert!(Codec::parse("zstd:99").is_err());
         assert!(Codec::parse("lzo").is_err());
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "calls liblz4/libzstd through FFI")]
+    fn a_dictionary_shrinks_small_similar_pages_and_is_needed_to_decode() {
+        // Pages of lines drawn from a shared set, in a page-specific order.
+        let lines: Vec<String> = (0..64)
+            .map(|i| {
+                format!(
+                    "    if (zspage_{i}->inuse < class->objs_{}) return -{i};\n",
+                    i * 7
+                )
+            })
+            .collect();
+        let pages: Vec<Vec<u8>> = (0..300u64)
+            .map(|i| {
+                let mut x = i * 0x9E37_79B9 + 1;
+                let mut p = Vec::new();
+                while p.len() < 4096 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    p.extend_from_slice(lines[(x % 64) as usize].as_bytes());
+                }
+                p.truncate(4096);
+                p
+            })
+            .collect();
+        let dict = ZstdDictionary::train(&pages, 8 << 10).unwrap();
+        assert!(dict.len() <= 8 << 10 && !dict.is_empty());
+        let plain = CodecSpec::from(Codec::Zstd { level: 3 });
+        let with = CodecSpec {
+            codec: Codec::Zstd { level: 3 },
+            dictionary: Some(dict.clone()),
+        };
+        let mut buf = vec![0u8; 4096];
+        let mut out = vec![0u8; 4096];
+        let n_plain = plain.compress(&pages[5], &mut buf).unwrap();
+        let n = with.compress(&pages[5], &mut buf).unwrap();
+        assert!(n <= n_plain, "dictionary made {n} bytes, plain {n_plain}");
+        with.decompress(&buf[..n], &mut out).unwrap();
+        assert_eq!(out, pages[5]);
+        // Without the dictionary the frame does not decode: an error.
+        assert!(plain.decompress(&buf[..n], &mut out).is_err());
+        assert!(
+            CodecSpec {
+                codec: Codec::Lz4,
+                dictionary: Some(dict)
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(ZstdDictionary::train(&pages[..0], 4096).is_err());
+        assert!(ZstdDictionary::from_bytes(Vec::new()).is_err());
     }
 }

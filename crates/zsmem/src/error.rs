@@ -120,6 +120,25 @@ pub enum Error {
     /// Compressed data that does not decompress (a corrupted object).
     #[error("codec error: {0}")]
     Codec(String),
+    /// Writeback was asked of a store without a backing file.
+    #[error("the store has no backing file: set one with PageStore::set_backing_file")]
+    NoBackingFile,
+    /// The backing file could not be created, read or written, or is full.
+    #[error("backing file: {0}")]
+    BackingFile(String),
+    /// A block read back from the backing file is not the one the slot
+    /// wrote (checksum, slot, generation or file mismatch): the file was
+    /// corrupted or replaced. The slot's data is lost; nothing wrong is
+    /// returned.
+    #[error("backing file block {block} of slot {slot} is corrupt: {reason}")]
+    CorruptBlock {
+        /// The slot read.
+        slot: usize,
+        /// Its block in the file.
+        block: u64,
+        /// What did not match.
+        reason: String,
+    },
     /// `check_invariants` found allocator state that breaks a rule.
     #[error("pool invariant violated: {0}")]
     InvariantViolated(String),

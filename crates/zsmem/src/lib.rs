@@ -59,11 +59,14 @@ pub mod store;
 mod sync;
 mod zspage;
 
-pub use codec::Codec;
+pub use codec::{Codec, CodecSpec, ZstdDictionary};
 pub use compact::{CompactionPolicy, CompactionStats};
 pub use error::{Error, HandleFault, Result};
 pub use handle::Handle;
 pub use pool::{Pool, PoolConfig};
 pub use size_class::{ChainRule, ClassInfo, SizeClassConfig, SizeClassTable};
 pub use stats::{ClassStats, PoolStats, Waste};
-pub use store::{MmStat, PageStore, PageStoreConfig};
+pub use store::{
+    BdStat, IoStat, MmStat, PageStore, PageStoreConfig, RecompressRequest, Selection,
+    WritebackRequest,
+};

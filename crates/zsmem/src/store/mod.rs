@@ -1,0 +1,618 @@
+//! PageStore: a zram-like compressed store of page-sized blocks, addressed by
+//! slot index, on top of a [`Pool`].
+//!
+//! # Pages and slots
+//!
+//! zram's page handling, re-derived:
+//! - a page whose machine words are all equal ("same-filled", usually zero)
+//!   stores the word alone, no object;
+//! - otherwise it is compressed with the store's primary codec; if the
+//!   compressed size reaches the pool's `huge_class_size` the page is stored
+//!   raw (one page, a "huge" page);
+//! - a slot never written reads as zeros; a discarded slot too.
+//!
+//! A slot is in one of four states (`slot.rs` packs them in 16 bytes):
+//! **empty**, **same-filled** (the word), **stored** (a pool handle, the
+//! object's length, the codec it was made with) or **written back** (a
+//! block of the backing file and its generation). A stored slot carries
+//! flags: *idle* (marked by [`PageStore::mark_idle`], cleared by any read
+//! or write), *huge* (stored raw), *incompressible* (recompression could
+//! not shrink it); and every slot keeps its last access time.
+//!
+//! Beyond storing pages, as zram does:
+//! - [`mark_idle`](PageStore::mark_idle): all slots, or those not accessed
+//!   for a while (`idle.rs`);
+//! - [`recompress`](PageStore::recompress) idle or huge slots with a
+//!   secondary codec, kept only when the object lands in a smaller size
+//!   class (`recompress.rs`);
+//! - [`writeback`](PageStore::writeback) idle, huge or incompressible
+//!   slots to a backing file with checksummed blocks, read back
+//!   transparently (`writeback.rs`);
+//! - zstd dictionaries trained from the stored pages (`codecs.rs`);
+//! - zram's `mm_stat`, `io_stat` and `bd_stat` (`stats.rs`).
+//!
+//! # Locks and their order
+//!
+//! Each slot has its own lock: readers and writers of different slots run
+//! in parallel. The order is **slot lock, then a pool class lock or the
+//! backing file's bitmap lock**; no operation holds two slot locks, and
+//! none takes a slot lock inside another lock.
+//! - A write compresses and stores its new object before taking the slot
+//!   lock, swaps the slot under it, and frees the old object (or backing
+//!   block) after releasing it: a write never holds a slot lock across
+//!   compression.
+//! - A read decodes under its slot lock (the object's bytes under its class
+//!   lock, the block's under no other lock).
+//! - Recompression and writeback handle one slot at a time under its lock,
+//!   compression and file I/O included; file I/O never happens under a
+//!   class lock.
+//!
+//! # Invariants
+//!
+//! `pages_stored` counts slots holding a page (same-filled and written back
+//! included, as zram counts them); `compr_bytes` is the sum of the stored
+//! objects' lengths; `same_pages` and `huge_pages` count the slots in those
+//! states; `bd_count` counts written-back slots and equals the blocks used
+//! in the backing file. [`PageStore::check_invariants`] checks them.
+
+mod codecs;
+mod idle;
+mod recompress;
+mod slot;
+mod stats;
+mod writeback;
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use crate::codec::{Codec, CodecSpec, ZstdDictionary};
+use crate::error::{Error, Result};
+use crate::pool::{Pool, PoolConfig};
+use crate::size_class::KERNEL_HANDLE_SIZE;
+use crate::sync::Mutex;
+
+pub use idle::{Clock, ManualClock, MonotonicClock};
+pub use recompress::RecompressRequest;
+pub use stats::{BdStat, IoStat, MmStat, RecompressStat};
+pub use writeback::{WritebackReport, WritebackRequest};
+
+use slot::{Kind, Slot};
+use stats::{add, get, sub};
+
+/// How to build a [`PageStore`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageStoreConfig {
+    /// Number of slots (zram's disksize / page size).
+    pub slots: usize,
+    /// The codec new pages are compressed with.
+    pub codec: Codec,
+    /// A zstd dictionary for `codec` (which must then be zstd).
+    pub dictionary: Option<ZstdDictionary>,
+    /// Secondary codecs for recompression, by priority: the first is
+    /// priority 1 (zram's `recomp_algorithm`). At most 15.
+    pub recompress: Vec<CodecSpec>,
+    /// A backing file for writeback, created (or truncated) now; or set one
+    /// later with [`PageStore::set_backing_file`].
+    pub backing_file: Option<PathBuf>,
+    /// Time the allocator's part of each write (the pool's store and free)
+    /// and add it up in [`PageStore::allocator_ns`]: costs two clock reads
+    /// per write, so off by default.
+    pub measure_allocator: bool,
+    /// The pool under the store; its `page_size` is the block size.
+    pub pool: PoolConfig,
+}
+
+impl Default for PageStoreConfig {
+    fn default() -> Self {
+        PageStoreConfig {
+            slots: 1 << 18,
+            codec: Codec::Lz4,
+            dictionary: None,
+            recompress: Vec::new(),
+            backing_file: None,
+            measure_allocator: false,
+            pool: PoolConfig::default(),
+        }
+    }
+}
+
+/// Which slots an idle/huge operation picks (zram's `type=` of
+/// `recompress` and the mode of `writeback`). Only slots holding an object
+/// are ever picked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// Every slot holding an object.
+    All,
+    /// Slots marked idle.
+    Idle,
+    /// Huge slots (stored raw).
+    Huge,
+    /// Slots both huge and idle.
+    HugeIdle,
+    /// Slots recompression marked incompressible (writeback only:
+    /// recompression skips them by definition).
+    Incompressible,
+}
+
+impl Selection {
+    fn matches(self, s: &Slot) -> bool {
+        match self {
+            Selection::All => true,
+            Selection::Idle => s.is_idle(),
+            Selection::Huge => s.is_huge(),
+            Selection::HugeIdle => s.is_huge() && s.is_idle(),
+            Selection::Incompressible => s.is_incompressible(),
+        }
+    }
+}
+
+/// What one slot holds, for tests and tools.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SlotInfo {
+    /// Nothing; reads as zeros.
+    Empty,
+    /// A same-filled page of this word.
+    Same(u64),
+    /// An object in the pool.
+    Stored {
+        /// Its length in bytes.
+        len: usize,
+        /// Stored raw.
+        huge: bool,
+        /// Marked idle.
+        idle: bool,
+        /// Recompression could not shrink it.
+        incompressible: bool,
+        /// Made by recompression.
+        recompressed: bool,
+        /// The codec it was made with, as [`CodecSpec::name`] gives it.
+        codec: String,
+    },
+    /// A page in the backing file.
+    WrittenBack {
+        /// Its block in the file.
+        block: u64,
+    },
+}
+
+/// A zram-like compressed page store.
+///
+/// ```
+/// use zsmem::{PageStore, PageStoreConfig};
+/// let store = PageStore::new(PageStoreConfig { slots: 16, ..Default::default() }).unwrap();
+/// let page: Vec<u8> = b"hello, compressed world\n".iter().cycle().take(4096).copied().collect();
+/// store.write(3, &page).unwrap();
+/// let mut out = vec![0u8; 4096];
+/// store.read(3, &mut out).unwrap();
+/// assert_eq!(out, page);
+/// store.read(4, &mut out).unwrap(); // never written: zeros
+/// assert!(out.iter().all(|&b| b == 0));
+/// assert_eq!(store.mm_stat().orig_data_size, 4096);
+/// ```
+///
+/// Idle pages, recompression and writeback:
+///
+/// ```
+/// use zsmem::{Codec, PageStore, PageStoreConfig};
+/// use zsmem::store::{RecompressRequest, Selection, WritebackRequest};
+/// let dir = std::env::temp_dir().join(format!("zsmem-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// let store = PageStore::new(PageStoreConfig {
+///     slots: 16,
+///     recompress: vec![Codec::Zstd { level: 9 }.into()],
+///     backing_file: Some(dir.join("backing")),
+///     ..Default::default()
+/// }).unwrap();
+/// let page: Vec<u8> = (0..4096u32).map(|i| (i * i % 251) as u8).collect();
+/// store.write(0, &page).unwrap();
+/// assert_eq!(store.mark_idle(None), 1);
+/// store.recompress(RecompressRequest { which: Selection::Idle, ..Default::default() }).unwrap();
+/// let w = store.writeback(WritebackRequest { which: Selection::Idle, max_pages: None }).unwrap();
+/// assert_eq!((w.written, store.bd_stat().bd_count), (1, 1));
+/// let mut out = vec![0u8; 4096];
+/// store.read(0, &mut out).unwrap(); // from the backing file, checked
+/// assert_eq!(out, page);
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// ```
+pub struct PageStore {
+    codecs: codecs::Codecs,
+    pool: Pool,
+    page_size: usize,
+    huge_threshold: usize,
+    /// Bytes the pool adds to an object's length to pick its class.
+    class_header: usize,
+    slots: Box<[Mutex<Slot>]>,
+    counters: stats::Counters,
+    clock: Arc<dyn Clock>,
+    backing: OnceLock<writeback::Backing>,
+    limit: writeback::Limit,
+    measure_allocator: bool,
+}
+
+impl std::fmt::Debug for PageStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageStore")
+            .field("codec", &self.codec().name())
+            .field("slots", &self.slots.len())
+            .field("backing_file", &self.backing_file())
+            .field("pool", &self.pool)
+            .finish()
+    }
+}
+
+/// The word every 8-byte word of `page` equals, if there is one: zram's
+/// same-filled test. `None` for pages shorter than a word.
+pub fn same_filled(page: &[u8]) -> Option<u64> {
+    let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().expect("8-byte chunk"));
+    let first = word(page.get(..8)?);
+    page.chunks_exact(8)
+        .all(|c| word(c) == first)
+        .then_some(first)
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl PageStore {
+    /// Make a store; fails on a bad pool configuration, zero slots, a
+    /// dictionary without zstd, too many secondary codecs, or a backing
+    /// file that cannot be created.
+    pub fn new(cfg: PageStoreConfig) -> Result<PageStore> {
+        Self::with_clock(cfg, Arc::new(MonotonicClock::default()))
+    }
+
+    /// As [`new`](PageStore::new), with the clock idle ages are measured
+    /// by (tests use a [`ManualClock`]).
+    pub fn with_clock(cfg: PageStoreConfig, clock: Arc<dyn Clock>) -> Result<PageStore> {
+        if cfg.slots == 0 {
+            return Err(Error::InvalidConfig(
+                "a page store needs at least one slot".into(),
+            ));
+        }
+        let codecs = codecs::Codecs::new(
+            CodecSpec {
+                codec: cfg.codec,
+                dictionary: cfg.dictionary,
+            },
+            &cfg.recompress,
+        )?;
+        let pool = Pool::new(cfg.pool)?;
+        let page_size = pool.max_object_size();
+        let store = PageStore {
+            codecs,
+            huge_threshold: pool.huge_class_size(),
+            class_header: if pool.config().kernel_handle_header {
+                KERNEL_HANDLE_SIZE
+            } else {
+                0
+            },
+            page_size,
+            pool,
+            slots: (0..cfg.slots)
+                .map(|_| Mutex::new(Slot::default()))
+                .collect(),
+            counters: stats::Counters::default(),
+            clock,
+            backing: OnceLock::new(),
+            limit: writeback::Limit::default(),
+            measure_allocator: cfg.measure_allocator,
+        };
+        if let Some(path) = cfg.backing_file {
+            store.set_backing_file(path)?;
+        }
+        Ok(store)
+    }
+
+    /// The pool under the store.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Bytes per slot.
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// Number of slots.
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn slot(&self, index: usize) -> Result<&Mutex<Slot>> {
+        self.slots.get(index).ok_or_else(|| {
+            add(&self.counters.invalid_io, 1);
+            Error::SlotOutOfRange {
+                index,
+                slots: self.slots.len(),
+            }
+        })
+    }
+
+    fn check_page(&self, len: usize) -> Result<()> {
+        if len != self.page_size {
+            add(&self.counters.invalid_io, 1);
+            return Err(Error::WrongPageSize {
+                len,
+                page_size: self.page_size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Store `page` in slot `index`, replacing what was there. If the pool
+    /// refuses (memory limit), the slot keeps its previous content.
+    pub fn write(&self, index: usize, page: &[u8]) -> Result<()> {
+        let slot = self.slot(index)?;
+        self.check_page(page.len())?;
+        let now = self.now_secs();
+        let new = match same_filled(page) {
+            Some(word) => Slot::same(word, now),
+            None => self.store_object(page, now).inspect_err(|_| {
+                add(&self.counters.failed_writes, 1);
+            })?,
+        };
+        let old = std::mem::replace(&mut *slot.lock(), new);
+        self.account(&new, 1);
+        self.release(old);
+        Ok(())
+    }
+
+    fn store_object(&self, page: &[u8], now: u32) -> Result<Slot> {
+        SCRATCH.with(|scratch| {
+            let mut buf = scratch.borrow_mut();
+            buf.resize(self.page_size, 0);
+            // Anything at or over the huge threshold is stored raw anyway:
+            // let the codec stop there.
+            let limit = self.huge_threshold.min(self.page_size);
+            let codec = self.codecs.primary();
+            let (bytes, huge) = match self.codecs.get(codec).compress(page, &mut buf[..limit]) {
+                Some(n) if n < self.huge_threshold => (&buf[..n], false),
+                _ => (page, true),
+            };
+            let handle = if self.measure_allocator {
+                let t = Instant::now();
+                let h = self.pool.store(bytes);
+                add(&self.counters.allocator_ns, t.elapsed().as_nanos() as u64);
+                h?
+            } else {
+                self.pool.store(bytes)?
+            };
+            Ok(Slot::stored(handle, bytes.len(), huge, codec, now))
+        })
+    }
+
+    /// Count (`sign > 0`) or uncount what a slot holds.
+    fn account(&self, s: &Slot, sign: i64) {
+        let c = &self.counters;
+        let change = |counter: &std::sync::atomic::AtomicU64, v: u64| {
+            if sign > 0 {
+                add(counter, v);
+            } else {
+                sub(counter, v);
+            }
+        };
+        match s.kind() {
+            Kind::Empty => return,
+            Kind::Same => change(&c.same_pages, 1),
+            Kind::WrittenBack => {}
+            Kind::Stored => {
+                change(&c.compr_bytes, s.len() as u64);
+                if s.is_huge() {
+                    change(&c.huge_pages, 1);
+                    if sign > 0 {
+                        add(&c.huge_pages_since, 1);
+                    }
+                }
+            }
+        }
+        change(&c.pages_stored, 1);
+    }
+
+    /// Uncount and free what a slot held (its object or its block).
+    fn release(&self, old: Slot) {
+        self.account(&old, -1);
+        match old.kind() {
+            Kind::Stored => {
+                // The slot owned this handle alone; freeing it cannot fail.
+                let freed = if self.measure_allocator {
+                    let t = Instant::now();
+                    let f = self.pool.free(old.handle());
+                    add(&self.counters.allocator_ns, t.elapsed().as_nanos() as u64);
+                    f
+                } else {
+                    self.pool.free(old.handle())
+                };
+                debug_assert!(freed.is_ok(), "{freed:?}");
+            }
+            Kind::WrittenBack => self.free_block(&old),
+            Kind::Empty | Kind::Same => {}
+        }
+    }
+
+    /// Read slot `index` into `buf` (exactly one page). A read is an
+    /// access: it clears the slot's idle mark.
+    pub fn read(&self, index: usize, buf: &mut [u8]) -> Result<()> {
+        let slot = self.slot(index)?;
+        self.check_page(buf.len())?;
+        let now = self.now_secs();
+        let mut s = slot.lock();
+        s.touch(now);
+        self.decode(index, &s, buf).inspect_err(|_| {
+            add(&self.counters.failed_reads, 1);
+        })
+    }
+
+    /// The page slot `s` (at `index`) holds, into `buf`.
+    fn decode(&self, index: usize, s: &Slot, buf: &mut [u8]) -> Result<()> {
+        match s.kind() {
+            Kind::Empty => buf.fill(0),
+            Kind::Same => {
+                for c in buf.chunks_exact_mut(8) {
+                    c.copy_from_slice(&s.word().to_ne_bytes());
+                }
+            }
+            Kind::Stored => {
+                let huge = s.is_huge();
+                let codec = self.codecs.get(s.codec());
+                self.pool.with_object(s.handle(), |bytes| {
+                    if huge {
+                        buf.copy_from_slice(bytes);
+                        Ok(())
+                    } else {
+                        codec.decompress(bytes, buf)
+                    }
+                })??;
+            }
+            Kind::WrittenBack => self.read_back(index, s, buf)?,
+        }
+        Ok(())
+    }
+
+    /// Discard slots `index .. index + count`: they read as zeros after,
+    /// and their memory or backing blocks are freed.
+    pub fn discard(&self, index: usize, count: usize) -> Result<()> {
+        let end = index
+            .checked_add(count)
+            .filter(|&e| e <= self.slots.len())
+            .ok_or_else(|| {
+                add(&self.counters.invalid_io, 1);
+                Error::SlotOutOfRange {
+                    index: index.saturating_add(count).saturating_sub(1),
+                    slots: self.slots.len(),
+                }
+            })?;
+        for s in &self.slots[index..end] {
+            let old = std::mem::take(&mut *s.lock());
+            self.release(old);
+        }
+        add(&self.counters.notify_free, count as u64);
+        Ok(())
+    }
+
+    /// What slot `index` holds.
+    pub fn slot_info(&self, index: usize) -> Result<SlotInfo> {
+        let s = *self.slot(index)?.lock();
+        Ok(match s.kind() {
+            Kind::Empty => SlotInfo::Empty,
+            Kind::Same => SlotInfo::Same(s.word()),
+            Kind::Stored => SlotInfo::Stored {
+                len: s.len(),
+                huge: s.is_huge(),
+                idle: s.is_idle(),
+                incompressible: s.is_incompressible(),
+                recompressed: s.is_recompressed(),
+                codec: self.codecs.get(s.codec()).name(),
+            },
+            Kind::WrittenBack => SlotInfo::WrittenBack {
+                block: u64::from(s.block()),
+            },
+        })
+    }
+
+    /// Heap bytes of the store's own metadata (slot table, codec table and
+    /// dictionaries, the backing file's bitmap) and the pool's.
+    pub fn metadata_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.slots)
+            + self.codecs.metadata_bytes()
+            + self
+                .backing
+                .get()
+                .map_or(0, writeback::Backing::metadata_bytes)
+            + self.pool.stats().metadata_bytes
+    }
+
+    /// Compact the pool; returns the pages freed.
+    pub fn compact(&self) -> usize {
+        self.pool.compact()
+    }
+
+    /// Nanoseconds spent in the pool (store and free) by writes, discards
+    /// and overwrites, if the store was made with `measure_allocator`.
+    pub fn allocator_ns(&self) -> u64 {
+        get(&self.counters.allocator_ns)
+    }
+
+    /// zram's `mm_stat`.
+    pub fn mm_stat(&self) -> MmStat {
+        let p = self.pool.stats();
+        let c = &self.counters;
+        let page = self.page_size as u64;
+        MmStat {
+            orig_data_size: get(&c.pages_stored) * page,
+            compr_data_size: get(&c.compr_bytes),
+            mem_used_total: p.pages_held as u64 * page,
+            mem_limit: self.pool.config().memory_limit.unwrap_or(0) as u64,
+            mem_used_max: p.max_pages_held as u64 * page,
+            same_pages: get(&c.same_pages),
+            pages_compacted: p.pages_compacted,
+            huge_pages: get(&c.huge_pages),
+            huge_pages_since: get(&c.huge_pages_since),
+        }
+    }
+
+    /// zram's `io_stat`.
+    pub fn io_stat(&self) -> IoStat {
+        self.counters.io_stat()
+    }
+
+    /// zram's `bd_stat`, in pages.
+    pub fn bd_stat(&self) -> BdStat {
+        self.counters.bd_stat()
+    }
+
+    /// Check the store's counters against its slots, the backing file's
+    /// bitmap against the written-back slots, and the pool's invariants.
+    /// Walks every slot: for tests, while no other thread uses the store.
+    pub fn check_invariants(&self) -> Result<()> {
+        let (mut stored, mut compr, mut same, mut huge, mut wb) = (0u64, 0u64, 0u64, 0u64, 0u64);
+        for s in self.slots.iter() {
+            let s = *s.lock();
+            match s.kind() {
+                Kind::Empty => continue,
+                Kind::Same => same += 1,
+                Kind::WrittenBack => wb += 1,
+                Kind::Stored => {
+                    compr += s.len() as u64;
+                    huge += u64::from(s.is_huge());
+                    let len = self.pool.object_len(s.handle())?;
+                    if len != s.len() {
+                        return Err(Error::InvariantViolated(format!(
+                            "a slot records {} bytes, its object has {len}",
+                            s.len()
+                        )));
+                    }
+                }
+            }
+            stored += 1;
+        }
+        let c = &self.counters;
+        let counted = (
+            get(&c.pages_stored),
+            get(&c.compr_bytes),
+            get(&c.same_pages),
+            get(&c.huge_pages),
+            get(&c.bd_count),
+        );
+        if counted != (stored, compr, same, huge, wb) {
+            return Err(Error::InvariantViolated(format!(
+                "store counters (stored, compr, same, huge, bd_count) = {counted:?}, slots say {:?}",
+                (stored, compr, same, huge, wb)
+            )));
+        }
+        let used = self
+            .backing
+            .get()
+            .map_or(0, writeback::Backing::blocks_used);
+        if used != wb {
+            return Err(Error::InvariantViolated(format!(
+                "the backing file has {used} blocks in use for {wb} written-back slots"
+            )));
+        }
+        self.pool.check_invariants()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,153 @@
+//! Unit tests of the store's basic paths; zram semantics at large are in
+//! `tests/store.rs`.
+
+use super::*;
+
+fn store() -> PageStore {
+    PageStore::new(PageStoreConfig {
+        slots: 64,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+fn text(seed: u8) -> Vec<u8> {
+    let mut v: Vec<u8> = format!("int f{seed}(void) {{ return {seed}; }}\n")
+        .bytes()
+        .cycle()
+        .take(4096)
+        .collect();
+    v[0] = seed;
+    v
+}
+
+fn noise(seed: u32) -> Vec<u8> {
+    let mut x = u64::from(seed) | 1 << 40;
+    (0..4096)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "calls liblz4/libzstd through FFI")]
+fn same_filled_huge_and_compressed_pages_are_counted_as_zram_does() {
+    let s = store();
+    s.write(0, &[0u8; 4096]).unwrap();
+    s.write(1, &[0xABu8; 4096]).unwrap();
+    s.write(2, &text(1)).unwrap();
+    s.write(3, &noise(7)).unwrap();
+    let m = s.mm_stat();
+    assert_eq!(m.orig_data_size, 4 * 4096);
+    assert_eq!((m.same_pages, m.huge_pages, m.huge_pages_since), (2, 1, 1));
+    assert!(m.compr_data_size > 4096 && m.compr_data_size < 4096 + 400);
+    let mut out = vec![0u8; 4096];
+    for (i, want) in [vec![0u8; 4096], vec![0xAB; 4096], text(1), noise(7)]
+        .iter()
+        .enumerate()
+    {
+        s.read(i, &mut out).unwrap();
+        assert_eq!(&out, want, "slot {i}");
+    }
+    // Overwrite and discard keep the counters exact.
+    s.write(3, &text(2)).unwrap();
+    s.discard(0, 2).unwrap();
+    let m = s.mm_stat();
+    assert_eq!(m.orig_data_size, 2 * 4096);
+    assert_eq!((m.same_pages, m.huge_pages, m.huge_pages_since), (0, 0, 1));
+    s.read(0, &mut out).unwrap();
+    assert!(out.iter().all(|&b| b == 0));
+    s.discard(0, 64).unwrap();
+    let m = s.mm_stat();
+    assert_eq!(
+        (m.orig_data_size, m.compr_data_size, m.mem_used_total),
+        (0, 0, 0)
+    );
+    assert!(m.mem_used_max >= 4096);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "calls liblz4/libzstd through FFI")]
+fn limit_failure_keeps_the_old_content() {
+    let s = PageStore::new(PageStoreConfig {
+        slots: 64,
+        codec: Codec::Lz4,
+        pool: PoolConfig {
+            memory_limit: Some(4 * 4096),
+            ..PoolConfig::default()
+        },
+        ..Default::default()
+    })
+    .unwrap();
+    let mut stored = 0;
+    let mut err = None;
+    for i in 0..64 {
+        match s.write(i, &noise(i as u32)) {
+            Ok(()) => stored += 1,
+            Err(e) => {
+                err = Some((i, e));
+                break;
+            }
+        }
+    }
+    let (i, e) = err.expect("the limit must bite");
+    assert!(matches!(e, Error::MemoryLimit { .. }));
+    assert_eq!(stored, 4);
+    // Slot 0 still holds its page after a refused overwrite.
+    assert!(s.write(0, &noise(99)).is_err());
+    let mut out = vec![0u8; 4096];
+    s.read(0, &mut out).unwrap();
+    assert_eq!(out, noise(0));
+    s.read(i, &mut out).unwrap();
+    assert!(out.iter().all(|&b| b == 0), "the refused slot stays empty");
+}
+
+#[test]
+fn bad_arguments_are_errors() {
+    let s = store();
+    assert!(matches!(
+        s.write(64, &[0; 4096]),
+        Err(Error::SlotOutOfRange { .. })
+    ));
+    assert!(matches!(
+        s.write(0, &[0; 100]),
+        Err(Error::WrongPageSize { .. })
+    ));
+    assert!(matches!(
+        s.read(0, &mut [0; 4095]),
+        Err(Error::WrongPageSize { .. })
+    ));
+    assert!(matches!(
+        s.discard(60, 5),
+        Err(Error::SlotOutOfRange { .. })
+    ));
+    assert!(matches!(
+        s.discard(usize::MAX, 2),
+        Err(Error::SlotOutOfRange { .. })
+    ));
+}
+
+#[test]
+fn same_filled_detects_words() {
+    let mut p = vec![0u8; 4096];
+    assert_eq!(same_filled(&p), Some(0));
+    p[4095] = 1;
+    assert_eq!(same_filled(&p), None);
+    let pattern: Vec<u8> = [1u8, 2, 3, 4, 5, 6, 7, 8]
+        .iter()
+        .cycle()
+        .take(4096)
+        .copied()
+        .collect();
+    assert_eq!(
+        same_filled(&pattern),
+        Some(u64::from_ne_bytes([1, 2, 3, 4, 5, 6, 7, 8]))
+    );
+    let mut almost = pattern.clone();
+    almost[2048] ^= 1;
+    assert_eq!(same_filled(&almost), None);
+}
