@@ -263,6 +263,7 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
                 compaction: policy,
                 ..PoolConfig::kernel()
             },
+            ..Default::default()
         })?;
         for (i, p) in pages.iter().enumerate() {
             store.write(i, &p[..])?;

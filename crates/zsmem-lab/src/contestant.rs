@@ -121,7 +121,12 @@ impl ZsmemContestant {
     pub fn new(name: &str, pool: PoolConfig, codec: Codec, slots: usize) -> Result<Self, LabError> {
         Ok(ZsmemContestant {
             name: name.to_string(),
-            store: PageStore::new(PageStoreConfig { slots, codec, pool })?,
+            store: PageStore::new(PageStoreConfig {
+                slots,
+                codec,
+                pool,
+                ..Default::default()
+            })?,
             codec,
         })
     }
