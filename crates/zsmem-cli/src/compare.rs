@@ -16,6 +16,17 @@ use zsmem_lab::workload::{RunResult, UntarRm, slots_needed};
 
 use crate::{CliError, CliResult};
 
+/// The contestants `compare` runs by default (the peers are left out to
+/// keep a default run short; name them with `--contestants`).
+pub const DEFAULT_CONTESTANTS: &[&str] = &[
+    "zsmem",
+    "zsmem-kernel",
+    "kernel-zram",
+    "system",
+    "jemalloc",
+    "mimalloc",
+];
+
 /// Every contestant `compare` knows, in the order it runs them.
 pub const CONTESTANTS: &[&str] = &[
     "zsmem",
@@ -24,6 +35,11 @@ pub const CONTESTANTS: &[&str] = &[
     "system",
     "jemalloc",
     "mimalloc",
+    "zbud",
+    "z3fold",
+    "zblock",
+    "afmalloc",
+    "afmalloc-compact",
 ];
 
 /// Arguments of `zsmem compare`.
@@ -55,9 +71,11 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 1)]
     pub rounds: usize,
     /// Contestants, comma separated: zsmem, zsmem-kernel, kernel-zram,
-    /// system, jemalloc, mimalloc (the last three keep each compressed page
-    /// as a plain heap allocation; their memory is the allocator's growth).
-    #[arg(long, value_delimiter = ',', default_values_t = CONTESTANTS.iter().map(|s| s.to_string()))]
+    /// system, jemalloc, mimalloc (these three keep each compressed page
+    /// as a plain heap allocation; their memory is the allocator's growth),
+    /// zbud, z3fold, zblock, afmalloc, afmalloc-compact (the peers, on
+    /// zsmem's page source; see docs/peers.md).
+    #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_CONTESTANTS.iter().map(|s| s.to_string()))]
     pub contestants: Vec<String>,
     /// Codec: lz4 (default), zstd or zstd:LEVEL; the kernel is given the
     /// same algorithm.
@@ -92,7 +110,7 @@ impl Default for CompareArgs {
             seed: 1,
             scale: 1.0,
             rounds: 1,
-            contestants: CONTESTANTS.iter().map(|s| s.to_string()).collect(),
+            contestants: DEFAULT_CONTESTANTS.iter().map(|s| s.to_string()).collect(),
             codec: "lz4".into(),
             format: "table".into(),
             record_trace: None,
@@ -145,6 +163,9 @@ fn make(name: &str, codec: Codec, slots: usize) -> Result<Box<dyn PageContestant
                 Codec::Zstd { .. } => "zstd",
             };
             Box::new(KernelContestant::new(alg, slots)?)
+        }
+        other if zsmem_lab::peers::PEERS.contains(&other) => {
+            zsmem_lab::peers::make_peer_pages(other, slots).expect("a peer's name")?
         }
         other => {
             return Err(LabError::Usage(format!(

@@ -1,4 +1,6 @@
-//! The malloc baselines: what a user would do without zsmem.
+//! The malloc baselines: what a user would do without zsmem; and
+//! [`ZramFront`], zram's page handling in front of any object store, which
+//! the baselines and the peers (`crate::peers`) share.
 //!
 //! Each page is handled exactly as zram (and zsmem's `PageStore`) handles
 //! it, so the comparison is about the allocator alone: a same-filled page
@@ -71,7 +73,7 @@ use std::alloc::{GlobalAlloc, System};
 
 use crate::contestant::{Figures, LabError, PageContestant};
 use crate::corpus::{PAGE_SIZE, Page};
-use crate::objects::HeapObjects;
+use crate::objects::{HeapObjects, ObjectContestant};
 use zsmem::store::same_filled;
 
 /// The compressed size from which a page is stored raw: the kernel's
@@ -230,33 +232,45 @@ enum Entry {
     /// A same-filled page: the word, no allocation.
     Same(u64),
     /// `len` bytes of lz4 output (or the raw page if `huge`), object `id`
-    /// of the heap.
-    Heap { id: u64, len: u32, huge: bool },
+    /// of the object store.
+    Object { id: u64, len: u32, huge: bool },
 }
 
-/// Compressed pages kept as plain heap allocations of the allocator `A`.
-pub struct HeapContestant<A: GlobalAlloc> {
-    /// The allocations, and the memory they cost.
-    heap: HeapObjects<A>,
+/// zram's page handling in front of any object store `S`: same-filled
+/// pages kept as their word, other pages compressed with lz4 and kept as
+/// one object each, raw (4096 bytes, "huge") when the compressed size would
+/// be [`HUGE_CLASS_SIZE`] or more. The malloc baselines
+/// ([`HeapContestant`]) and the peers (`crate::peers`) are this front on
+/// their object stores, so the page handling is the same code for all.
+/// Memory figures are the store's: `pool` is `ObjectMemory::held`, `meta`
+/// its metadata, `used` the two together; `compact` asks the store.
+pub struct ZramFront<S: ObjectContestant> {
+    /// The objects, and the memory they cost.
+    objects: S,
     /// For glibc: bytes free in its arenas at creation, which this
     /// contestant may reuse without the figure growing.
     free_at_start: Option<u64>,
     slots: Vec<Entry>,
     scratch: Box<Page>,
+    /// An object read back, before decompression.
+    buf: Vec<u8>,
     pages_stored: u64,
     compr_bytes: u64,
     same_pages: u64,
     huge_pages: u64,
 }
 
-impl HeapContestant<System> {
+/// Compressed pages kept as plain heap allocations of the allocator `A`.
+pub type HeapContestant<A> = ZramFront<HeapObjects<A>>;
+
+impl ZramFront<HeapObjects<System>> {
     /// The system allocator (glibc malloc on Linux), named `system`.
     pub fn system(slots: usize) -> Result<Self, LabError> {
         Self::with_allocator("system", System, MemoryMethod::for_system(), slots)
     }
 }
 
-impl HeapContestant<tikv_jemallocator::Jemalloc> {
+impl ZramFront<HeapObjects<tikv_jemallocator::Jemalloc>> {
     /// jemalloc as a plain (non-global) allocator, named `jemalloc`.
     pub fn jemalloc(slots: usize) -> Result<Self, LabError> {
         Self::with_allocator(
@@ -268,7 +282,7 @@ impl HeapContestant<tikv_jemallocator::Jemalloc> {
     }
 }
 
-impl HeapContestant<mimalloc::MiMalloc> {
+impl ZramFront<HeapObjects<mimalloc::MiMalloc>> {
     /// mimalloc as a plain (non-global) allocator, named `mimalloc`.
     pub fn mimalloc(slots: usize) -> Result<Self, LabError> {
         Self::with_allocator(
@@ -280,7 +294,7 @@ impl HeapContestant<mimalloc::MiMalloc> {
     }
 }
 
-impl<A: GlobalAlloc> HeapContestant<A> {
+impl<A: GlobalAlloc> ZramFront<HeapObjects<A>> {
     /// A contestant of `slots` pages named `name` that allocates from
     /// `alloc` and measures its memory with `method`. The slot table and
     /// the scratch buffer are allocated (from the global allocator) before
@@ -294,35 +308,25 @@ impl<A: GlobalAlloc> HeapContestant<A> {
         if slots == 0 {
             return Err(LabError::Usage(format!("{name}: needs at least one slot")));
         }
-        let slots = vec![Entry::Empty; slots];
-        let scratch = Box::new([0u8; PAGE_SIZE]);
-        let free_at_start = match method {
+        let mut front = Parts::new(slots);
+        front.free_at_start = match method {
             MemoryMethod::GlibcMallinfo => glibc_free(),
             _ => None,
         };
         // Last, so the baseline is taken after our own tables exist.
         let heap = HeapObjects::new(name, alloc, method)?;
-        Ok(HeapContestant {
-            heap,
-            free_at_start,
-            slots,
-            scratch,
-            pages_stored: 0,
-            compr_bytes: 0,
-            same_pages: 0,
-            huge_pages: 0,
-        })
+        Ok(front.with_objects(heap))
     }
 
     /// How the memory figures are measured.
     pub fn memory_method(&self) -> MemoryMethod {
-        self.heap.method()
+        self.objects.method()
     }
 
     /// The measured figure when the contestant was made; `Figures::pool`
     /// is the growth from it.
     pub fn baseline_bytes(&self) -> u64 {
-        self.heap.baseline()
+        self.objects.baseline()
     }
 
     /// For the glibc method: bytes in free chunks of malloc's arenas when
@@ -331,6 +335,57 @@ impl<A: GlobalAlloc> HeapContestant<A> {
     /// by up to this much.
     pub fn free_at_start(&self) -> Option<u64> {
         self.free_at_start
+    }
+}
+
+/// A front's tables before its store exists.
+struct Parts {
+    slots: Vec<Entry>,
+    scratch: Box<Page>,
+    buf: Vec<u8>,
+    free_at_start: Option<u64>,
+}
+
+impl Parts {
+    fn new(slots: usize) -> Parts {
+        Parts {
+            slots: vec![Entry::Empty; slots],
+            scratch: Box::new([0u8; PAGE_SIZE]),
+            buf: Vec::with_capacity(PAGE_SIZE),
+            free_at_start: None,
+        }
+    }
+
+    fn with_objects<S: ObjectContestant>(self, objects: S) -> ZramFront<S> {
+        ZramFront {
+            objects,
+            free_at_start: self.free_at_start,
+            slots: self.slots,
+            scratch: self.scratch,
+            buf: self.buf,
+            pages_stored: 0,
+            compr_bytes: 0,
+            same_pages: 0,
+            huge_pages: 0,
+        }
+    }
+}
+
+impl<S: ObjectContestant> ZramFront<S> {
+    /// `slots` pages kept in `objects`; fails on zero slots.
+    pub fn new(objects: S, slots: usize) -> Result<Self, LabError> {
+        if slots == 0 {
+            return Err(LabError::Usage(format!(
+                "{}: needs at least one slot",
+                objects.name()
+            )));
+        }
+        Ok(Parts::new(slots).with_objects(objects))
+    }
+
+    /// The object store.
+    pub fn objects(&self) -> &S {
+        &self.objects
     }
 
     /// Number of slots.
@@ -348,7 +403,7 @@ impl<A: GlobalAlloc> HeapContestant<A> {
             }))
     }
 
-    /// Compress `page` and copy the result into a fresh allocation.
+    /// Compress `page` and keep the result as one object.
     fn allocate(&mut self, page: &Page) -> Result<Entry, LabError> {
         let limit = HUGE_CLASS_SIZE.min(PAGE_SIZE);
         let (bytes, huge): (&[u8], bool) =
@@ -357,8 +412,8 @@ impl<A: GlobalAlloc> HeapContestant<A> {
                 _ => (page, true),
             };
         let len = bytes.len() as u32;
-        let id = self.heap.keep(bytes)?;
-        Ok(Entry::Heap { id, len, huge })
+        let id = self.objects.alloc(bytes)?;
+        Ok(Entry::Object { id, len, huge })
     }
 
     fn account(&mut self, e: Entry, add: bool) {
@@ -372,7 +427,7 @@ impl<A: GlobalAlloc> HeapContestant<A> {
         match e {
             Entry::Empty => return,
             Entry::Same(_) => step(&mut self.same_pages, 1),
-            Entry::Heap { len, huge, .. } => {
+            Entry::Object { len, huge, .. } => {
                 step(&mut self.compr_bytes, u64::from(len));
                 if huge {
                     step(&mut self.huge_pages, 1);
@@ -385,17 +440,17 @@ impl<A: GlobalAlloc> HeapContestant<A> {
     /// Uncount and free what a slot held.
     fn release(&mut self, e: Entry) {
         self.account(e, false);
-        if let Entry::Heap { id, .. } = e {
+        if let Entry::Object { id, .. } = e {
             // The slot owned this object alone; freeing it cannot fail.
-            let freed = self.heap.free_object(id);
+            let freed = self.objects.free(id);
             debug_assert!(freed.is_ok(), "{freed:?}");
         }
     }
 }
 
-impl<A: GlobalAlloc> PageContestant for HeapContestant<A> {
+impl<S: ObjectContestant> PageContestant for ZramFront<S> {
     fn name(&self) -> &str {
-        self.heap.name()
+        self.objects.name()
     }
 
     fn config(&self) -> String {
@@ -407,10 +462,10 @@ impl<A: GlobalAlloc> PageContestant for HeapContestant<A> {
             None => String::new(),
         };
         format!(
-            "{} heap, lz4, one exact-size allocation per page (huge from {} B), memory: {}{free}",
-            self.heap.name(),
+            "{}: zram's pages (same-filled as a word, lz4, raw from {} B), one object per page; {}{free}",
+            self.objects.name(),
             HUGE_CLASS_SIZE,
-            self.heap.method().describe()
+            self.objects.config()
         )
     }
 
@@ -435,15 +490,19 @@ impl<A: GlobalAlloc> PageContestant for HeapContestant<A> {
                     c.copy_from_slice(&word.to_ne_bytes());
                 }
             }
-            Entry::Heap { id, huge, .. } => {
-                self.heap.with_object(id, |bytes| {
-                    if huge {
-                        buf.copy_from_slice(bytes);
-                        Ok(())
-                    } else {
-                        zsmem::Codec::Lz4.decompress(bytes, buf)
+            Entry::Object { id, huge, .. } => {
+                self.objects.read(id, &mut self.buf)?;
+                if huge {
+                    if self.buf.len() != PAGE_SIZE {
+                        return Err(LabError::Mismatch {
+                            contestant: self.objects.name().to_string(),
+                            slot,
+                        });
                     }
-                })??;
+                    buf.copy_from_slice(&self.buf);
+                } else {
+                    zsmem::Codec::Lz4.decompress(&self.buf, buf)?;
+                }
             }
         }
         Ok(())
@@ -468,22 +527,23 @@ impl<A: GlobalAlloc> PageContestant for HeapContestant<A> {
     }
 
     fn figures(&mut self) -> Result<Figures, LabError> {
-        let held = self.heap.held()?;
+        let m = self.objects.memory()?;
         Ok(Figures {
             orig: self.pages_stored * PAGE_SIZE as u64,
             compr: self.compr_bytes,
-            pool: held,
-            used: held,
-            meta: 0,
+            pool: m.held,
+            used: m.held + m.meta,
+            meta: m.meta,
             waste: None,
             same_pages: self.same_pages,
             huge_pages: self.huge_pages,
-            pages_compacted: 0,
+            pages_compacted: self.objects.pages_compacted(),
         })
     }
 
-    /// A heap cannot move its blocks: nothing to do.
+    /// Whatever the store can do (a heap cannot move its blocks: nothing).
     fn compact(&mut self) -> Result<(), LabError> {
+        self.objects.compact()?;
         Ok(())
     }
 }

@@ -7,6 +7,7 @@
 //! | [`contestant`] | the interface every contestant implements; zsmem's and the kernel's |
 //! | [`workload`] | untar/rm and its rounds, with latency histograms |
 //! | [`objects`] | object-level contestants (zsmem pools, heap allocators) for size traces |
+//! | [`peers`] | zbud, z3fold, zblock, afmalloc and its slab allocator, on zsmem's page source |
 //! | [`procmem`] | a running process's anonymous memory as pages (what zswap stores) |
 //! | [`trace`] | size traces: `alloc ID SIZE` / `free ID`, recorded from a workload, replayed on a pool |
 //! | [`corpus`] | page sources: a directory, a .tar/.tar.gz/.tar.xz, or the embedded deterministic corpus |
@@ -16,6 +17,7 @@ pub mod contestant;
 pub mod corpus;
 pub mod kernel_zram;
 pub mod objects;
+pub mod peers;
 pub mod procmem;
 pub mod report;
 pub mod trace;

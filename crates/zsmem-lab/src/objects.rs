@@ -36,6 +36,14 @@ pub trait ObjectContestant {
     fn free(&mut self, id: u64) -> Result<(), LabError>;
     /// Memory held now.
     fn memory(&mut self) -> Result<ObjectMemory, LabError>;
+    /// Compact if the allocator can (zram's `compact`); pages given back.
+    fn compact(&mut self) -> Result<u64, LabError> {
+        Ok(0)
+    }
+    /// Pages given back by compaction so far (on request or automatic).
+    fn pages_compacted(&self) -> u64 {
+        0
+    }
 }
 
 /// A zsmem pool as an object contestant.
@@ -279,8 +287,18 @@ impl<A: GlobalAlloc> Drop for HeapObjects<A> {
 }
 
 /// Every object contestant `zsmem replay` knows.
-pub const OBJECT_CONTESTANTS: &[&str] =
-    &["zsmem", "zsmem-kernel", "system", "jemalloc", "mimalloc"];
+pub const OBJECT_CONTESTANTS: &[&str] = &[
+    "zsmem",
+    "zsmem-kernel",
+    "system",
+    "jemalloc",
+    "mimalloc",
+    "zbud",
+    "z3fold",
+    "zblock",
+    "afmalloc",
+    "afmalloc-compact",
+];
 
 /// Make an object contestant by name.
 pub fn make_object_contestant(name: &str) -> Result<Box<dyn ObjectContestant>, LabError> {
@@ -290,6 +308,9 @@ pub fn make_object_contestant(name: &str) -> Result<Box<dyn ObjectContestant>, L
         "system" => Box::new(system_objects()?),
         "jemalloc" => Box::new(jemalloc_objects()?),
         "mimalloc" => Box::new(mimalloc_objects()?),
+        other if crate::peers::PEERS.contains(&other) => {
+            crate::peers::make_peer(other).expect("a peer's name")?
+        }
         other => {
             return Err(LabError::Usage(format!(
                 "unknown contestant `{other}`: use {}",

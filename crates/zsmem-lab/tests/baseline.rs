@@ -1,7 +1,7 @@
 //! The malloc baselines (`zsmem_lab::baseline`): their memory methods,
 //! measured on ~20k corpus pages, and the page-contestant conformance suite,
 //! run on every contestant: the three heap baselines, zsmem's two
-//! configurations and, where it is available, the kernel's own zram.
+//! configurations, the peers (zbud, z3fold, zblock, afmalloc) and, where it is available, the kernel's own zram.
 //!
 //! Every test takes [`LOCK`]: the system baseline's memory figure is glibc's
 //! (the global allocator's) growth, which tests running in parallel would
@@ -246,6 +246,17 @@ fn zsmem_contestants_conform() {
     let _g = serial();
     conformance(&mut ZsmemContestant::best(Codec::Lz4, SLOTS).unwrap());
     conformance(&mut ZsmemContestant::kernel_faithful(Codec::Lz4, SLOTS).unwrap());
+}
+
+#[test]
+fn peers_conform() {
+    let _g = serial();
+    for name in zsmem_lab::peers::PEERS {
+        let mut c = zsmem_lab::peers::make_peer_pages(name, SLOTS)
+            .expect("a peer")
+            .unwrap();
+        conformance(c.as_mut());
+    }
 }
 
 #[test]
