@@ -18,7 +18,7 @@
 //! - `bytes_stored` is the sum of the live objects' lengths.
 
 use crate::error::{Error, Result};
-use crate::handle::{Handle, HandleTable, Location};
+use crate::handle::{Directory, Handle, HandleTable, Location};
 use crate::os::PageSource;
 use crate::size_class::ClassInfo;
 use crate::zspage::Zspage;
@@ -77,7 +77,8 @@ pub(crate) struct Class {
 }
 
 impl Class {
-    pub(crate) fn new(info: ClassInfo) -> Self {
+    /// An empty class; `directory` is given for pools with deferred free.
+    pub(crate) fn new(info: ClassInfo, directory: Option<std::sync::Arc<Directory>>) -> Self {
         Class {
             info,
             nodes: Vec::new(),
@@ -85,7 +86,7 @@ impl Class {
             heads: [NIL; NR_FULLNESS_GROUPS],
             counts: [0; NR_FULLNESS_GROUPS],
             nonempty: 0,
-            handles: HandleTable::default(),
+            handles: HandleTable::new(directory),
             zspages: 0,
             bytes_stored: 0,
         }
@@ -346,7 +347,19 @@ impl Class {
 
     /// Free the object; its zspage goes back to the OS if it empties.
     pub(crate) fn free(&mut self, h: Handle, src: &PageSource) -> Result<()> {
-        let loc = self.resolve(h)?;
+        let loc = self.handles.claim(h)?;
+        self.release_object(h, loc, src);
+        Ok(())
+    }
+
+    /// Free an object a deferred free marked dying (the drain).
+    pub(crate) fn free_dying(&mut self, h: Handle, src: &PageSource) -> Result<()> {
+        let loc = self.handles.get_dying(h)?;
+        self.release_object(h, loc, src);
+        Ok(())
+    }
+
+    fn release_object(&mut self, h: Handle, loc: Location, src: &PageSource) {
         let z = self.zspage_mut(loc.zspage);
         debug_assert_eq!(z.owner(loc.obj), Some(h.slot()));
         z.put(loc.obj);
@@ -358,7 +371,6 @@ impl Class {
         } else {
             self.regroup(loc.zspage);
         }
-        Ok(())
     }
 
     /// Give every zspage back (pool teardown).

@@ -18,8 +18,17 @@
 //! - `generation` is never 0 (so no handle is 0) and changes every time the
 //!   slot is freed; a stale handle, a double free or a forged value is caught
 //!   by comparing it with the entry's generation.
+//!
+//! An entry's tag is atomic so that a deferred free can mark it *dying*
+//! without the class lock (see `deferred.rs`): through the [`Directory`],
+//! a lock-free map from chunk number to the chunk's entries, which pools
+//! with deferred free keep. Everything else about an entry is read and
+//! written under the class lock only.
+
+use std::ptr;
 
 use crate::error::{Error, HandleFault, Result};
+use crate::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
 /// Bits of the slot field.
 pub const SLOT_BITS: u32 = 30;
@@ -32,6 +41,9 @@ const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 const CLASS_MASK: u64 = (1 << CLASS_BITS) - 1;
 const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
 const LIVE: u32 = 1 << 31;
+/// Set on a live entry whose object a deferred free has taken: the handle is
+/// dead for every caller; the slot is freed when its batch is drained.
+const DYING: u32 = 1 << 30;
 
 /// An opaque reference to an object in a [`Pool`](crate::Pool).
 ///
@@ -104,10 +116,13 @@ pub(crate) struct Location {
 }
 
 /// One slot of a handle table.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 struct Entry {
-    /// Generation in the low bits; `LIVE` set while an object owns the slot.
-    tag: u32,
+    /// Generation in the low bits; `LIVE` set while an object owns the slot,
+    /// `DYING` too once a deferred free took it. Written under the class
+    /// lock, except for the `DYING` bit, which `Directory::mark_dying` sets
+    /// with a compare-and-swap without it.
+    tag: AtomicU32,
     /// The object's zspage while live; the next free slot of the chunk
     /// (or `NIL`) while free.
     zspage: u32,
@@ -145,9 +160,13 @@ struct Chunk {
 /// others; bit `c` of `with_room` is set exactly when chunk `c` is present
 /// and has a free slot; no present chunk is empty; `live` is the sum over
 /// chunks; no entry has generation 0.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct HandleTable {
     chunks: Vec<Option<Chunk>>,
+    /// With deferred free: where the lock-free path finds each chunk's
+    /// entries. Chunks are then never released (their entries must outlive
+    /// any lock-free reader), which costs 3 KiB per chunk of peak use.
+    directory: Option<std::sync::Arc<Directory>>,
     /// Per chunk: the generation its slots start from when it is made.
     base_gen: Vec<u32>,
     /// Bit per chunk: present with a free slot.
@@ -167,6 +186,18 @@ fn split(slot: u32) -> (usize, usize) {
 }
 
 impl HandleTable {
+    /// An empty table; with a directory, for pools with deferred free.
+    pub(crate) fn new(directory: Option<std::sync::Arc<Directory>>) -> Self {
+        HandleTable {
+            chunks: Vec::new(),
+            directory,
+            base_gen: Vec::new(),
+            with_room: Vec::new(),
+            room_hint: 0,
+            live: 0,
+        }
+    }
+
     fn set_room(&mut self, c: usize, room: bool) {
         let (w, b) = (c / 64, c % 64);
         if w >= self.with_room.len() {
@@ -204,14 +235,20 @@ impl HandleTable {
             self.base_gen.push(1);
         }
         let g = self.base_gen[c];
-        let entries = (0..CHUNK as u32)
+        let entries: Box<[Entry]> = (0..CHUNK as u32)
             .map(|i| Entry {
-                tag: g,
+                tag: AtomicU32::new(g),
                 zspage: if i + 1 < CHUNK as u32 { i + 1 } else { NIL },
                 obj: 0,
                 len_m1: 0,
             })
             .collect();
+        if let Some(d) = &self.directory {
+            // The entries' heap block never moves (the `Box` may, with the
+            // chunk vector; its contents do not) and, with a directory, is
+            // never freed before the table.
+            d.publish(c, entries.as_ptr());
+        }
         self.chunks[c] = Some(Chunk {
             entries,
             live: 0,
@@ -249,13 +286,13 @@ impl HandleTable {
         chunk.free_head = e.zspage;
         chunk.live += 1;
         let full = chunk.free_head == NIL;
-        let generation = e.tag & GEN_MASK;
-        *e = Entry {
-            tag: generation | LIVE,
-            zspage: loc.zspage,
-            obj: loc.obj,
-            len_m1: (loc.len - 1) as u16,
-        };
+        let generation = e.tag.load(Ordering::Relaxed) & GEN_MASK;
+        e.zspage = loc.zspage;
+        e.obj = loc.obj;
+        e.len_m1 = (loc.len - 1) as u16;
+        // Relaxed: the handle reaches other threads only through their own
+        // synchronisation with this caller, which orders this store too.
+        e.tag.store(generation | LIVE, Ordering::Relaxed);
         if full {
             self.set_room(c, false);
         }
@@ -285,19 +322,7 @@ impl HandleTable {
             Some(None) => return Err(h.fault(HandleFault::Freed)),
             Some(Some(_)) => self.entry(h.slot()).expect("present chunk"),
         };
-        let current = e.tag & GEN_MASK;
-        if e.tag & LIVE == 0 {
-            // The slot's generation moved on when it was freed.
-            let fault = if next_generation(g) == current {
-                HandleFault::Freed
-            } else {
-                HandleFault::Stale
-            };
-            return Err(h.fault(fault));
-        }
-        if current != g {
-            return Err(h.fault(HandleFault::Stale));
-        }
+        check_tag(h, e.tag.load(Ordering::Acquire), false)?;
         Ok(Location {
             zspage: e.zspage,
             obj: e.obj,
@@ -305,25 +330,53 @@ impl HandleTable {
         })
     }
 
-    /// Free a slot that `get` just resolved; release its chunk if that was
-    /// the chunk's last object.
+    /// Resolve a handle and mark it dying, for a free under the class lock:
+    /// a lock-free deferred free racing for the same handle cannot also win.
+    pub(crate) fn claim(&self, h: Handle) -> Result<Location> {
+        let loc = self.get(h)?;
+        mark(self.entry(h.slot()).expect("resolved above"), h)?;
+        Ok(loc)
+    }
+
+    /// Resolve a handle that a deferred free marked dying (the drain's
+    /// look-up): the entry must be live, dying and of this generation.
+    pub(crate) fn get_dying(&self, h: Handle) -> Result<Location> {
+        let (c, _) = split(h.slot());
+        let e = match self.chunks.get(c) {
+            Some(Some(_)) => self.entry(h.slot()).expect("present chunk"),
+            _ => return Err(h.fault(HandleFault::UnknownSlot)),
+        };
+        check_tag(h, e.tag.load(Ordering::Acquire), true)?;
+        Ok(Location {
+            zspage: e.zspage,
+            obj: e.obj,
+            len: usize::from(e.len_m1) + 1,
+        })
+    }
+
+    /// Free a slot that `claim` (or `get_dying`) just resolved; release its
+    /// chunk if that was the chunk's last object and the table has no
+    /// directory.
     pub(crate) fn remove(&mut self, slot: u32) {
         let (c, i) = split(slot);
         let chunk = self.chunks[c]
             .as_mut()
             .expect("a live slot's chunk is present");
         let e = &mut chunk.entries[i];
-        debug_assert!(e.tag & LIVE != 0);
-        e.tag = next_generation(e.tag & GEN_MASK);
+        let tag = e.tag.load(Ordering::Relaxed);
+        // Claimed: no lock-free mark can change a dying tag any more.
+        debug_assert!(tag & LIVE != 0 && tag & DYING != 0);
+        e.tag
+            .store(next_generation(tag & GEN_MASK), Ordering::Release);
         e.zspage = chunk.free_head;
         chunk.free_head = i as u32;
         chunk.live -= 1;
         self.live -= 1;
-        if chunk.live == 0 {
+        if chunk.live == 0 && self.directory.is_none() {
             let max = chunk
                 .entries
                 .iter()
-                .map(|e| e.tag & GEN_MASK)
+                .map(|e| e.tag.load(Ordering::Relaxed) & GEN_MASK)
                 .max()
                 .unwrap_or(0);
             self.base_gen[c] = next_generation(max);
@@ -338,7 +391,7 @@ impl HandleTable {
     pub(crate) fn relocate(&mut self, slot: u32, zspage: u32, obj: u16) {
         let (c, i) = split(slot);
         let e = &mut self.chunks[c].as_mut().expect("live slot").entries[i];
-        debug_assert!(e.tag & LIVE != 0);
+        debug_assert!(e.tag.load(Ordering::Relaxed) & LIVE != 0);
         e.zspage = zspage;
         e.obj = obj;
     }
@@ -346,7 +399,7 @@ impl HandleTable {
     /// The live entry of a slot, by slot number (for invariant checks).
     pub(crate) fn live_entry(&self, slot: u32) -> Option<Location> {
         let e = self.entry(slot)?;
-        (e.tag & LIVE != 0).then(|| Location {
+        (e.tag.load(Ordering::Relaxed) & LIVE != 0).then(|| Location {
             zspage: e.zspage,
             obj: e.obj,
             len: usize::from(e.len_m1) + 1,
@@ -361,6 +414,7 @@ impl HandleTable {
     pub(crate) fn metadata_bytes(&self) -> usize {
         let present = self.chunks.iter().flatten().count();
         present * CHUNK * std::mem::size_of::<Entry>()
+            + self.directory.as_ref().map_or(0, |d| d.metadata_bytes())
             + self.chunks.capacity() * std::mem::size_of::<Option<Chunk>>()
             + self.base_gen.capacity() * std::mem::size_of::<u32>()
             + self.with_room.capacity() * std::mem::size_of::<u64>()
@@ -390,12 +444,16 @@ impl HandleTable {
                 if std::mem::replace(&mut on_free[i as usize], true) {
                     return Err(format!("chunk {c}: slot {i} is on the free list twice"));
                 }
-                if e.tag & LIVE != 0 {
+                if e.tag.load(Ordering::Relaxed) & LIVE != 0 {
                     return Err(format!("chunk {c}: slot {i} is live and on the free list"));
                 }
                 i = e.zspage;
             }
-            let chunk_live = chunk.entries.iter().filter(|e| e.tag & LIVE != 0).count();
+            let chunk_live = chunk
+                .entries
+                .iter()
+                .filter(|e| e.tag.load(Ordering::Relaxed) & LIVE != 0)
+                .count();
             let free = on_free.iter().filter(|&&f| f).count();
             if chunk_live != chunk.live as usize || chunk_live + free != CHUNK {
                 return Err(format!(
@@ -403,7 +461,7 @@ impl HandleTable {
                     chunk.live
                 ));
             }
-            if chunk_live == 0 {
+            if chunk_live == 0 && self.directory.is_none() {
                 return Err(format!("chunk {c} is empty but was not released"));
             }
             if room_bit != (free > 0) {
@@ -411,7 +469,11 @@ impl HandleTable {
                     "chunk {c}: room bit {room_bit} with {free} free slots"
                 ));
             }
-            if let Some(i) = chunk.entries.iter().position(|e| e.tag & GEN_MASK == 0) {
+            if let Some(i) = chunk
+                .entries
+                .iter()
+                .position(|e| e.tag.load(Ordering::Relaxed) & GEN_MASK == 0)
+            {
                 return Err(format!("chunk {c}: slot {i} has generation 0"));
             }
             live += chunk_live;
@@ -422,6 +484,175 @@ impl HandleTable {
         Ok(())
     }
 }
+
+/// Check an entry's tag against a handle: live, of the handle's
+/// generation, and dying exactly when `dying` (a dying handle is dead for
+/// every caller but the drain).
+fn check_tag(h: Handle, tag: u32, dying: bool) -> Result<()> {
+    let g = h.generation();
+    if g == 0 {
+        return Err(h.fault(HandleFault::Null));
+    }
+    let current = tag & GEN_MASK;
+    if tag & LIVE == 0 {
+        // The slot's generation moved on when it was freed.
+        let fault = if next_generation(g) == current {
+            HandleFault::Freed
+        } else {
+            HandleFault::Stale
+        };
+        return Err(h.fault(fault));
+    }
+    if current != g {
+        return Err(h.fault(HandleFault::Stale));
+    }
+    if (tag & DYING != 0) != dying {
+        let fault = if dying {
+            HandleFault::Stale
+        } else {
+            HandleFault::Freed
+        };
+        return Err(h.fault(fault));
+    }
+    Ok(())
+}
+
+/// Set `DYING` on `e` if it is live, of `h`'s generation and not dying yet.
+/// Every free goes through here (the locked one too), so of any number of
+/// racing frees of one handle exactly one succeeds.
+fn mark(e: &Entry, h: Handle) -> Result<()> {
+    let mut tag = e.tag.load(Ordering::Acquire);
+    loop {
+        check_tag(h, tag, false)?;
+        // AcqRel: the drain that later frees this slot learns of the mark
+        // through the deferred-free shard (Release/Acquire there); ordering
+        // here keeps the mark and the tag's history coherent for anyone who
+        // reads the tag directly.
+        match e
+            .tag
+            .compare_exchange_weak(tag, tag | DYING, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => return Ok(()),
+            Err(now) => tag = now,
+        }
+    }
+}
+
+/// Segments of the directory: segment `k` holds `2^k` chunk pointers,
+/// enough for every chunk a 30-bit slot field can name.
+const SEGMENTS: usize = (SLOT_BITS - CHUNK_BITS) as usize + 1;
+
+/// A lock-free map from chunk number to that chunk's entries, for the
+/// deferred-free path, which marks entries without the class lock.
+///
+/// It only grows: segments (of 1, 2, 4, ... pointers) are allocated under
+/// the class lock and never moved; chunks published here are never freed
+/// before the directory's table. So a pointer read here stays valid for as
+/// long as the pool lives, which is what makes the lock-free read sound.
+///
+/// Orderings: `publish` stores with `Release` after the entries are
+/// initialised; `mark_dying` loads with `Acquire`, so it sees initialised
+/// entries whenever it sees the pointer.
+pub(crate) struct Directory {
+    segments: [AtomicPtr<AtomicPtr<Entry>>; SEGMENTS],
+}
+
+impl std::fmt::Debug for Directory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Directory").finish_non_exhaustive()
+    }
+}
+
+impl Default for Directory {
+    fn default() -> Self {
+        Directory {
+            segments: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+        }
+    }
+}
+
+/// Segment and offset of chunk `c`.
+fn locate(c: usize) -> (usize, usize) {
+    let n = c + 1;
+    let k = (usize::BITS - 1 - n.leading_zeros()) as usize;
+    (k, n - (1 << k))
+}
+
+impl Directory {
+    /// Make chunk `c`'s entries findable. Called under the class lock (one
+    /// publisher at a time).
+    fn publish(&self, c: usize, entries: *const Entry) {
+        let (k, off) = locate(c);
+        let mut seg = self.segments[k].load(Ordering::Acquire);
+        if seg.is_null() {
+            let fresh: Box<[AtomicPtr<Entry>]> = (0..1usize << k)
+                .map(|_| AtomicPtr::new(ptr::null_mut()))
+                .collect();
+            seg = Box::into_raw(fresh).cast::<AtomicPtr<Entry>>();
+            self.segments[k].store(seg, Ordering::Release);
+        }
+        // SAFETY: segment `k` has `2^k` pointers and `off < 2^k`; it is never
+        // freed before `self`.
+        let slot = unsafe { &*seg.add(off) };
+        slot.store(entries.cast_mut(), Ordering::Release);
+    }
+
+    /// The entry of `slot`, if its chunk was ever made.
+    fn entry(&self, slot: u32) -> Option<&Entry> {
+        let (c, i) = split(slot);
+        let (k, off) = locate(c);
+        let seg = self.segments.get(k)?.load(Ordering::Acquire);
+        if seg.is_null() {
+            return None;
+        }
+        // SAFETY: as in `publish`: in bounds, and alive as long as `self`.
+        let entries = unsafe { &*seg.add(off) }.load(Ordering::Acquire);
+        if entries.is_null() {
+            return None;
+        }
+        // SAFETY: a published chunk has `CHUNK` initialised entries (the
+        // `Acquire` above pairs with `publish`'s `Release`), `i < CHUNK`, and
+        // it is not freed while the directory lives.
+        Some(unsafe { &*entries.add(i) })
+    }
+
+    /// Mark a live handle dying, without the class lock: the deferred free's
+    /// first step. Exactly one of any number of racing marks (or a mark and
+    /// a locked free) of one handle wins; the others get the error a freed
+    /// handle gets.
+    pub(crate) fn mark_dying(&self, h: Handle) -> Result<()> {
+        let e = self
+            .entry(h.slot())
+            .ok_or_else(|| h.fault(HandleFault::UnknownSlot))?;
+        mark(e, h)
+    }
+
+    fn metadata_bytes(&self) -> usize {
+        (0..SEGMENTS)
+            .filter(|&k| !self.segments[k].load(Ordering::Relaxed).is_null())
+            .map(|k| (1usize << k) * std::mem::size_of::<AtomicPtr<Entry>>())
+            .sum()
+    }
+}
+
+impl Drop for Directory {
+    fn drop(&mut self) {
+        for (k, seg) in self.segments.iter().enumerate() {
+            let p = seg.load(Ordering::Relaxed);
+            if !p.is_null() {
+                // SAFETY: made by `Box::into_raw` of a `2^k` slice in
+                // `publish`, freed only here.
+                drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p, 1 << k)) });
+            }
+        }
+    }
+}
+
+// SAFETY: the directory holds pointers into chunks owned by the handle
+// table; it only reads them (atomically) and the table outlives every use.
+unsafe impl Send for Directory {}
+// SAFETY: as above; all shared access is through atomics.
+unsafe impl Sync for Directory {}
 
 #[cfg(test)]
 mod tests {
@@ -448,9 +679,10 @@ mod tests {
 
     #[test]
     fn stale_double_free_and_forged_are_told_apart() {
-        let mut t = HandleTable::default();
+        let mut t = HandleTable::new(None);
         let a = t.insert(5, loc(100)).unwrap();
         assert_eq!(t.get(a).unwrap(), loc(100));
+        t.claim(a).unwrap();
         t.remove(a.slot());
         let fault = |r: Result<Location>| match r {
             Err(Error::InvalidHandle { fault, .. }) => fault,
@@ -471,7 +703,7 @@ mod tests {
 
     #[test]
     fn empty_chunks_are_released_and_old_handles_stay_stale() {
-        let mut t = HandleTable::default();
+        let mut t = HandleTable::new(None);
         let hs: Vec<Handle> = (0..3 * CHUNK)
             .map(|_| t.insert(1, loc(10)).unwrap())
             .collect();
@@ -479,7 +711,7 @@ mod tests {
         let before = t.metadata_bytes();
         // Free the middle chunk entirely: it goes away.
         for h in &hs[CHUNK..2 * CHUNK] {
-            t.get(*h).unwrap();
+            t.claim(*h).unwrap();
             t.remove(h.slot());
         }
         t.check().unwrap();
@@ -491,6 +723,7 @@ mod tests {
         };
         assert_eq!(fault(t.get(hs[CHUNK + 5])), HandleFault::Freed);
         // Free one slot in the first chunk: new objects go there first.
+        t.claim(hs[7]).unwrap();
         t.remove(hs[7].slot());
         let n = t.insert(1, loc(20)).unwrap();
         assert_eq!(n.slot(), hs[7].slot());
@@ -506,8 +739,124 @@ mod tests {
     }
 
     #[test]
+    fn dying_handles_are_dead_to_all_but_the_drain() {
+        let d = std::sync::Arc::new(Directory::default());
+        let mut t = HandleTable::new(Some(d.clone()));
+        let hs: Vec<Handle> = (0..CHUNK + 3)
+            .map(|_| t.insert(2, loc(10)).unwrap())
+            .collect();
+        let fault = |r: Result<Location>| match r {
+            Err(Error::InvalidHandle { fault, .. }) => fault,
+            other => panic!("expected an invalid handle, got {other:?}"),
+        };
+        let h = hs[CHUNK + 1];
+        d.mark_dying(h).unwrap();
+        // Dead at once: a second free (deferred or locked) and a read fail.
+        assert!(matches!(
+            d.mark_dying(h),
+            Err(Error::InvalidHandle {
+                fault: HandleFault::Freed,
+                ..
+            })
+        ));
+        assert_eq!(fault(t.claim(h)), HandleFault::Freed);
+        assert_eq!(fault(t.get(h)), HandleFault::Freed);
+        // The drain finds it; a live, unmarked handle is not the drain's.
+        assert_eq!(t.get_dying(h).unwrap(), loc(10));
+        assert_eq!(fault(t.get_dying(hs[0])), HandleFault::Stale);
+        t.remove(h.slot());
+        assert_eq!(fault(t.get(h)), HandleFault::Freed);
+        assert!(d.mark_dying(h).is_err());
+        // Forged handles: unknown chunk, wrong generation.
+        assert!(matches!(
+            d.mark_dying(Handle::new(2, 40 << CHUNK_BITS, 1)),
+            Err(Error::InvalidHandle {
+                fault: HandleFault::UnknownSlot,
+                ..
+            })
+        ));
+        assert!(d.mark_dying(Handle::new(2, hs[3].slot(), 7)).is_err());
+        // With a directory, an emptied chunk stays (lock-free readers may
+        // still look at it).
+        for &h in &hs {
+            if h != hs[CHUNK + 1] {
+                t.claim(h).unwrap();
+                t.remove(h.slot());
+            }
+        }
+        assert_eq!(t.chunks.iter().flatten().count(), 2);
+        t.check().unwrap();
+        assert!(t.metadata_bytes() > 2 * CHUNK * std::mem::size_of::<Entry>());
+    }
+
+    #[test]
+    fn directory_segments_cover_every_chunk() {
+        assert_eq!(locate(0), (0, 0));
+        assert_eq!(locate(1), (1, 0));
+        assert_eq!(locate(2), (1, 1));
+        assert_eq!(locate(6), (2, 3));
+        let last = (1usize << (SLOT_BITS - CHUNK_BITS)) - 1;
+        assert!(locate(last).0 < SEGMENTS);
+    }
+
+    #[test]
     fn generation_wraps_past_zero() {
         assert_eq!(next_generation(GEN_MASK), 1);
         assert_eq!(next_generation(1), 2);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A deferred free (lock-free mark) races a free under the class lock
+    /// and another deferred free of the same handle: exactly one wins, and
+    /// the losers see the error a freed handle gets.
+    #[test]
+    fn loom_racing_frees_of_one_handle_one_wins() {
+        loom::model(|| {
+            let d = Arc::new(Directory::default());
+            let mut t = HandleTable::new(Some(d.clone()));
+            let h = t
+                .insert(
+                    0,
+                    Location {
+                        zspage: 0,
+                        obj: 0,
+                        len: 8,
+                    },
+                )
+                .unwrap();
+            let t = Arc::new(Mutex::new(t));
+            let marker = {
+                let d = d.clone();
+                loom::thread::spawn(move || d.mark_dying(h).is_ok())
+            };
+            let marker2 = {
+                let d = d.clone();
+                loom::thread::spawn(move || d.mark_dying(h).is_ok())
+            };
+            let locked = {
+                let t = t.clone();
+                loom::thread::spawn(move || {
+                    let mut t = t.lock().unwrap();
+                    match t.claim(h) {
+                        Ok(_) => {
+                            t.remove(h.slot());
+                            true
+                        }
+                        Err(_) => false,
+                    }
+                })
+            };
+            let wins = [marker, marker2, locked]
+                .into_iter()
+                .map(|j| j.join().unwrap())
+                .filter(|&won| won)
+                .count();
+            assert_eq!(wins, 1);
+        });
     }
 }

@@ -7,11 +7,19 @@
 //! exactly one lock, its class's; the handle names the class, so a free or a
 //! read never needs a pool-wide lock. The page source's own lock is taken,
 //! nested inside a class lock, only when a zspage is made or freed.
+//!
+//! Frees come in three modes ([`FreeMode`]): under the class lock (the
+//! default), deferred (lock-free hand-off, batched drain: `deferred.rs`), and
+//! an emulation of the kernel's older pool-wide reader lock, kept only so
+//! `zsmem bench free` can show what the class index in the handle buys.
+
+use std::sync::Arc;
 
 use crate::class::{Class, GROUP_FULL};
 use crate::compact::{self, CompactionPolicy, CompactionStats, Counters, STEP_ZSPAGES};
+use crate::deferred::{Push, Shards};
 use crate::error::{Error, HandleFault, Result};
-use crate::handle::{CLASS_BITS, Handle};
+use crate::handle::{CLASS_BITS, Directory, Handle};
 use crate::os::PageSource;
 use crate::size_class::{ChainRule, KERNEL_HANDLE_SIZE, SizeClassConfig, SizeClassTable};
 use crate::stats::{ClassStats, PoolStats, Waste};
@@ -44,6 +52,39 @@ pub struct PoolConfig {
     pub memory_limit: Option<usize>,
     /// When the pool compacts by itself.
     pub compaction: CompactionPolicy,
+    /// How `free` does its work.
+    pub free_mode: FreeMode,
+}
+
+/// How [`Pool::free`] frees.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FreeMode {
+    /// At once, under the object's class lock alone (the class index is in
+    /// the handle, so no pool-wide lock is needed).
+    #[default]
+    ClassLock,
+    /// Deferred: the handle is marked dead at once without any lock and
+    /// handed to a per-thread shard; full shards are drained in batches
+    /// sorted by class, one lock acquisition per run of a class. At most
+    /// `max_pending_bytes` of objects wait (the batch size is derived from
+    /// it); [`Pool::flush`] drains everything now.
+    Deferred {
+        /// Bound on the bytes of objects waiting to be freed.
+        max_pending_bytes: usize,
+    },
+    /// The kernel before the class index was in the handle: every free
+    /// takes a pool-wide lock as a reader (compaction as a writer) before its
+    /// class lock. Only for `zsmem bench free`'s comparison.
+    PoolLock,
+}
+
+impl FreeMode {
+    /// Deferred free with a 4 MiB bound on pending objects.
+    pub fn deferred() -> FreeMode {
+        FreeMode::Deferred {
+            max_pending_bytes: 4 << 20,
+        }
+    }
 }
 
 impl Default for PoolConfig {
@@ -57,6 +98,7 @@ impl Default for PoolConfig {
             kernel_handle_header: false,
             memory_limit: None,
             compaction: CompactionPolicy::default(),
+            free_mode: FreeMode::ClassLock,
         }
     }
 }
@@ -118,8 +160,21 @@ pub struct Pool {
     /// Class index (as carried in handles) to position in `classes`.
     dense: Box<[u16]>,
     classes: Box<[CachePadded<Mutex<Class>>]>,
+    /// Per class (same order): the lock-free handle directory, with
+    /// deferred free only.
+    directories: Box<[Arc<Directory>]>,
+    deferred: Option<Shards>,
+    /// Taken by every free in `FreeMode::PoolLock` only.
+    pool_lock: std::sync::RwLock<()>,
     pages: PageSource,
     compaction: Counters,
+    deferred_stats: DeferredStats,
+}
+
+#[derive(Debug, Default)]
+struct DeferredStats {
+    /// Runs of one class freed under one lock acquisition.
+    batches: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Pool {
@@ -154,22 +209,48 @@ impl Pool {
                     .into(),
             ));
         }
+        let deferred = match cfg.free_mode {
+            FreeMode::Deferred { max_pending_bytes } => {
+                let shards = std::thread::available_parallelism()
+                    .map_or(2, |n| n.get() * 2)
+                    .clamp(2, 64);
+                let batch = max_pending_bytes / (shards * cfg.page_size);
+                if batch == 0 {
+                    return Err(Error::InvalidConfig(format!(
+                        "deferred free: max_pending_bytes {max_pending_bytes} is less than one \
+                         page per shard ({shards} shards of {} bytes)",
+                        cfg.page_size
+                    )));
+                }
+                Some(Shards::new(shards, batch.min(1024)))
+            }
+            _ => None,
+        };
         if cfg.memory_limit == Some(0) {
             return Err(Error::InvalidConfig(
                 "memory limit of 0 bytes: use None for no limit".into(),
             ));
         }
         let mut dense = vec![NO_CLASS; table.len()].into_boxed_slice();
+        let directories: Box<[Arc<Directory>]> = table
+            .physical_indices()
+            .iter()
+            .map(|_| Arc::new(Directory::default()))
+            .collect();
         let classes = table
             .physical_indices()
             .iter()
             .enumerate()
             .map(|(d, &i)| {
                 dense[i] = d as u16;
-                CachePadded(Mutex::new(Class::new(table.classes()[i])))
+                let dir = deferred.is_some().then(|| directories[d].clone());
+                CachePadded(Mutex::new(Class::new(table.classes()[i], dir)))
             })
             .collect();
         Ok(Pool {
+            directories,
+            deferred,
+            pool_lock: std::sync::RwLock::new(()),
             header: cfg.header(),
             pages: PageSource::new(cfg.page_size, cfg.memory_limit),
             cfg,
@@ -177,6 +258,7 @@ impl Pool {
             dense,
             classes,
             compaction: Counters::default(),
+            deferred_stats: DeferredStats::default(),
         })
     }
 
@@ -220,14 +302,18 @@ impl Pool {
         (index, &self.classes[usize::from(self.dense[index])])
     }
 
-    /// Lock the class a handle names.
-    fn lock_class(&self, h: Handle) -> Result<MutexGuard<'_, Class>> {
-        let d = *self
-            .dense
+    /// Position in `classes` of the class a handle names.
+    fn dense_class(&self, h: Handle) -> Result<usize> {
+        self.dense
             .get(h.class())
             .filter(|&&d| d != NO_CLASS)
-            .ok_or_else(|| h.fault(HandleFault::UnknownClass))?;
-        Ok(self.classes[usize::from(d)].lock())
+            .map(|&d| usize::from(d))
+            .ok_or_else(|| h.fault(HandleFault::UnknownClass))
+    }
+
+    /// Lock the class a handle names.
+    fn lock_class(&self, h: Handle) -> Result<MutexGuard<'_, Class>> {
+        Ok(self.classes[self.dense_class(h)?].lock())
     }
 
     /// Allocate an object of `len` bytes (1..=page size). Its bytes are
@@ -293,10 +379,27 @@ impl Pool {
     }
 
     /// Free the object. The handle is dead at once: any later use of it is
-    /// an [`Error::InvalidHandle`].
+    /// an [`Error::InvalidHandle`]. With [`FreeMode::Deferred`] its memory
+    /// is given back when its batch is drained (or at [`Pool::flush`]).
     pub fn free(&self, h: Handle) -> Result<()> {
+        match (&self.deferred, self.cfg.free_mode) {
+            (Some(shards), _) => self.free_deferred(shards, h),
+            (None, FreeMode::PoolLock) => {
+                let _pool = self.pool_lock.read().unwrap_or_else(|e| e.into_inner());
+                self.free_locked(h)
+            }
+            (None, _) => self.free_locked(h),
+        }
+    }
+
+    fn free_locked(&self, h: Handle) -> Result<()> {
         let mut class = self.lock_class(h)?;
         class.free(h, &self.pages)?;
+        self.auto_compact(&mut class);
+        Ok(())
+    }
+
+    fn auto_compact(&self, class: &mut Class) {
         if let CompactionPolicy::Auto {
             min_freeable_zspages,
             max_moves,
@@ -304,9 +407,57 @@ impl Pool {
             // freeable >= n zspages, without the division on every free.
             && class.free_slots() >= min_freeable_zspages * class.info.objs_per_zspage
         {
-            compact::step(&mut class, max_moves, &self.pages, &self.compaction);
+            compact::step(class, max_moves, &self.pages, &self.compaction);
+        }
+    }
+
+    fn free_deferred(&self, shards: &Shards, h: Handle) -> Result<()> {
+        let d = self.dense_class(h)?;
+        self.directories[d].mark_dying(h)?;
+        let mut batch = Vec::new();
+        match shards.push(shards.home(), h.to_raw(), &mut batch) {
+            Push::Buffered => {}
+            Push::Full => self.drain(&mut batch),
+            Push::Closed => self.drain(&mut [h.to_raw()]),
         }
         Ok(())
+    }
+
+    /// Free a batch of handles marked dying: sorted by class, each class's
+    /// lock taken once per run.
+    fn drain(&self, batch: &mut [u64]) {
+        batch.sort_unstable_by_key(|&raw| Handle::from_raw(raw).class());
+        for run in
+            batch.chunk_by(|a, b| Handle::from_raw(*a).class() == Handle::from_raw(*b).class())
+        {
+            let first = Handle::from_raw(run[0]);
+            let Ok(d) = self.dense_class(first) else {
+                continue;
+            };
+            let mut class = self.classes[d].lock();
+            for &raw in run {
+                // Marked by `free_deferred`, which only this drain undoes:
+                // cannot fail.
+                let freed = class.free_dying(Handle::from_raw(raw), &self.pages);
+                debug_assert!(freed.is_ok(), "{freed:?}");
+            }
+            self.deferred_stats
+                .batches
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.auto_compact(&mut class);
+        }
+    }
+
+    /// Free every deferred free now (no-op in other modes). On return, every
+    /// free that returned before `flush` was called has given its memory back.
+    pub fn flush(&self) {
+        if let Some(shards) = &self.deferred {
+            let mut batch = Vec::new();
+            for s in 0..shards.len() {
+                shards.close(s, &mut batch);
+            }
+            self.drain(&mut batch);
+        }
     }
 
     /// Compact every class as far as it goes (the kernel's `zs_compact`):
@@ -314,6 +465,8 @@ impl Pool {
     /// source zspage's worth of moves, so readers and writers wait for at
     /// most that.
     pub fn compact(&self) -> usize {
+        let _pool = (self.cfg.free_mode == FreeMode::PoolLock)
+            .then(|| self.pool_lock.write().unwrap_or_else(|e| e.into_inner()));
         let mut freed = 0;
         for class in self.classes.iter() {
             loop {
@@ -389,7 +542,20 @@ impl Pool {
             waste: Waste::default(),
             pages_compacted: self.compaction.snapshot().pages_compacted,
             reserved_bytes: self.pages.reserved_bytes(),
+            pending_frees: 0,
+            pending_free_bytes: 0,
+            deferred_batches: self
+                .deferred_stats
+                .batches
+                .load(std::sync::atomic::Ordering::Relaxed),
         };
+        if let Some(shards) = &self.deferred {
+            s.metadata_bytes += shards.metadata_bytes();
+            s.pending_frees = shards.pending(|raw| {
+                let h = Handle::from_raw(raw);
+                s.pending_free_bytes += self.table.classes().get(h.class()).map_or(0, |c| c.size);
+            });
+        }
         for c in self.classes.iter() {
             let c = c.lock();
             let info = c.info;
@@ -429,6 +595,7 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
+        self.flush();
         for c in self.classes.iter() {
             c.lock().release_all(&self.pages);
         }

@@ -62,6 +62,13 @@ pub struct PoolStats {
     pub pages_compacted: u64,
     /// Address space reserved from the OS (not all of it resident).
     pub reserved_bytes: usize,
+    /// Deferred frees not drained yet: their objects still hold memory
+    /// (and are counted in `objects`) though their handles are dead.
+    pub pending_frees: usize,
+    /// Bytes of class slots those pending frees hold.
+    pub pending_free_bytes: usize,
+    /// Runs of deferred frees drained so far, each under one class lock.
+    pub deferred_batches: u64,
 }
 
 /// The bytes of zspages that hold no object byte, by cause. The three parts

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use common::{Rng, compressed_len, pattern};
 use proptest::prelude::*;
-use zsmem::{ChainRule, Error, Handle, HandleFault, Pool, PoolConfig};
+use zsmem::{ChainRule, Error, FreeMode, Handle, HandleFault, Pool, PoolConfig};
 
 /// The model: what every live handle must read back as.
 #[derive(Default)]
@@ -123,11 +123,14 @@ fn apply(pool: &Pool, m: &mut Model, op: &Op) {
 fn verify(pool: &Pool, m: &Model) {
     pool.check_invariants().unwrap();
     let s = pool.stats();
-    assert_eq!(s.objects, m.objects.len());
-    assert_eq!(
-        s.bytes_stored,
-        m.objects.values().map(Vec::len).sum::<usize>()
-    );
+    // Deferred frees still hold their objects until drained.
+    assert_eq!(s.objects - s.pending_frees, m.objects.len());
+    if s.pending_frees == 0 {
+        assert_eq!(
+            s.bytes_stored,
+            m.objects.values().map(Vec::len).sum::<usize>()
+        );
+    }
 }
 
 fn configs() -> Vec<PoolConfig> {
@@ -155,11 +158,22 @@ fn configs() -> Vec<PoolConfig> {
                 min_freeable_zspages: 2,
                 max_moves: 5,
             },
+            free_mode: FreeMode::ClassLock,
+        },
+        // Deferred free with small batches (16 handles per shard on 2 cores),
+        // drained many times over the run.
+        PoolConfig {
+            chain_size: 4,
+            free_mode: FreeMode::Deferred {
+                max_pending_bytes: 256 << 10,
+            },
+            ..PoolConfig::default()
         },
     ]
 }
 
-/// The long run: 200,000+ operations over five configurations, invariants
+/// The long run: 240,000+ operations over six configurations (one with
+/// deferred free), invariants
 /// checked after every one, every byte of every read compared.
 #[test]
 fn long_random_sequences_match_the_model() {
@@ -199,11 +213,12 @@ fn long_random_sequences_match_the_model() {
             pool.free(Handle::from_raw(raw)).unwrap();
             m.remove(raw);
         }
+        pool.flush();
         verify(&pool, &m);
         assert_eq!(pool.stats().pages_held, 0);
     }
     if !cfg!(miri) {
-        assert!(total >= 200_000, "ran only {total} operations");
+        assert!(total >= 240_000, "ran only {total} operations");
     }
 }
 
@@ -229,8 +244,16 @@ proptest! {
     /// Shrinkable version of the long run, on a short chain so zspages are
     /// made and freed often.
     #[test]
-    fn random_ops_match_the_model(ops in proptest::collection::vec(op_strategy(), 1..400)) {
-        let pool = Pool::new(PoolConfig { chain_size: 2, ..PoolConfig::kernel() }).unwrap();
+    fn random_ops_match_the_model(
+        ops in proptest::collection::vec(op_strategy(), 1..400),
+        deferred in any::<bool>(),
+    ) {
+        let free_mode = if deferred {
+            FreeMode::Deferred { max_pending_bytes: 64 << 10 }
+        } else {
+            FreeMode::ClassLock
+        };
+        let pool = Pool::new(PoolConfig { chain_size: 2, free_mode, ..PoolConfig::kernel() }).unwrap();
         let mut m = Model::default();
         for op in &ops {
             apply(&pool, &mut m, op);

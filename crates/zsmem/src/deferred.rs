@@ -1,0 +1,390 @@
+//! Deferred free: frees handed off without a lock, drained in batches.
+//!
+//! The experiment of the reference thread on `zs_free()` latency, in
+//! userspace. A deferred free does two lock-free steps and returns:
+//!
+//! 1. it marks the handle's entry *dying* with one compare-and-swap through
+//!    the class's handle directory (`handle.rs`): from then on the handle is
+//!    dead for every caller, and a read or a second free of it gets
+//!    [`HandleFault::Freed`](crate::HandleFault::Freed), exactly as after a
+//!    free under the lock;
+//! 2. it appends the handle to one of a few *shards*, fixed arrays of
+//!    handles, picked per thread (the userspace stand-in for the kernel's
+//!    per-CPU buffers).
+//!
+//! The push that fills a shard's last place collects the whole shard; the
+//! pool then frees the batch sorted by class, taking each class's lock once
+//! per run of handles of that class. `Pool::flush` closes every shard early.
+//!
+//! # The shard protocol
+//!
+//! A shard is `len` (an atomic counter) and `batch` places (atomic `u64`s,
+//! 0 meaning empty; no handle is 0).
+//! - push: `i = len.fetch_add(1)`. If `i >= batch` the shard is being
+//!   drained: the caller frees its handle itself (under the class lock).
+//!   Otherwise it stores the handle in place `i` (`Release`); if `i` is the
+//!   last place, it becomes the shard's collector.
+//! - collect `n` places: for each place wait until it is non-zero (a pusher
+//!   may be between its `fetch_add` and its store: a few instructions),
+//!   take it with `swap(0, Acquire)`; then `len.store(0, Release)` reopens
+//!   the shard.
+//! - close (flush): compare-and-swap `len` from its value `n` (below
+//!   `batch`) to `batch`, then collect `n` places. While it is at or above
+//!   `batch`, another collector is at work: wait for it.
+//!
+//! Why it is right: places `0..batch` are handed out once per cycle by the
+//! `fetch_add`s that read `0..batch`; only the collector (the pusher that
+//! read `batch - 1`, or the closer whose compare-and-swap moved `len` to
+//! `batch`) reads them, and it reopens the shard only after taking every
+//! place it owns. Pushes that read `batch` or more wrote nothing. The
+//! `Release` store of `len = 0` and the `AcqRel` `fetch_add` that reads it
+//! order the collector's `swap(0)` before the next cycle's stores. Waits
+//! use read-modify-writes, which always read the latest value, so no wait
+//! can spin on a stale one. The loom
+//! models below check these interleavings.
+//!
+//! A collector can wait for a pusher preempted between its two steps, so
+//! the hand-off is lock-free for pushers and blocking only for the rare
+//! collector; the kernel's per-CPU buffers have the same shape (a CPU's
+//! buffer is only drained after its writer is done).
+//!
+//! Bound: at most `shards * batch` handles are pending, each at most a page:
+//! `batch` is derived from the configured `max_pending_bytes` so that this
+//! product stays within it.
+
+use std::cell::Cell;
+
+use crate::sync::CachePadded;
+use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use crate::sync::spin_wait;
+
+/// The outcome of a push.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Push {
+    /// Buffered; nothing else to do.
+    Buffered,
+    /// The shard was full: the batch is in `out`, to be freed now.
+    Full,
+    /// The shard is being drained: free this handle directly.
+    Closed,
+}
+
+struct Shard {
+    len: AtomicUsize,
+    places: Box<[AtomicU64]>,
+}
+
+/// The shards of one pool.
+pub(crate) struct Shards {
+    shards: Box<[CachePadded<Shard>]>,
+    batch: usize,
+}
+
+impl std::fmt::Debug for Shards {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shards")
+            .field("shards", &self.shards.len())
+            .field("batch", &self.batch)
+            .finish()
+    }
+}
+
+impl Shards {
+    /// `shards` shards of `batch` places each (both at least 1).
+    pub(crate) fn new(shards: usize, batch: usize) -> Self {
+        debug_assert!(shards >= 1 && batch >= 1);
+        Shards {
+            shards: (0..shards)
+                .map(|_| {
+                    CachePadded(Shard {
+                        len: AtomicUsize::new(0),
+                        places: (0..batch).map(|_| AtomicU64::new(0)).collect(),
+                    })
+                })
+                .collect(),
+            batch,
+        }
+    }
+
+    /// Number of shards.
+    pub(crate) fn len(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// The shard this thread pushes to: threads are spread round-robin in
+    /// the order they first free, so up to `len()` threads never share one.
+    pub(crate) fn home(&self) -> usize {
+        thread_local! {
+            static HOME: Cell<usize> = const { Cell::new(usize::MAX) };
+        }
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        HOME.with(|h| {
+            if h.get() == usize::MAX {
+                h.set(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            }
+            h.get() % self.shards.len()
+        })
+    }
+
+    /// Push handle `raw` (non-zero) to shard `s`; on [`Push::Full`] the
+    /// batch has been appended to `out`.
+    pub(crate) fn push(&self, s: usize, raw: u64, out: &mut Vec<u64>) -> Push {
+        debug_assert_ne!(raw, 0);
+        let shard = &self.shards[s];
+        let i = shard.len.fetch_add(1, Ordering::AcqRel);
+        if i >= self.batch {
+            return Push::Closed;
+        }
+        // Release: the collector's Acquire swap sees the handle, and with it
+        // the dying mark this thread set before pushing.
+        shard.places[i].store(raw, Ordering::Release);
+        if i + 1 == self.batch {
+            self.collect(shard, self.batch, out);
+            return Push::Full;
+        }
+        Push::Buffered
+    }
+
+    /// Take every buffered handle of shard `s` into `out` (flush).
+    pub(crate) fn close(&self, s: usize, out: &mut Vec<u64>) {
+        let shard = &self.shards[s];
+        let mut round = 0;
+        // Guess empty; a failed compare-and-swap reads the current length
+        // (always the latest: it is part of a read-modify-write).
+        let mut n = 0;
+        loop {
+            match shard
+                .len
+                .compare_exchange(n, self.batch, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    // Closing an empty shard collects nothing and reopens it.
+                    self.collect(shard, n, out);
+                    return;
+                }
+                Err(now) if now >= self.batch => {
+                    // Another collector owns the shard until it stores 0.
+                    spin_wait(&mut round);
+                    n = 0;
+                }
+                Err(now) => n = now,
+            }
+        }
+    }
+
+    fn collect(&self, shard: &Shard, n: usize, out: &mut Vec<u64>) {
+        for place in &shard.places[..n] {
+            let mut round = 0;
+            loop {
+                // Acquire pairs with the pusher's Release store. The place is
+                // this collector's alone until `len` is reset, so emptying it
+                // with a plain store after the load is race-free.
+                let raw = place.load(Ordering::Acquire);
+                if raw != 0 {
+                    place.store(0, Ordering::Relaxed);
+                    out.push(raw);
+                    break;
+                }
+                // Its pusher has counted itself but not stored yet.
+                spin_wait(&mut round);
+            }
+        }
+        // Release: pushers of the next cycle (whose fetch_add reads this 0)
+        // see every place emptied. A swap rather than a store, so the reset
+        // is ordered with the late pushers' increments as a read-modify-write
+        // (loom, like the memory model, orders read-modify-writes totally).
+        shard.len.swap(0, Ordering::AcqRel);
+    }
+
+    /// Handles buffered now (a snapshot; exact when nobody pushes).
+    pub(crate) fn pending(&self, mut each: impl FnMut(u64)) -> usize {
+        let mut n = 0;
+        for shard in self.shards.iter() {
+            for place in shard.places.iter() {
+                let raw = place.load(Ordering::Acquire);
+                if raw != 0 {
+                    each(raw);
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Heap bytes of the shards.
+    pub(crate) fn metadata_bytes(&self) -> usize {
+        self.shards.len() * (std::mem::size_of::<CachePadded<Shard>>() + self.batch * 8)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_shard_hands_over_its_batch_and_reopens() {
+        let s = Shards::new(2, 3);
+        let mut out = Vec::new();
+        assert_eq!(s.push(0, 11, &mut out), Push::Buffered);
+        assert_eq!(s.push(0, 12, &mut out), Push::Buffered);
+        assert_eq!(s.push(1, 21, &mut out), Push::Buffered);
+        assert_eq!(s.pending(|_| {}), 3);
+        assert_eq!(s.push(0, 13, &mut out), Push::Full);
+        assert_eq!(out, [11, 12, 13]);
+        out.clear();
+        assert_eq!(s.push(0, 14, &mut out), Push::Buffered);
+        s.close(0, &mut out);
+        s.close(1, &mut out);
+        assert_eq!(out, [14, 21]);
+        assert_eq!(s.pending(|_| {}), 0);
+        out.clear();
+        s.close(0, &mut out);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn threads_lose_and_duplicate_nothing() {
+        const N: u64 = if cfg!(miri) { 200 } else { 5000 };
+        let s = Shards::new(2, 8);
+        let taken = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|sc| {
+            for t in 0..4u64 {
+                let (s, taken) = (&s, &taken);
+                sc.spawn(move || {
+                    let mut out = Vec::new();
+                    let mut direct = Vec::new();
+                    for i in 1..=N {
+                        let raw = t << 32 | i;
+                        if s.push((t % 2) as usize, raw, &mut out) == Push::Closed {
+                            direct.push(raw);
+                        }
+                        if i % 97 == 0 {
+                            s.close(((t + 1) % 2) as usize, &mut out);
+                        }
+                    }
+                    out.extend(direct);
+                    taken.lock().unwrap().extend(out);
+                });
+            }
+        });
+        let mut out = Vec::new();
+        s.close(0, &mut out);
+        s.close(1, &mut out);
+        let mut all = taken.into_inner().unwrap();
+        all.extend(out);
+        all.sort_unstable();
+        let want: Vec<u64> = (0..4u64)
+            .flat_map(|t| (1..=N).map(move |i| t << 32 | i))
+            .collect();
+        assert_eq!(all, want);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use loom::sync::Arc;
+
+    /// Collectors wait for pushers (by yielding): allow the extra branches
+    /// those waits take.
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut b = loom::model::Builder::new();
+        b.max_branches = 10_000;
+        b.check(f);
+    }
+
+    /// Two pushers fill a 2-place shard while a third thread flushes it:
+    /// every handle comes out exactly once, through a full batch, a flush or
+    /// a direct free.
+    #[test]
+    fn loom_push_push_close() {
+        model(|| {
+            let s = Arc::new(Shards::new(1, 2));
+            let pushers: Vec<_> = [1u64, 2]
+                .into_iter()
+                .map(|raw| {
+                    let s = s.clone();
+                    loom::thread::spawn(move || {
+                        let mut out = Vec::new();
+                        match s.push(0, raw, &mut out) {
+                            Push::Closed => vec![raw],
+                            _ => out,
+                        }
+                    })
+                })
+                .collect();
+            let closer = {
+                let s = s.clone();
+                loom::thread::spawn(move || {
+                    let mut out = Vec::new();
+                    s.close(0, &mut out);
+                    out
+                })
+            };
+            let mut all: Vec<u64> = pushers
+                .into_iter()
+                .flat_map(|t| t.join().unwrap())
+                .collect();
+            all.extend(closer.join().unwrap());
+            let mut rest = Vec::new();
+            s.close(0, &mut rest);
+            all.extend(rest);
+            all.sort_unstable();
+            assert_eq!(all, [1, 2]);
+        });
+    }
+
+    #[test]
+    fn loom_push_close_small() {
+        model(|| {
+            let s = Arc::new(Shards::new(1, 2));
+            let a = {
+                let s = s.clone();
+                loom::thread::spawn(move || {
+                    let mut out = Vec::new();
+                    match s.push(0, 1, &mut out) {
+                        Push::Closed => vec![1],
+                        _ => out,
+                    }
+                })
+            };
+            let mut out = Vec::new();
+            s.close(0, &mut out);
+            out.extend(a.join().unwrap());
+            let mut rest = Vec::new();
+            s.close(0, &mut rest);
+            out.extend(rest);
+            assert_eq!(out, [1]);
+        });
+    }
+
+    /// A full cycle and the next: the collector's reopening never loses a
+    /// push of the next cycle.
+    #[test]
+    fn loom_collect_then_reuse() {
+        model(|| {
+            let s = Arc::new(Shards::new(1, 1));
+            let t = {
+                let s = s.clone();
+                loom::thread::spawn(move || {
+                    let mut out = Vec::new();
+                    let a = s.push(0, 7, &mut out);
+                    (a, out)
+                })
+            };
+            let mut out = Vec::new();
+            let b = s.push(0, 9, &mut out);
+            let (a, out_a) = t.join().unwrap();
+            let mut all = out.clone();
+            all.extend(out_a);
+            if a == Push::Closed {
+                all.push(7);
+            }
+            if b == Push::Closed {
+                all.push(9);
+            }
+            all.sort_unstable();
+            assert_eq!(all, [7, 9]);
+        });
+    }
+}
