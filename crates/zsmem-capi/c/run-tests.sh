@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Build libzsmem with cargo, then build and run the C tests and the example
+# three ways: against libzsmem.a, against libzsmem.so, and against an
+# install into a temporary prefix found through pkg-config. With valgrind
+# installed, the tests and the example run under it too (memcheck; a
+# definite leak or a memory error fails).
+#
+#   crates/zsmem-capi/c/run-tests.sh [--release]
+#
+# Honours CARGO_TARGET_DIR (default: the workspace's target/) and CC;
+# ZSMEM_NO_VALGRIND=1 skips the valgrind runs.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+profile=debug
+cargo_flags=(--locked)
+case "${1:-}" in
+  "") ;;
+  --release) profile=release; cargo_flags+=(--release) ;;
+  *) echo "usage: $0 [--release]" >&2; exit 2 ;;
+esac
+target=${CARGO_TARGET_DIR:-$root/target}
+case "$target" in /*) ;; *) target=$root/$target ;; esac
+libdir=$target/$profile
+out=$target/zsmem-capi-c/$profile
+
+echo "-- cargo build -p zsmem-capi (${profile})"
+(cd "$root" && cargo build -p zsmem-capi "${cargo_flags[@]}")
+
+echo "-- building the C tests and example (static and shared)"
+make -s -C "$here" LIBDIR="$libdir" OUT="$out" static shared
+
+failed=0
+run() {
+  echo "-- $*"
+  if ! "$@"; then
+    echo "FAILED: $*" >&2
+    failed=1
+  fi
+}
+
+run "$out/test_zsmem-static"
+run "$out/test_zsmem-shared"
+run "$out/example-static" >/dev/null
+run "$out/example-shared"
+
+# The static build must not need the shared library.
+if readelf -d "$out/test_zsmem-static" | grep -q 'NEEDED.*libzsmem'; then
+  echo "FAILED: test_zsmem-static needs libzsmem.so" >&2
+  failed=1
+fi
+
+echo "-- install.sh into a temporary prefix, then build through pkg-config"
+prefix=$(mktemp -d)
+trap 'rm -rf "$prefix"' EXIT
+"$here/../install.sh" "$prefix" "$libdir"
+if command -v pkg-config >/dev/null 2>&1; then
+  export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+  want=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -n 1)
+  got=$(pkg-config --modversion zsmem)
+  if [[ $got != "$want" ]]; then
+    echo "FAILED: pkg-config says zsmem $got, the workspace is $want" >&2
+    failed=1
+  fi
+  make -s -C "$here" OUT="$out" pkgconfig
+  run "$out/test_zsmem-pkgconfig"
+  run "$out/example-pkgconfig" >/dev/null
+  if ! readelf -d "$out/test_zsmem-pkgconfig" | grep -q "RUNPATH.*$prefix/lib"; then
+    echo "FAILED: the pkg-config build does not use the installed library" >&2
+    failed=1
+  fi
+else
+  echo "skipping the pkg-config build: pkg-config is not installed"
+fi
+
+if [[ ${ZSMEM_NO_VALGRIND:-0} != 1 ]] && command -v valgrind >/dev/null 2>&1; then
+  vg=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite)
+  # Fewer operations per thread: valgrind runs threads one at a time.
+  run env ZSMEM_TEST_OPS=3000 "${vg[@]}" "$out/test_zsmem-shared"
+  run "${vg[@]}" "$out/example-static" >/dev/null
+else
+  echo "skipping valgrind: not installed (or ZSMEM_NO_VALGRIND=1)"
+fi
+
+if [[ $failed != 0 ]]; then
+  echo "C API tests FAILED" >&2
+  exit 1
+fi
+echo "C API tests passed"

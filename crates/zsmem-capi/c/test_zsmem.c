@@ -1,0 +1,638 @@
+/* Tests of the zsmem C API from C: every function, its success and its
+ * error paths (NULL arguments, stale and double-freed handles, short
+ * buffers, the memory limit, slots out of range, bad configurations), and
+ * threads sharing one pool with every byte checked.
+ *
+ * Prints one line per test and closes with "N passed, N failed"; exits 0
+ * only if every test passed. ZSMEM_TEST_OPS sets the operations per thread
+ * of the threaded test (default 20000; run-tests.sh lowers it under
+ * valgrind). */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zsmem.h"
+
+static int check_failures;
+
+#define CHECK(cond)                                                                    \
+    do {                                                                               \
+        if (!(cond)) {                                                                 \
+            fprintf(stderr, "  %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            check_failures++;                                                          \
+        }                                                                              \
+    } while (0)
+
+/* `expr` must return `want`; on a mismatch print both and the last error. */
+#define CHECK_RC(expr, want)                                                              \
+    do {                                                                                  \
+        long long rc_ = (long long)(expr);                                                \
+        long long want_ = (long long)(want);                                              \
+        if (rc_ != want_) {                                                               \
+            fprintf(stderr, "  %s:%d: %s returned %lld (%s), want %lld (%s)\n  last error: %s\n", \
+                    __FILE__, __LINE__, #expr, rc_, zsmem_strerror((int)rc_), want_,       \
+                    zsmem_strerror((int)want_), zsmem_last_error_message());              \
+            check_failures++;                                                             \
+        }                                                                                 \
+    } while (0)
+
+/* The last error message must start with `prefix`. */
+#define CHECK_MSG(prefix)                                                               \
+    do {                                                                                \
+        const char *m_ = zsmem_last_error_message();                                    \
+        if (strncmp(m_, (prefix), strlen(prefix)) != 0) {                               \
+            fprintf(stderr, "  %s:%d: last error \"%s\" does not start with \"%s\"\n", \
+                    __FILE__, __LINE__, m_, (prefix));                                  \
+            check_failures++;                                                           \
+        }                                                                               \
+    } while (0)
+
+static zsmem_pool *new_pool(size_t memory_limit) {
+    zsmem_pool_config cfg;
+    zsmem_pool *pool = NULL;
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    cfg.memory_limit = memory_limit;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    return pool;
+}
+
+static void text_page(unsigned char *page, size_t len, int seed) {
+    char line[64];
+    int n = snprintf(line, sizeof line, "int f%d(void) { return %d; }\n", seed, seed);
+    for (size_t i = 0; i < len; i++) page[i] = (unsigned char)line[i % (size_t)n];
+    page[0] = (unsigned char)seed;
+}
+
+static void noise_page(unsigned char *page, size_t len, uint64_t seed) {
+    uint64_t x = seed | (1ull << 40);
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        page[i] = (unsigned char)(x >> 24);
+    }
+}
+
+static int all_bytes(const unsigned char *p, size_t len, unsigned char b) {
+    for (size_t i = 0; i < len; i++)
+        if (p[i] != b) return 0;
+    return 1;
+}
+
+static void test_version(void) {
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", ZSMEM_VERSION_MAJOR, ZSMEM_VERSION_MINOR,
+             ZSMEM_VERSION_PATCH);
+    CHECK(strcmp(zsmem_version(), want) == 0);
+}
+
+static void test_pool_round_trip(void) {
+    zsmem_pool_config cfg;
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    CHECK(cfg.size == sizeof cfg);
+    CHECK(cfg.page_size == 4096 && cfg.chain_size == 8 && cfg.class_delta == 16);
+    CHECK(cfg.memory_limit == 0 && cfg.compaction == ZSMEM_COMPACTION_AUTO);
+    CHECK(cfg.chain_rule == ZSMEM_CHAIN_RULE_MIN_WASTE && cfg.kernel_handle_header == 0);
+    zsmem_pool *pool = NULL;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    CHECK(pool != NULL);
+
+    uint64_t h1 = 0, h2 = 0;
+    CHECK_RC(zsmem_pool_store(pool, "compressed bytes", 16, &h1), 0);
+    CHECK(h1 != 0);
+    CHECK_RC(zsmem_pool_object_len(pool, h1), 16);
+    char buf[64] = {0};
+    CHECK_RC(zsmem_pool_read(pool, h1, buf, sizeof buf, NULL), 16);
+    CHECK(memcmp(buf, "compressed bytes", 16) == 0);
+
+    unsigned char data[1000], back[4096];
+    memset(data, 7, sizeof data);
+    CHECK_RC(zsmem_pool_alloc(pool, sizeof data, &h2), 0);
+    CHECK_RC(zsmem_pool_write(pool, h2, data, sizeof data), 0);
+    CHECK_RC(zsmem_pool_write_at(pool, h2, 998, "xy", 2), 0);
+    CHECK_RC(zsmem_pool_read(pool, h2, back, sizeof back, NULL), 1000);
+    CHECK(all_bytes(back, 998, 7) && back[998] == 'x' && back[999] == 'y');
+
+    zsmem_pool_stats st;
+    CHECK_RC(zsmem_pool_get_stats(pool, &st, sizeof st), 0);
+    CHECK(st.objects == 2 && st.bytes_stored == 1016 && st.page_size == 4096);
+    CHECK(st.pages_held >= 1 && st.bytes_held == st.pages_held * 4096 && st.metadata_bytes > 0);
+
+    int n = zsmem_pool_class_stats(pool, NULL, 0);
+    CHECK(n > 100);
+    zsmem_class_stats *classes = calloc((size_t)n, sizeof *classes);
+    CHECK_RC(zsmem_pool_class_stats(pool, classes, (size_t)n), n);
+    uint64_t used = 0;
+    for (int i = 0; i < n; i++) {
+        used += classes[i].obj_used;
+        if (i > 0) CHECK(classes[i - 1].size < classes[i].size);
+    }
+    CHECK(used == 2);
+    free(classes);
+
+    CHECK_RC(zsmem_pool_check_invariants(pool), 0);
+    CHECK_RC(zsmem_pool_free(pool, h1), 0);
+    CHECK_RC(zsmem_pool_free(pool, h2), 0);
+    CHECK(zsmem_pool_compact(pool) >= 0);
+    CHECK_RC(zsmem_pool_trim(pool), 0);
+    CHECK_RC(zsmem_pool_get_stats(pool, &st, sizeof st), 0);
+    CHECK(st.objects == 0 && st.pages_held == 0 && st.cached_pages == 0);
+    CHECK_RC(zsmem_pool_check_invariants(pool), 0);
+    zsmem_pool_destroy(pool);
+}
+
+/* Compaction frees pages and handles stay valid. */
+static void test_compaction_keeps_handles(void) {
+    zsmem_pool_config cfg;
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    cfg.compaction = ZSMEM_COMPACTION_OFF;
+    zsmem_pool *pool = NULL;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    enum { N = 2000 };
+    static uint64_t h[N];
+    unsigned char obj[200], back[200];
+    for (int i = 0; i < N; i++) {
+        memset(obj, i & 0xff, sizeof obj);
+        CHECK_RC(zsmem_pool_store(pool, obj, sizeof obj, &h[i]), 0);
+    }
+    for (int i = 0; i < N; i++)
+        if (i % 4 != 0) CHECK_RC(zsmem_pool_free(pool, h[i]), 0);
+    zsmem_pool_stats before, after;
+    CHECK_RC(zsmem_pool_get_stats(pool, &before, sizeof before), 0);
+    int64_t freed = zsmem_pool_compact(pool);
+    CHECK(freed > 0);
+    CHECK_RC(zsmem_pool_get_stats(pool, &after, sizeof after), 0);
+    CHECK(after.pages_held + (uint64_t)freed == before.pages_held);
+    CHECK(after.pages_compacted == (uint64_t)freed && after.objects_moved > 0);
+    for (int i = 0; i < N; i += 4) {
+        CHECK_RC(zsmem_pool_read(pool, h[i], back, sizeof back, NULL), 200);
+        CHECK(all_bytes(back, sizeof back, (unsigned char)(i & 0xff)));
+        CHECK_RC(zsmem_pool_free(pool, h[i]), 0);
+    }
+    CHECK_RC(zsmem_pool_check_invariants(pool), 0);
+    zsmem_pool_destroy(pool);
+}
+
+static void test_null_arguments(void) {
+    zsmem_pool_config cfg;
+    zsmem_store_config scfg;
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    CHECK_RC(zsmem_store_config_default(&scfg), 0);
+    zsmem_pool *pool = new_pool(0);
+    zsmem_pool *p = NULL;
+    zsmem_store *s = NULL;
+    uint64_t h = 0, out = 0;
+    char buf[8];
+    zsmem_pool_stats st;
+    zsmem_mm_stat mm;
+    CHECK_RC(zsmem_pool_store(pool, "x", 1, &h), 0);
+
+    CHECK_RC(zsmem_pool_config_init(NULL, sizeof cfg), -EINVAL);
+    CHECK_MSG("zsmem_pool_config_init: config is NULL");
+    CHECK_RC(zsmem_store_config_init(NULL, sizeof scfg), -EINVAL);
+    CHECK_RC(zsmem_pool_new(NULL, &p), -EINVAL);
+    CHECK_RC(zsmem_pool_new(&cfg, NULL), -EINVAL);
+    CHECK_RC(zsmem_pool_alloc(NULL, 1, &out), -EINVAL);
+    CHECK_MSG("zsmem_pool_alloc: pool is NULL");
+    CHECK_RC(zsmem_pool_alloc(pool, 1, NULL), -EINVAL);
+    CHECK_RC(zsmem_pool_store(NULL, "x", 1, &out), -EINVAL);
+    CHECK_RC(zsmem_pool_store(pool, NULL, 1, &out), -EINVAL);
+    CHECK_MSG("zsmem_pool_store: data is NULL");
+    CHECK_RC(zsmem_pool_store(pool, "x", 1, NULL), -EINVAL);
+    CHECK_RC(zsmem_pool_write(NULL, h, "x", 1), -EINVAL);
+    CHECK_RC(zsmem_pool_write(pool, h, NULL, 1), -EINVAL);
+    CHECK_RC(zsmem_pool_write_at(NULL, h, 0, "x", 1), -EINVAL);
+    CHECK_RC(zsmem_pool_write_at(pool, h, 0, NULL, 1), -EINVAL);
+    CHECK_RC(zsmem_pool_read(NULL, h, buf, sizeof buf, NULL), -EINVAL);
+    CHECK_RC(zsmem_pool_read(pool, h, NULL, sizeof buf, NULL), -EINVAL);
+    CHECK_RC(zsmem_pool_object_len(NULL, h), -EINVAL);
+    CHECK_RC(zsmem_pool_free(NULL, h), -EINVAL);
+    CHECK_RC(zsmem_pool_compact(NULL), -EINVAL);
+    CHECK_RC(zsmem_pool_trim(NULL), -EINVAL);
+    CHECK_RC(zsmem_pool_check_invariants(NULL), -EINVAL);
+    CHECK_RC(zsmem_pool_get_stats(NULL, &st, sizeof st), -EINVAL);
+    CHECK_RC(zsmem_pool_get_stats(pool, NULL, sizeof st), -EINVAL);
+    CHECK_RC(zsmem_pool_class_stats(NULL, NULL, 0), -EINVAL);
+    CHECK_RC(zsmem_pool_class_stats(pool, NULL, 3), -EINVAL);
+    CHECK_RC(zsmem_store_new(NULL, &cfg, &s), -EINVAL);
+    CHECK_RC(zsmem_store_new(&scfg, NULL, &s), -EINVAL);
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, NULL), -EINVAL);
+    CHECK_RC(zsmem_store_write(NULL, 0, buf, 4096), -EINVAL);
+    CHECK_RC(zsmem_store_read(NULL, 0, buf, 4096), -EINVAL);
+    CHECK_RC(zsmem_store_discard(NULL, 0, 1), -EINVAL);
+    CHECK_RC(zsmem_store_compact(NULL), -EINVAL);
+    CHECK_RC(zsmem_store_mm_stat(NULL, &mm), -EINVAL);
+    CHECK_MSG("zsmem_store_mm_stat: store is NULL");
+    CHECK(p == NULL && s == NULL && out == 0);
+    /* The destructors ignore NULL, as free() does. */
+    zsmem_pool_destroy(NULL);
+    zsmem_store_destroy(NULL);
+    /* Nothing above touched the pool's object. */
+    CHECK_RC(zsmem_pool_read(pool, h, buf, sizeof buf, NULL), 1);
+    CHECK_RC(zsmem_pool_check_invariants(pool), 0);
+    zsmem_pool_destroy(pool);
+}
+
+static void test_handle_misuse(void) {
+    zsmem_pool *pool = new_pool(0);
+    zsmem_pool *other = new_pool(0);
+    uint64_t h = 0, h2 = 0;
+    char buf[16];
+    CHECK_RC(zsmem_pool_store(pool, "first", 5, &h), 0);
+    CHECK_RC(zsmem_pool_free(pool, h), 0);
+    /* Double free and use after free. */
+    CHECK_RC(zsmem_pool_free(pool, h), -EBADF);
+    CHECK_MSG("zsmem_pool_free: invalid handle");
+    CHECK_RC(zsmem_pool_read(pool, h, buf, sizeof buf, NULL), -EBADF);
+    CHECK_RC(zsmem_pool_object_len(pool, h), -EBADF);
+    CHECK_RC(zsmem_pool_write(pool, h, "x", 1), -EBADF);
+    /* The slot reused: the old handle is stale, never the new object. */
+    CHECK_RC(zsmem_pool_store(pool, "second", 6, &h2), 0);
+    CHECK(h2 != h);
+    CHECK_RC(zsmem_pool_read(pool, h, buf, sizeof buf, NULL), -EBADF);
+    CHECK(strstr(zsmem_last_error_message(), "stale") != NULL);
+    /* Forged values, and a handle of another pool. */
+    const uint64_t forged[] = {0, UINT64_MAX, h2 ^ (1ull << 20), h2 + 1};
+    for (size_t i = 0; i < sizeof forged / sizeof forged[0]; i++) {
+        CHECK_RC(zsmem_pool_read(pool, forged[i], buf, sizeof buf, NULL), -EBADF);
+        CHECK_RC(zsmem_pool_free(pool, forged[i]), -EBADF);
+    }
+    CHECK_RC(zsmem_pool_read(other, h2, buf, sizeof buf, NULL), -EBADF);
+    CHECK_RC(zsmem_pool_read(pool, h2, buf, sizeof buf, NULL), 6);
+    CHECK(memcmp(buf, "second", 6) == 0);
+    CHECK_RC(zsmem_pool_check_invariants(pool), 0);
+    zsmem_pool_destroy(other);
+    zsmem_pool_destroy(pool);
+}
+
+static void test_lengths(void) {
+    zsmem_pool *pool = new_pool(0);
+    uint64_t h = 0;
+    static unsigned char big[5000];
+    CHECK_RC(zsmem_pool_alloc(pool, 0, &h), -EINVAL);
+    CHECK_RC(zsmem_pool_alloc(pool, 4097, &h), -E2BIG);
+    CHECK(strstr(zsmem_last_error_message(), "4097") != NULL);
+    CHECK_RC(zsmem_pool_store(pool, big, sizeof big, &h), -E2BIG);
+    CHECK(h == 0);
+    CHECK_RC(zsmem_pool_alloc(pool, 4096, &h), 0);
+    CHECK_RC(zsmem_pool_free(pool, h), 0);
+
+    unsigned char obj[100], small[99], back[100];
+    memset(obj, 9, sizeof obj);
+    CHECK_RC(zsmem_pool_store(pool, obj, sizeof obj, &h), 0);
+    CHECK_RC(zsmem_pool_write_at(pool, h, 99, "ab", 2), -EMSGSIZE);
+    CHECK_RC(zsmem_pool_write(pool, h, big, 101), -EMSGSIZE);
+    size_t needed = 0;
+    memset(small, 0xEE, sizeof small);
+    CHECK_RC(zsmem_pool_read(pool, h, small, sizeof small, &needed), -ENOBUFS);
+    CHECK(needed == 100);
+    CHECK(all_bytes(small, sizeof small, 0xEE)); /* untouched */
+    CHECK_MSG("zsmem_pool_read: read buffer of 99 bytes");
+    CHECK_RC(zsmem_pool_read(pool, h, small, sizeof small, NULL), -ENOBUFS);
+    /* Nothing changed. */
+    CHECK_RC(zsmem_pool_read(pool, h, back, needed, NULL), 100);
+    CHECK(all_bytes(back, sizeof back, 9));
+    CHECK_RC(zsmem_pool_check_invariants(pool), 0);
+    zsmem_pool_destroy(pool);
+}
+
+static void test_memory_limit(void) {
+    zsmem_pool *pool = new_pool(4 * 4096);
+    static unsigned char page[4096];
+    memset(page, 5, sizeof page);
+    int stored = 0, rc;
+    uint64_t h;
+    while ((rc = zsmem_pool_store(pool, page, sizeof page, &h)) == 0) stored++;
+    CHECK_RC(rc, -ENOMEM);
+    CHECK(strstr(zsmem_last_error_message(), "memory limit") != NULL);
+    CHECK(stored == 4); /* page-sized objects take one page each */
+    zsmem_pool_stats st;
+    CHECK_RC(zsmem_pool_get_stats(pool, &st, sizeof st), 0);
+    CHECK(st.pages_held == 4 && st.objects == 4);
+    CHECK_RC(zsmem_pool_check_invariants(pool), 0);
+    zsmem_pool_destroy(pool);
+}
+
+static int pool_new_rc(const zsmem_pool_config *cfg) {
+    zsmem_pool *p = NULL;
+    int rc = zsmem_pool_new(cfg, &p);
+    CHECK(p == NULL || rc == 0);
+    zsmem_pool_destroy(p);
+    return rc;
+}
+
+static void test_bad_configurations(void) {
+    zsmem_pool_config cfg;
+    memset(&cfg, 0, sizeof cfg); /* never initialised */
+    CHECK_RC(pool_new_rc(&cfg), -EINVAL);
+    CHECK_MSG("zsmem_pool_new: config has size 0");
+
+    zsmem_pool_config_default(&cfg);
+    cfg.page_size = 5000;
+    CHECK_RC(pool_new_rc(&cfg), -EINVAL);
+    CHECK_MSG("zsmem_pool_new: invalid configuration");
+    zsmem_pool_config_default(&cfg);
+    cfg.chain_size = 17;
+    CHECK_RC(pool_new_rc(&cfg), -EINVAL);
+    zsmem_pool_config_default(&cfg);
+    cfg.class_delta = 12;
+    CHECK_RC(pool_new_rc(&cfg), -EINVAL);
+    zsmem_pool_config_default(&cfg);
+    cfg.chain_rule = 7;
+    CHECK_RC(pool_new_rc(&cfg), -EINVAL);
+    zsmem_pool_config_default(&cfg);
+    cfg.kernel_handle_header = 2;
+    CHECK_RC(pool_new_rc(&cfg), -EINVAL);
+    zsmem_pool_config_default(&cfg);
+    cfg.compaction = 5;
+    CHECK_RC(pool_new_rc(&cfg), -EINVAL);
+    zsmem_pool_config_default(&cfg);
+    cfg.compaction_max_moves = 0;
+    CHECK_RC(pool_new_rc(&cfg), -EINVAL);
+    CHECK_RC(zsmem_pool_config_init(&cfg, 8), -EINVAL); /* no such struct size */
+
+    /* The kernel's configuration and the other chain rules are accepted. */
+    zsmem_pool_config_default(&cfg);
+    cfg.kernel_handle_header = 1;
+    cfg.compaction = ZSMEM_COMPACTION_OFF;
+    CHECK_RC(pool_new_rc(&cfg), 0);
+    cfg.chain_rule = ZSMEM_CHAIN_RULE_SPAN_AWARE;
+    cfg.page_size = 16384;
+    CHECK_RC(pool_new_rc(&cfg), 0);
+    cfg.chain_rule = ZSMEM_CHAIN_RULE_USED_PERCENT;
+    CHECK_RC(pool_new_rc(&cfg), 0);
+
+    /* Store configurations. */
+    zsmem_store_config scfg;
+    zsmem_store *s = NULL;
+    zsmem_pool_config_default(&cfg);
+    zsmem_store_config_default(&scfg);
+    CHECK(scfg.size == sizeof scfg && scfg.codec == ZSMEM_CODEC_LZ4 && scfg.zstd_level == 3);
+    scfg.slots = 0;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &s), -EINVAL);
+    zsmem_store_config_default(&scfg);
+    scfg.codec = 9;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &s), -EINVAL);
+    CHECK_MSG("zsmem_store_new: invalid configuration: codec 9");
+    scfg.codec = ZSMEM_CODEC_ZSTD;
+    scfg.zstd_level = 0;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &s), -EINVAL);
+    scfg.zstd_level = 23;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &s), -EINVAL);
+    memset(&scfg, 0, sizeof scfg);
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &s), -EINVAL);
+    zsmem_store_config_default(&scfg);
+    cfg.page_size = 3;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &s), -EINVAL);
+    CHECK(s == NULL);
+}
+
+static void test_store(void) {
+    static unsigned char page[4096], out[4096];
+    for (int codec = ZSMEM_CODEC_LZ4; codec <= ZSMEM_CODEC_ZSTD; codec++) {
+        zsmem_pool_config cfg;
+        zsmem_store_config scfg;
+        zsmem_store *store = NULL;
+        zsmem_mm_stat mm;
+        zsmem_pool_config_default(&cfg);
+        zsmem_store_config_default(&scfg);
+        scfg.slots = 16;
+        scfg.codec = (uint32_t)codec;
+        CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), 0);
+
+        memset(page, 0, sizeof page);
+        CHECK_RC(zsmem_store_write(store, 0, page, sizeof page), 0); /* same-filled */
+        text_page(page, sizeof page, 1);
+        CHECK_RC(zsmem_store_write(store, 1, page, sizeof page), 0);
+        noise_page(page, sizeof page, 7);
+        CHECK_RC(zsmem_store_write(store, 2, page, sizeof page), 0); /* huge */
+        text_page(page, sizeof page, 15);
+        CHECK_RC(zsmem_store_write(store, 15, page, sizeof page), 0);
+
+        text_page(page, sizeof page, 1);
+        CHECK_RC(zsmem_store_read(store, 1, out, sizeof out), 0);
+        CHECK(memcmp(out, page, sizeof page) == 0);
+        noise_page(page, sizeof page, 7);
+        CHECK_RC(zsmem_store_read(store, 2, out, sizeof out), 0);
+        CHECK(memcmp(out, page, sizeof page) == 0);
+        memset(out, 0xAA, sizeof out);
+        CHECK_RC(zsmem_store_read(store, 3, out, sizeof out), 0); /* never written */
+        CHECK(all_bytes(out, sizeof out, 0));
+
+        CHECK_RC(zsmem_store_mm_stat(store, &mm), 0);
+        CHECK(mm.orig_data_size == 4 * 4096);
+        CHECK(mm.same_pages == 1 && mm.huge_pages == 1 && mm.huge_pages_since == 1);
+        CHECK(mm.compr_data_size > 4096 && mm.compr_data_size < 4096 + 1000);
+        CHECK(mm.mem_used_total % 4096 == 0 && mm.mem_used_max >= mm.mem_used_total);
+        CHECK(mm.mem_limit == 0);
+
+        CHECK_RC(zsmem_store_discard(store, 0, 3), 0);
+        CHECK_RC(zsmem_store_read(store, 1, out, sizeof out), 0);
+        CHECK(all_bytes(out, sizeof out, 0));
+        CHECK(zsmem_store_compact(store) >= 0);
+        CHECK_RC(zsmem_store_mm_stat(store, &mm), 0);
+        CHECK(mm.orig_data_size == 4096 && mm.same_pages == 0 && mm.huge_pages == 0);
+
+        /* Error paths. */
+        CHECK_RC(zsmem_store_write(store, 16, page, sizeof page), -ERANGE);
+        CHECK_MSG("zsmem_store_write: slot 16 is out of range");
+        CHECK_RC(zsmem_store_read(store, 99, out, sizeof out), -ERANGE);
+        CHECK_RC(zsmem_store_discard(store, 10, 7), -ERANGE);
+        CHECK_RC(zsmem_store_discard(store, SIZE_MAX, 2), -ERANGE);
+        CHECK_RC(zsmem_store_write(store, 3, page, 100), -EINVAL);
+        memset(out, 0x55, sizeof out);
+        CHECK_RC(zsmem_store_read(store, 15, out, 4095), -EINVAL);
+        CHECK(all_bytes(out, sizeof out, 0x55)); /* untouched */
+        text_page(page, sizeof page, 15);
+        CHECK_RC(zsmem_store_read(store, 15, out, sizeof out), 0);
+        CHECK(memcmp(out, page, sizeof page) == 0);
+        zsmem_store_destroy(store);
+    }
+}
+
+static void test_store_memory_limit(void) {
+    static unsigned char page[4096], out[4096];
+    zsmem_pool_config cfg;
+    zsmem_store_config scfg;
+    zsmem_store *store = NULL;
+    zsmem_mm_stat mm;
+    zsmem_pool_config_default(&cfg);
+    zsmem_store_config_default(&scfg);
+    scfg.slots = 64;
+    cfg.memory_limit = 2 * 4096;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), 0);
+    noise_page(page, sizeof page, 0);
+    CHECK_RC(zsmem_store_write(store, 0, page, sizeof page), 0);
+    noise_page(page, sizeof page, 1);
+    CHECK_RC(zsmem_store_write(store, 1, page, sizeof page), 0);
+    noise_page(page, sizeof page, 2);
+    CHECK_RC(zsmem_store_write(store, 0, page, sizeof page), -ENOMEM);
+    /* The refused overwrite kept the old page. */
+    noise_page(page, sizeof page, 0);
+    CHECK_RC(zsmem_store_read(store, 0, out, sizeof out), 0);
+    CHECK(memcmp(out, page, sizeof page) == 0);
+    CHECK_RC(zsmem_store_mm_stat(store, &mm), 0);
+    CHECK(mm.mem_limit == 2 * 4096 && mm.mem_used_total == 2 * 4096);
+    zsmem_store_destroy(store);
+}
+
+static void *fail_once(void *arg) {
+    (void)arg;
+    /* A fresh thread has no error yet; its own failure stays its own. */
+    int empty = zsmem_last_error_message()[0] == '\0';
+    int rc = zsmem_pool_free(NULL, 1);
+    int own = strcmp(zsmem_last_error_message(), "zsmem_pool_free: pool is NULL") == 0;
+    return (void *)(intptr_t)(empty && rc == -EINVAL && own);
+}
+
+static void test_errors_and_messages(void) {
+    const int codes[] = {0,      -EINVAL, -E2BIG, -EMSGSIZE, -ENOBUFS,
+                         -ENOMEM, -EBADF,  -ERANGE, -EIO,     -ENOTRECOVERABLE};
+    const size_t n = sizeof codes / sizeof codes[0];
+    for (size_t i = 0; i < n; i++) {
+        const char *s = zsmem_strerror(codes[i]);
+        CHECK(s != NULL && s[0] != '\0');
+        CHECK(strcmp(s, zsmem_strerror(-codes[i])) == 0);
+        CHECK(strcmp(s, "unknown error code") != 0);
+        for (size_t j = 0; j < i; j++) CHECK(strcmp(s, zsmem_strerror(codes[j])) != 0);
+    }
+    CHECK(strcmp(zsmem_strerror(12345), "unknown error code") == 0);
+    CHECK(strcmp(zsmem_strerror(-2147483647 - 1), "unknown error code") == 0);
+
+    CHECK_RC(zsmem_pool_trim(NULL), -EINVAL);
+    CHECK_MSG("zsmem_pool_trim: pool is NULL");
+    pthread_t t;
+    void *ok = NULL;
+    CHECK(pthread_create(&t, NULL, fail_once, NULL) == 0);
+    CHECK(pthread_join(t, &ok) == 0);
+    CHECK(ok == (void *)1);
+    /* The other thread's failure did not replace this thread's message, and
+     * a success leaves it alone. */
+    CHECK_MSG("zsmem_pool_trim: pool is NULL");
+    zsmem_pool *pool = new_pool(0);
+    CHECK_MSG("zsmem_pool_trim: pool is NULL");
+    zsmem_pool_destroy(pool);
+}
+
+struct worker {
+    zsmem_pool *pool;
+    uint64_t seed;
+    long ops;
+    long failures;
+};
+
+struct live {
+    uint64_t handle;
+    size_t len;
+    unsigned char fill;
+};
+
+static void *worker_main(void *arg) {
+    struct worker *w = arg;
+    enum { MAX_LIVE = 256 };
+    struct live live[MAX_LIVE];
+    size_t n = 0;
+    unsigned char *buf = malloc(4096), *data = malloc(4096);
+    uint64_t x = w->seed | 1;
+    for (long i = 0; i < w->ops; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        if (n == MAX_LIVE || (x % 3 == 0 && n > 0)) {
+            size_t k = (size_t)(x % n);
+            struct live l = live[k];
+            live[k] = live[--n];
+            int got = zsmem_pool_read(w->pool, l.handle, buf, 4096, NULL);
+            if (got != (int)l.len || !all_bytes(buf, l.len, l.fill)) w->failures++;
+            if (zsmem_pool_free(w->pool, l.handle) != 0) w->failures++;
+            /* The freed handle is dead at once. */
+            if (zsmem_pool_object_len(w->pool, l.handle) != -EBADF) w->failures++;
+        } else {
+            size_t len = 1 + (size_t)((x >> 8) % 4096);
+            unsigned char fill = (unsigned char)(x >> 32);
+            memset(data, fill, len);
+            uint64_t h = 0;
+            /* Half through store, half through alloc + write_at in two parts. */
+            if (x & 1) {
+                if (zsmem_pool_store(w->pool, data, len, &h) != 0) w->failures++;
+            } else {
+                size_t half = len / 2;
+                if (zsmem_pool_alloc(w->pool, len, &h) != 0 ||
+                    zsmem_pool_write_at(w->pool, h, half, data + half, len - half) != 0 ||
+                    (half > 0 && zsmem_pool_write(w->pool, h, data, half) != 0))
+                    w->failures++;
+            }
+            live[n++] = (struct live){h, len, fill};
+        }
+    }
+    while (n > 0) {
+        struct live l = live[--n];
+        int got = zsmem_pool_read(w->pool, l.handle, buf, 4096, NULL);
+        if (got != (int)l.len || !all_bytes(buf, l.len, l.fill)) w->failures++;
+        if (zsmem_pool_free(w->pool, l.handle) != 0) w->failures++;
+    }
+    free(buf);
+    free(data);
+    return NULL;
+}
+
+static void test_threads(void) {
+    enum { THREADS = 4 };
+    const char *env = getenv("ZSMEM_TEST_OPS");
+    long ops = env ? atol(env) : 20000;
+    zsmem_pool *pool = new_pool(0);
+    pthread_t t[THREADS];
+    struct worker w[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (struct worker){pool, 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1), ops, 0};
+        CHECK(pthread_create(&t[i], NULL, worker_main, &w[i]) == 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        CHECK(pthread_join(t[i], NULL) == 0);
+        CHECK(w[i].failures == 0);
+    }
+    zsmem_pool_stats st;
+    CHECK_RC(zsmem_pool_get_stats(pool, &st, sizeof st), 0);
+    CHECK(st.objects == 0 && st.bytes_stored == 0);
+    CHECK_RC(zsmem_pool_check_invariants(pool), 0);
+    zsmem_pool_destroy(pool);
+}
+
+struct test {
+    const char *name;
+    void (*run)(void);
+};
+
+int main(void) {
+    const struct test tests[] = {
+        {"version", test_version},
+        {"pool_round_trip", test_pool_round_trip},
+        {"compaction_keeps_handles", test_compaction_keeps_handles},
+        {"null_arguments", test_null_arguments},
+        {"handle_misuse", test_handle_misuse},
+        {"lengths", test_lengths},
+        {"memory_limit", test_memory_limit},
+        {"bad_configurations", test_bad_configurations},
+        {"store", test_store},
+        {"store_memory_limit", test_store_memory_limit},
+        {"errors_and_messages", test_errors_and_messages},
+        {"threads", test_threads},
+    };
+    int passed = 0, failed = 0;
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        int before = check_failures;
+        tests[i].run();
+        int ok = check_failures == before;
+        printf("test %s ... %s\n", tests[i].name, ok ? "ok" : "FAILED");
+        fflush(stdout);
+        if (ok)
+            passed++;
+        else
+            failed++;
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}

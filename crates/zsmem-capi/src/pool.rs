@@ -1,0 +1,610 @@
+//! `zsmem_pool_*`: a pool of variable-sized objects named by `uint64_t`
+//! handles.
+
+use std::ffi::{c_int, c_void};
+use std::mem::size_of;
+
+use zsmem_core::{ChainRule, CompactionPolicy, Handle, Pool, PoolConfig};
+
+use crate::error::{
+    Fail, bytes, guard, init_sized, non_null, out_buffer, out_ptr, read_sized, write_sized,
+};
+
+/// A pool (opaque). Made by `zsmem_pool_new`, released by
+/// `zsmem_pool_destroy`. Safe to use from several threads at once.
+pub struct zsmem_pool {
+    pub(crate) inner: Pool,
+}
+
+/// `zsmem_pool_config.chain_rule`: the kernel's rule since Linux 6.3, the
+/// chain length with the least tail waste (the default).
+pub const ZSMEM_CHAIN_RULE_MIN_WASTE: u32 = 0;
+/// `zsmem_pool_config.chain_rule`: the rule before Linux 6.3.
+pub const ZSMEM_CHAIN_RULE_USED_PERCENT: u32 = 1;
+/// `zsmem_pool_config.chain_rule`: prefer short chains unless a longer one
+/// cuts waste a lot (the 2026 RFC's rule).
+pub const ZSMEM_CHAIN_RULE_SPAN_AWARE: u32 = 2;
+
+/// `zsmem_pool_config.compaction`: compact only in `zsmem_pool_compact`
+/// (the kernel's behaviour).
+pub const ZSMEM_COMPACTION_OFF: u32 = 0;
+/// `zsmem_pool_config.compaction`: a free that leaves its size class able
+/// to give back a zspage also moves up to `compaction_max_moves` objects
+/// (the default).
+pub const ZSMEM_COMPACTION_AUTO: u32 = 1;
+
+/// How to make a pool. Initialise it with `zsmem_pool_config_default`
+/// (which sets `size` and every default), then change fields.
+///
+/// Defaults: 4096-byte pages, chain size 8, class delta 16, no memory
+/// limit, the kernel's chain rule, no handle header, automatic compaction
+/// moving up to 32 objects per free. The kernel's zsmalloc configuration is
+/// the defaults with `kernel_handle_header = 1` and
+/// `compaction = ZSMEM_COMPACTION_OFF`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct zsmem_pool_config {
+    /// `sizeof(zsmem_pool_config)` as the caller compiled it; set by
+    /// `zsmem_pool_config_default`. Lets later versions append fields.
+    pub size: usize,
+    /// Page size in bytes: a power of two, 4096 to 65536. Also the largest
+    /// object.
+    pub page_size: usize,
+    /// Most pages per zspage, 1 to 16.
+    pub chain_size: usize,
+    /// Distance between size classes in bytes, a multiple of 8.
+    pub class_delta: usize,
+    /// Most bytes of zspage memory the pool may hold; 0 for no limit. An
+    /// allocation that would pass it fails with `-ENOMEM`.
+    pub memory_limit: usize,
+    /// One of `ZSMEM_CHAIN_RULE_*`.
+    pub chain_rule: u32,
+    /// 1 to size objects as the kernel does (8 bytes larger for the handle
+    /// it keeps in each object), so page counts match the kernel's; 0 not
+    /// to.
+    pub kernel_handle_header: u32,
+    /// One of `ZSMEM_COMPACTION_*`.
+    pub compaction: u32,
+    /// With `ZSMEM_COMPACTION_AUTO`: most objects one free may move, at
+    /// least 1.
+    pub compaction_max_moves: u32,
+}
+
+// Versioned structs must have no padding (see `read_sized`).
+const _: () = assert!(size_of::<zsmem_pool_config>() == 5 * size_of::<usize>() + 4 * 4);
+
+fn default_config() -> zsmem_pool_config {
+    let d = PoolConfig::default();
+    let max_moves = match d.compaction {
+        CompactionPolicy::Auto { max_moves, .. } => max_moves as u32,
+        CompactionPolicy::Off => 32,
+    };
+    zsmem_pool_config {
+        size: size_of::<zsmem_pool_config>(),
+        page_size: d.page_size,
+        chain_size: d.chain_size,
+        class_delta: d.class_delta,
+        memory_limit: d.memory_limit.unwrap_or(0),
+        chain_rule: ZSMEM_CHAIN_RULE_MIN_WASTE,
+        kernel_handle_header: u32::from(d.kernel_handle_header),
+        compaction: if d.compaction == CompactionPolicy::Off {
+            ZSMEM_COMPACTION_OFF
+        } else {
+            ZSMEM_COMPACTION_AUTO
+        },
+        compaction_max_moves: max_moves,
+    }
+}
+
+/// The zsmem configuration a C configuration asks for; fields the C struct
+/// does not carry keep zsmem's defaults.
+pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
+    let chain_rule = match c.chain_rule {
+        ZSMEM_CHAIN_RULE_MIN_WASTE => ChainRule::MinWaste,
+        ZSMEM_CHAIN_RULE_USED_PERCENT => ChainRule::UsedPercent,
+        ZSMEM_CHAIN_RULE_SPAN_AWARE => ChainRule::SpanAware,
+        other => {
+            return Err(Fail::invalid(format!(
+                "invalid configuration: chain_rule {other} is not a ZSMEM_CHAIN_RULE_* value"
+            )));
+        }
+    };
+    let kernel_handle_header = match c.kernel_handle_header {
+        0 => false,
+        1 => true,
+        other => {
+            return Err(Fail::invalid(format!(
+                "invalid configuration: kernel_handle_header is {other}, not 0 or 1"
+            )));
+        }
+    };
+    let compaction = match c.compaction {
+        ZSMEM_COMPACTION_OFF => CompactionPolicy::Off,
+        ZSMEM_COMPACTION_AUTO => CompactionPolicy::Auto {
+            min_freeable_zspages: 1,
+            max_moves: c.compaction_max_moves as usize,
+        },
+        other => {
+            return Err(Fail::invalid(format!(
+                "invalid configuration: compaction {other} is not a ZSMEM_COMPACTION_* value"
+            )));
+        }
+    };
+    // Start from the defaults so that fields added to PoolConfig later keep
+    // their default here.
+    #[allow(clippy::field_reassign_with_default)]
+    {
+        let mut cfg = PoolConfig::default();
+        cfg.page_size = c.page_size;
+        cfg.chain_size = c.chain_size;
+        cfg.class_delta = c.class_delta;
+        cfg.chain_rule = chain_rule;
+        cfg.kernel_handle_header = kernel_handle_header;
+        cfg.memory_limit = (c.memory_limit != 0).then_some(c.memory_limit);
+        cfg.compaction = compaction;
+        Ok(cfg)
+    }
+}
+
+/// Fill `*config` with the defaults, for a struct of `size` bytes (pass
+/// `sizeof *config`; the `zsmem_pool_config_default` macro does). Returns 0,
+/// or `-EINVAL` if `config` is NULL or `size` is not a struct size this
+/// library knows.
+///
+/// # Safety
+/// `config` is NULL or points to `size` writable bytes, aligned for the
+/// struct.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_config_init(
+    config: *mut zsmem_pool_config,
+    size: usize,
+) -> c_int {
+    guard("zsmem_pool_config_init", || {
+        // SAFETY: the caller promises `size` writable bytes at `config`.
+        unsafe { init_sized(config, size, default_config(), "config") }?;
+        Ok(0)
+    })
+}
+
+/// Make a pool from `*config` and store it in `*pool_out`. Returns 0, or
+/// `-EINVAL` for a NULL argument, a configuration not initialised by
+/// `zsmem_pool_config_default`, or an out-of-range field (the message says
+/// which).
+///
+/// # Safety
+/// `config` is NULL or points to an initialised `zsmem_pool_config`;
+/// `pool_out` is NULL or points to writable storage for a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_new(
+    config: *const zsmem_pool_config,
+    pool_out: *mut *mut zsmem_pool,
+) -> c_int {
+    guard("zsmem_pool_new", || {
+        let pool_out = out_ptr(pool_out, "pool_out")?;
+        // SAFETY: the caller promises a NULL or initialised config.
+        let c = unsafe { read_sized(config, "config", "zsmem_pool_config_default") }?;
+        let inner = Pool::new(pool_config(&c)?)?;
+        let boxed = Box::into_raw(Box::new(zsmem_pool { inner }));
+        // SAFETY: `pool_out` is non-NULL and, per the caller, writable.
+        unsafe { pool_out.write(boxed) };
+        Ok(0)
+    })
+}
+
+/// Release a pool and every object in it. NULL is ignored. No other call on
+/// the pool may be running or follow.
+///
+/// # Safety
+/// `pool` is NULL or a pool from `zsmem_pool_new` not yet destroyed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_destroy(pool: *mut zsmem_pool) {
+    let _: c_int = guard("zsmem_pool_destroy", || {
+        if !pool.is_null() {
+            // SAFETY: made by Box::into_raw in zsmem_pool_new and, per the
+            // caller, not destroyed before nor in use.
+            drop(unsafe { Box::from_raw(pool) });
+        }
+        Ok(0)
+    });
+}
+
+/// # Safety
+/// `pool` is NULL or a live pool.
+unsafe fn pool_ref<'a>(pool: *const zsmem_pool) -> Result<&'a Pool, Fail> {
+    // SAFETY: forwarded from the caller.
+    Ok(&unsafe { non_null(pool, "pool") }?.inner)
+}
+
+/// Allocate an object of `len` bytes (1 to the page size) and store its
+/// handle in `*handle_out`; its bytes are unspecified until written.
+/// Returns 0, `-EINVAL` (NULL argument, `len` 0), `-E2BIG` (`len` over the
+/// page size) or `-ENOMEM` (memory limit or OS).
+///
+/// # Safety
+/// `pool` is NULL or a live pool; `handle_out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_alloc(
+    pool: *mut zsmem_pool,
+    len: usize,
+    handle_out: *mut u64,
+) -> c_int {
+    guard("zsmem_pool_alloc", || {
+        // SAFETY: the caller promises a NULL or live pool.
+        let pool = unsafe { pool_ref(pool) }?;
+        let out = out_ptr(handle_out, "handle_out")?;
+        let h = pool.alloc(len)?;
+        // SAFETY: non-NULL and, per the caller, writable.
+        unsafe { out.write(h.to_raw()) };
+        Ok(0)
+    })
+}
+
+/// Allocate an object holding a copy of the `len` bytes at `data` (alloc
+/// and write under one lock) and store its handle in `*handle_out`. Errors
+/// as `zsmem_pool_alloc`.
+///
+/// # Safety
+/// `pool` is NULL or a live pool; `data` is NULL or readable for `len`
+/// bytes; `handle_out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_store(
+    pool: *mut zsmem_pool,
+    data: *const c_void,
+    len: usize,
+    handle_out: *mut u64,
+) -> c_int {
+    guard("zsmem_pool_store", || {
+        // SAFETY: the caller promises a NULL or live pool.
+        let pool = unsafe { pool_ref(pool) }?;
+        // SAFETY: the caller promises `len` readable bytes at non-NULL `data`.
+        let data = unsafe { bytes(data, len, "data") }?;
+        let out = out_ptr(handle_out, "handle_out")?;
+        let h = pool.store(data)?;
+        // SAFETY: non-NULL and, per the caller, writable.
+        unsafe { out.write(h.to_raw()) };
+        Ok(0)
+    })
+}
+
+/// Write the `len` bytes at `data` to the start of the object. Returns 0,
+/// `-EINVAL` (NULL argument), `-EBADF` (no live object has this handle) or
+/// `-EMSGSIZE` (longer than the object).
+///
+/// # Safety
+/// `pool` is NULL or a live pool; `data` is NULL or readable for `len`
+/// bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_write(
+    pool: *mut zsmem_pool,
+    handle: u64,
+    data: *const c_void,
+    len: usize,
+) -> c_int {
+    // SAFETY: the same contract as zsmem_pool_write_at.
+    unsafe { write_at("zsmem_pool_write", pool, handle, 0, data, len) }
+}
+
+/// Write the `len` bytes at `data` at byte `offset` of the object; the
+/// write must fit. Errors as `zsmem_pool_write`.
+///
+/// # Safety
+/// As `zsmem_pool_write`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_write_at(
+    pool: *mut zsmem_pool,
+    handle: u64,
+    offset: usize,
+    data: *const c_void,
+    len: usize,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { write_at("zsmem_pool_write_at", pool, handle, offset, data, len) }
+}
+
+/// # Safety
+/// As `zsmem_pool_write`.
+unsafe fn write_at(
+    function: &str,
+    pool: *mut zsmem_pool,
+    handle: u64,
+    offset: usize,
+    data: *const c_void,
+    len: usize,
+) -> c_int {
+    guard(function, || {
+        // SAFETY: the caller promises a NULL or live pool.
+        let pool = unsafe { pool_ref(pool) }?;
+        // SAFETY: the caller promises `len` readable bytes at non-NULL `data`.
+        let data = unsafe { bytes(data, len, "data") }?;
+        pool.write_at(Handle::from_raw(handle), offset, data)?;
+        Ok(0)
+    })
+}
+
+/// Copy the object into `buf` (`buf_len` bytes). Returns the object's
+/// length (at most the page size), or `-EINVAL` (NULL `pool` or `buf`),
+/// `-EBADF` (no live object has this handle) or `-ENOBUFS` (`buf_len` is
+/// smaller than the object; then `*needed`, unless `needed` is NULL,
+/// receives the object's length, and `buf` is untouched).
+///
+/// # Safety
+/// `pool` is NULL or a live pool; `buf` is NULL or writable for `buf_len`
+/// bytes; `needed` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_read(
+    pool: *const zsmem_pool,
+    handle: u64,
+    buf: *mut c_void,
+    buf_len: usize,
+    needed: *mut usize,
+) -> c_int {
+    guard("zsmem_pool_read", || {
+        // SAFETY: the caller promises a NULL or live pool.
+        let pool = unsafe { pool_ref(pool) }?;
+        let buf = out_buffer(buf, buf_len, "buf")?;
+        let copied = pool.with_object(Handle::from_raw(handle), |object| {
+            if object.len() > buf_len {
+                return Err(object.len());
+            }
+            // SAFETY: `buf` is writable for `buf_len >= object.len()` bytes
+            // (the caller's promise) and cannot overlap the pool's own
+            // zspage memory, which no caller was ever given a pointer into.
+            unsafe { std::ptr::copy_nonoverlapping(object.as_ptr(), buf, object.len()) };
+            Ok(object.len())
+        })?;
+        match copied {
+            Ok(n) => Ok(n as c_int),
+            Err(object_len) => {
+                if !needed.is_null() {
+                    // SAFETY: non-NULL and, per the caller, writable.
+                    unsafe { needed.write(object_len) };
+                }
+                Err(zsmem_core::Error::BufferTooSmall {
+                    len: buf_len,
+                    object_len,
+                }
+                .into())
+            }
+        }
+    })
+}
+
+/// The object's length in bytes, or `-EINVAL` (NULL `pool`) or `-EBADF`
+/// (no live object has this handle).
+///
+/// # Safety
+/// `pool` is NULL or a live pool.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_object_len(pool: *const zsmem_pool, handle: u64) -> c_int {
+    guard("zsmem_pool_object_len", || {
+        // SAFETY: the caller promises a NULL or live pool.
+        let pool = unsafe { pool_ref(pool) }?;
+        Ok(pool.object_len(Handle::from_raw(handle))? as c_int)
+    })
+}
+
+/// Free the object. The handle is dead at once: using it again, freeing it
+/// again included, is `-EBADF`. Returns 0, `-EINVAL` (NULL `pool`) or
+/// `-EBADF`.
+///
+/// # Safety
+/// `pool` is NULL or a live pool.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_free(pool: *mut zsmem_pool, handle: u64) -> c_int {
+    guard("zsmem_pool_free", || {
+        // SAFETY: the caller promises a NULL or live pool.
+        let pool = unsafe { pool_ref(pool) }?;
+        pool.free(Handle::from_raw(handle))?;
+        Ok(0)
+    })
+}
+
+/// Compact every size class as far as it goes (handles stay valid).
+/// Returns the number of pages freed, or `-EINVAL` (NULL `pool`).
+///
+/// # Safety
+/// `pool` is NULL or a live pool.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_compact(pool: *mut zsmem_pool) -> i64 {
+    guard("zsmem_pool_compact", || {
+        // SAFETY: the caller promises a NULL or live pool.
+        let pool = unsafe { pool_ref(pool) }?;
+        Ok(i64::try_from(pool.compact()).unwrap_or(i64::MAX))
+    })
+}
+
+/// Return the pages of recently freed zspages, kept resident for quick
+/// reuse (`cached_pages`), to the OS. Returns 0 or `-EINVAL` (NULL `pool`).
+///
+/// # Safety
+/// `pool` is NULL or a live pool.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_trim(pool: *mut zsmem_pool) -> c_int {
+    guard("zsmem_pool_trim", || {
+        // SAFETY: the caller promises a NULL or live pool.
+        unsafe { pool_ref(pool) }?.trim();
+        Ok(0)
+    })
+}
+
+/// Check every internal invariant of the pool (for tests and debugging: it
+/// walks all metadata; run it while no other thread uses the pool).
+/// Returns 0, `-EINVAL` (NULL `pool`) or `-EIO` naming the broken
+/// invariant.
+///
+/// # Safety
+/// `pool` is NULL or a live pool.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_check_invariants(pool: *const zsmem_pool) -> c_int {
+    guard("zsmem_pool_check_invariants", || {
+        // SAFETY: the caller promises a NULL or live pool.
+        unsafe { pool_ref(pool) }?.check_invariants()?;
+        Ok(0)
+    })
+}
+
+/// Pool totals, filled by `zsmem_pool_get_stats`. Fields may be appended
+/// in later versions; the call writes only as many bytes as the caller's
+/// struct has.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct zsmem_pool_stats {
+    /// The pool's page size in bytes.
+    pub page_size: u64,
+    /// Pages of all zspages: the memory held for objects (zram's
+    /// `mem_used_total`, in pages).
+    pub pages_held: u64,
+    /// Highest `pages_held` so far.
+    pub max_pages_held: u64,
+    /// Pages of freed zspages kept resident for reuse (at most 64);
+    /// `zsmem_pool_trim` returns them.
+    pub cached_pages: u64,
+    /// Live objects.
+    pub objects: u64,
+    /// Sum of the live objects' lengths.
+    pub bytes_stored: u64,
+    /// `pages_held * page_size`.
+    pub bytes_held: u64,
+    /// Live objects stored one per page (huge classes).
+    pub huge_objects: u64,
+    /// Heap bytes of the allocator's metadata (handle tables, zspage
+    /// descriptors), not counted in `pages_held`.
+    pub metadata_bytes: u64,
+    /// Waste: used slots larger than their objects.
+    pub waste_rounding_bytes: u64,
+    /// Waste: free slots in partly used zspages (what compaction recovers).
+    pub waste_partial_bytes: u64,
+    /// Waste: zspage tails no slot can use.
+    pub waste_tail_bytes: u64,
+    /// Pages freed by compaction so far (zram's `pages_compacted`).
+    pub pages_compacted: u64,
+    /// Objects moved by compaction so far.
+    pub objects_moved: u64,
+    /// Object bytes copied by compaction so far.
+    pub bytes_copied: u64,
+    /// Address space reserved from the OS (not all of it resident).
+    pub reserved_bytes: u64,
+}
+
+fn u64_of(n: usize) -> u64 {
+    n as u64
+}
+
+/// Fill `*out` with the pool's totals; `out_size` is `sizeof *out` as the
+/// caller compiled it. Returns 0 or `-EINVAL` (NULL argument). Under
+/// concurrent use the totals are a sum of per-class snapshots.
+///
+/// # Safety
+/// `pool` is NULL or a live pool; `out` is NULL or writable for `out_size`
+/// bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_get_stats(
+    pool: *const zsmem_pool,
+    out: *mut zsmem_pool_stats,
+    out_size: usize,
+) -> c_int {
+    guard("zsmem_pool_get_stats", || {
+        // SAFETY: the caller promises a NULL or live pool.
+        let pool = unsafe { pool_ref(pool) }?;
+        out_ptr(out, "out")?;
+        let s = pool.stats();
+        let c = pool.compaction_stats();
+        let stats = zsmem_pool_stats {
+            page_size: u64_of(s.page_size),
+            pages_held: u64_of(s.pages_held),
+            max_pages_held: u64_of(s.max_pages_held),
+            cached_pages: u64_of(s.cached_pages),
+            objects: u64_of(s.objects),
+            bytes_stored: u64_of(s.bytes_stored),
+            bytes_held: u64_of(s.bytes_held()),
+            huge_objects: u64_of(s.huge_objects),
+            metadata_bytes: u64_of(s.metadata_bytes),
+            waste_rounding_bytes: u64_of(s.waste.rounding_bytes),
+            waste_partial_bytes: u64_of(s.waste.partial_bytes),
+            waste_tail_bytes: u64_of(s.waste.tail_bytes),
+            pages_compacted: s.pages_compacted,
+            objects_moved: c.objects_moved,
+            bytes_copied: c.bytes_copied,
+            reserved_bytes: u64_of(s.reserved_bytes),
+        };
+        // SAFETY: the caller promises `out_size` writable bytes at `out`.
+        unsafe { write_sized(out, out_size, &stats) }?;
+        Ok(0)
+    })
+}
+
+/// One physical size class, in the columns of the kernel's debugfs
+/// `classes` file. Its layout is fixed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct zsmem_class_stats {
+    /// Class index (as the kernel numbers classes).
+    pub index: u64,
+    /// Slot size in bytes.
+    pub size: u64,
+    /// Zspages per fullness group: 10%, 20%, ..., 90%, 99%, 100%.
+    pub fullness: [u64; 11],
+    /// Object slots in all zspages of the class.
+    pub obj_allocated: u64,
+    /// Objects in use.
+    pub obj_used: u64,
+    /// Pages of all zspages of the class.
+    pub pages_used: u64,
+    /// Pages per zspage.
+    pub pages_per_zspage: u64,
+    /// Objects per zspage.
+    pub objs_per_zspage: u64,
+    /// The kernel's estimate of the pages compaction could free.
+    pub freeable: u64,
+    /// Sum of the lengths of the objects in use.
+    pub bytes_stored: u64,
+    /// Heap bytes of the class's metadata.
+    pub metadata_bytes: u64,
+}
+
+/// Fill `out[0 .. min(count, n)]` with the statistics of the pool's `n`
+/// physical size classes, smallest first, and return `n` (call with
+/// `out = NULL, count = 0` to learn it). Returns `-EINVAL` for a NULL
+/// `pool`, or a NULL `out` with a non-zero `count`.
+///
+/// # Safety
+/// `pool` is NULL or a live pool; `out` is NULL or writable for `count`
+/// elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_class_stats(
+    pool: *const zsmem_pool,
+    out: *mut zsmem_class_stats,
+    count: usize,
+) -> c_int {
+    guard("zsmem_pool_class_stats", || {
+        // SAFETY: the caller promises a NULL or live pool.
+        let pool = unsafe { pool_ref(pool) }?;
+        if out.is_null() && count != 0 {
+            return Err(Fail::invalid("out is NULL but count is not 0"));
+        }
+        let classes = pool.class_stats();
+        for (i, c) in classes.iter().take(count).enumerate() {
+            let mut fullness = [0u64; 11];
+            for (f, &n) in fullness.iter_mut().zip(&c.fullness) {
+                *f = u64_of(n);
+            }
+            let s = zsmem_class_stats {
+                index: u64_of(c.index),
+                size: u64_of(c.size),
+                fullness,
+                obj_allocated: u64_of(c.obj_allocated),
+                obj_used: u64_of(c.obj_used),
+                pages_used: u64_of(c.pages_used),
+                pages_per_zspage: u64_of(c.pages_per_zspage),
+                objs_per_zspage: u64_of(c.objs_per_zspage),
+                freeable: u64_of(c.freeable),
+                bytes_stored: u64_of(c.bytes_stored),
+                metadata_bytes: u64_of(c.metadata_bytes),
+            };
+            // SAFETY: `out` is non-NULL (count > i >= 0) and, per the
+            // caller, writable for `count > i` elements.
+            unsafe { out.add(i).write(s) };
+        }
+        Ok(classes.len() as c_int)
+    })
+}
