@@ -1,0 +1,498 @@
+//! `zsmem bench store`: the same pages stored, then loaded, through
+//! zsmem's `PageStore` and through the kernel's zram (the lab's contestant:
+//! one O_DIRECT 4 KiB write or read per page), with the same codec, single
+//! threaded; per-page latency percentiles, throughput, memory held, and the
+//! allocator's share of zsmem's store time, side by side.
+//!
+//! The allocator's share is measured in a separate pass over a fresh store
+//! made with `measure_allocator`, which times each `Pool::store` (and the
+//! free of an overwritten object) inside `PageStore::write`: the timed pass
+//! pays two extra clock reads per page, so its total is not the one
+//! reported as throughput.
+
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use zsmem::{Codec, PageStore, PageStoreConfig, PoolConfig};
+use zsmem_lab::contestant::{KernelContestant, LabError, PageContestant};
+use zsmem_lab::corpus::{FileEntry, FileTree, PAGE_SIZE, Page};
+use zsmem_lab::kernel_zram::ZramError;
+
+use crate::{CliError, CliResult};
+
+/// Arguments of `zsmem bench store`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct StoreBenchArgs {
+    /// A file, a directory or a tar(.gz/.xz) to take pages from; the
+    /// embedded corpus if not given.
+    #[arg(long)]
+    pub input: Option<std::path::PathBuf>,
+    /// Size of the embedded corpus (1.0 is about 300 MiB of files).
+    #[arg(long, default_value_t = 0.25)]
+    pub scale: f64,
+    /// Seed of the embedded corpus.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Codec: lz4, zstd or zstd:LEVEL (the kernel runs zstd at its own
+    /// level, 3 by default).
+    #[arg(long, default_value = "lz4")]
+    pub codec: String,
+    /// Use at most this many pages (the first ones of the input).
+    #[arg(long)]
+    pub pages: Option<usize>,
+    /// zsmem's pool: `best` (zsmem's defaults) or `kernel` (the kernel's
+    /// configuration).
+    #[arg(long, default_value = "best")]
+    pub pool: String,
+    /// Do not run the kernel's zram even where it is available.
+    #[arg(long)]
+    pub no_kernel: bool,
+    /// Output format: table or json.
+    #[arg(long, default_value = "table")]
+    pub format: String,
+}
+
+/// Percentiles of per-page latency, in microseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// 99.9th percentile.
+    pub p999_us: f64,
+    /// Mean.
+    pub mean_us: f64,
+}
+
+/// One contestant's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoreFigures {
+    /// Who.
+    pub contestant: String,
+    /// Its configuration.
+    pub config: String,
+    /// Pages stored and loaded.
+    pub pages: usize,
+    /// Store throughput, MB/s of pages (10^6 bytes).
+    pub store_mb_s: f64,
+    /// Load throughput, MB/s.
+    pub load_mb_s: f64,
+    /// Per-page store latency.
+    pub store: Latency,
+    /// Per-page load latency.
+    pub load: Latency,
+    /// Compressed bytes held (`compr_data_size`).
+    pub compr_bytes: u64,
+    /// Pool pages held (`mem_used_total`).
+    pub mem_used_total: u64,
+    /// Metadata beside the pool pages (zsmem: slot table, handle tables,
+    /// zspage descriptors; the kernel's is not visible here).
+    pub metadata_bytes: Option<u64>,
+}
+
+/// The whole result.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoreBench {
+    /// Where the pages came from.
+    pub source: String,
+    /// Codec used by both.
+    pub codec: String,
+    /// zsmem's figures.
+    pub zsmem: StoreFigures,
+    /// The kernel's, if it ran.
+    pub kernel: Option<StoreFigures>,
+    /// Why the kernel did not run.
+    pub kernel_skipped: Option<String>,
+    /// Share of zsmem's store time spent in the allocator (Pool::store and
+    /// the free of replaced objects), from the timed pass.
+    pub allocator_share: f64,
+    /// Per-page time of the codec alone (compress into a buffer), the
+    /// floor under both contestants' store time.
+    pub compress_only: Latency,
+    /// zsmem over kernel: store throughput, load throughput, memory
+    /// (`mem_used_total`), memory with zsmem's metadata.
+    pub ratios: Option<Ratios>,
+}
+
+/// zsmem's figures over the kernel's.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ratios {
+    /// Store throughput ratio (target: at least 1.3).
+    pub store_throughput: f64,
+    /// Load throughput ratio (target: at least 2).
+    pub load_throughput: f64,
+    /// `mem_used_total` ratio (target: at most 1).
+    pub memory: f64,
+    /// zsmem's `mem_used_total` plus its metadata over the kernel's
+    /// `mem_used_total`.
+    pub memory_with_metadata: f64,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds")
+}
+
+fn latency(h: &Histogram<u64>) -> Latency {
+    let us = |ns: u64| ns as f64 / 1000.0;
+    Latency {
+        p50_us: us(h.value_at_quantile(0.5)),
+        p99_us: us(h.value_at_quantile(0.99)),
+        p999_us: us(h.value_at_quantile(0.999)),
+        mean_us: h.mean() / 1000.0,
+    }
+}
+
+fn bar(len: usize, label: &str) -> ProgressBar {
+    // Runs of a couple of seconds or more get a bar.
+    if len < 200_000 {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::new(len as u64);
+    b.set_style(
+        ProgressStyle::with_template("{prefix:>20} [{bar:40}] {pos}/{len} pages {elapsed_precise}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    b.set_prefix(label.to_string());
+    b
+}
+
+/// Store every page, then load and check every page; per-page latency.
+fn run_contestant(
+    c: &mut dyn PageContestant,
+    pages: &[&Page],
+) -> CliResult<(Histogram<u64>, Duration, Histogram<u64>, Duration)> {
+    let name = c.name().to_string();
+    let lab = |e: LabError| CliError::Usage(format!("{name}: {e}"));
+    let mut store = histogram();
+    let progress = bar(2 * pages.len(), c.name());
+    let t = Instant::now();
+    for (i, p) in pages.iter().enumerate() {
+        let s = Instant::now();
+        c.store(i as u64, p).map_err(lab)?;
+        store.saturating_record(s.elapsed().as_nanos() as u64);
+        if i % 4096 == 0 {
+            progress.set_position(i as u64);
+        }
+    }
+    let store_wall = t.elapsed();
+    let mut load = histogram();
+    let mut buf: Box<Page> = Box::new([0u8; PAGE_SIZE]);
+    let mut load_wall = Duration::ZERO;
+    for (i, p) in pages.iter().enumerate() {
+        let s = Instant::now();
+        c.load(i as u64, &mut buf).map_err(lab)?;
+        let d = s.elapsed();
+        load_wall += d;
+        load.saturating_record(d.as_nanos() as u64);
+        if buf[..] != p[..] {
+            return Err(CliError::Usage(format!(
+                "{} returned wrong data for page {i}",
+                c.name()
+            )));
+        }
+        if i % 4096 == 0 {
+            progress.set_position((pages.len() + i) as u64);
+        }
+    }
+    progress.finish_and_clear();
+    Ok((store, store_wall, load, load_wall))
+}
+
+/// The zsmem store as a page contestant, for the common driver.
+struct Zsmem {
+    store: PageStore,
+    label: String,
+}
+
+impl PageContestant for Zsmem {
+    fn name(&self) -> &str {
+        &self.label
+    }
+    fn config(&self) -> String {
+        let c = self.store.pool().config();
+        format!(
+            "PageStore, {}, chain {}, delta {}{}",
+            self.store.codec().name(),
+            c.chain_size,
+            c.class_delta,
+            if c.kernel_handle_header {
+                ", kernel configuration"
+            } else {
+                ""
+            }
+        )
+    }
+    fn store(&mut self, slot: u64, page: &Page) -> Result<(), LabError> {
+        Ok(self.store.write(slot as usize, page)?)
+    }
+    fn load(&mut self, slot: u64, buf: &mut Page) -> Result<(), LabError> {
+        Ok(self.store.read(slot as usize, buf)?)
+    }
+    fn discard(&mut self, slot: u64, pages: u64) -> Result<(), LabError> {
+        Ok(self.store.discard(slot as usize, pages as usize)?)
+    }
+    fn figures(&mut self) -> Result<zsmem_lab::contestant::Figures, LabError> {
+        unreachable!("not used by bench store")
+    }
+    fn compact(&mut self) -> Result<(), LabError> {
+        self.store.compact();
+        Ok(())
+    }
+}
+
+fn figures(
+    c: &dyn PageContestant,
+    pages: usize,
+    (store, store_wall, load, load_wall): (Histogram<u64>, Duration, Histogram<u64>, Duration),
+    compr_bytes: u64,
+    mem_used_total: u64,
+    metadata_bytes: Option<u64>,
+) -> StoreFigures {
+    let mb_s = |d: Duration| (pages * PAGE_SIZE) as f64 / 1e6 / d.as_secs_f64().max(1e-9);
+    StoreFigures {
+        contestant: c.name().to_string(),
+        config: c.config(),
+        pages,
+        store_mb_s: mb_s(store_wall),
+        load_mb_s: mb_s(load_wall),
+        store: latency(&store),
+        load: latency(&load),
+        compr_bytes,
+        mem_used_total,
+        metadata_bytes,
+    }
+}
+
+/// A directory or a tar archive as the lab loads them; any other file as
+/// itself, page by page.
+fn load_input(p: &std::path::Path) -> CliResult<FileTree> {
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let tar = [".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz"]
+        .iter()
+        .any(|e| name.ends_with(e));
+    if p.is_file() && !tar {
+        let data = std::fs::read(p)
+            .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", p.display())))?;
+        return Ok(FileTree::new(vec![FileEntry::new(name, data)]));
+    }
+    FileTree::load(p).map_err(|e| CliError::Usage(e.to_string()))
+}
+
+/// Run `zsmem bench store`.
+pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
+    let codec = Codec::parse(&a.codec)?;
+    let json = crate::table_or_json(&a.format)?;
+    let pool = match a.pool.as_str() {
+        "best" => PoolConfig::default(),
+        "kernel" => PoolConfig::kernel(),
+        p => {
+            return Err(CliError::Usage(format!(
+                "unknown pool `{p}`: use best or kernel"
+            )));
+        }
+    };
+    if !(a.scale > 0.0 && a.scale <= 64.0) {
+        return Err(CliError::Usage(format!(
+            "--scale {} must be in (0, 64]",
+            a.scale
+        )));
+    }
+    if a.pages == Some(0) {
+        return Err(CliError::Usage("--pages must be at least 1".into()));
+    }
+    let (tree, source) = match &a.input {
+        Some(p) => (load_input(p)?, p.display().to_string()),
+        None => (
+            FileTree::generate(a.seed, a.scale),
+            format!("embedded corpus (seed {}, scale {})", a.seed, a.scale),
+        ),
+    };
+    let pages: Vec<&Page> = tree
+        .pages()
+        .map(|(_, _, p)| p)
+        .take(a.pages.unwrap_or(usize::MAX))
+        .collect();
+    if pages.is_empty() {
+        return Err(CliError::Usage(format!("{source} has no pages")));
+    }
+    eprintln!(
+        "bench store: {} pages ({:.1} MiB) of {source}, {}",
+        pages.len(),
+        (pages.len() * PAGE_SIZE) as f64 / (1 << 20) as f64,
+        codec.name()
+    );
+    let make = |measure_allocator| {
+        PageStore::new(PageStoreConfig {
+            slots: pages.len(),
+            codec,
+            pool: pool.clone(),
+            measure_allocator,
+            ..Default::default()
+        })
+    };
+
+    // zsmem, measured.
+    let mut z = Zsmem {
+        store: make(false)?,
+        label: "zsmem".into(),
+    };
+    let run = run_contestant(&mut z, &pages)?;
+    let m = z.store.mm_stat();
+    let zsmem = figures(
+        &z,
+        pages.len(),
+        run,
+        m.compr_data_size,
+        m.mem_used_total,
+        Some(z.store.metadata_bytes() as u64),
+    );
+    drop(z);
+
+    // zsmem again, the allocator timed.
+    let timed = make(true)?;
+    let t = Instant::now();
+    for (i, p) in pages.iter().enumerate() {
+        timed.write(i, &p[..])?;
+    }
+    let allocator_share = timed.allocator_ns() as f64 / t.elapsed().as_nanos().max(1) as f64;
+    drop(timed);
+
+    // The codec alone: what neither contestant can go below.
+    let mut compress_only = histogram();
+    let mut scratch = vec![0u8; PAGE_SIZE];
+    for p in &pages {
+        let s = Instant::now();
+        std::hint::black_box(codec.compress(&p[..], &mut scratch));
+        compress_only.saturating_record(s.elapsed().as_nanos() as u64);
+    }
+    let compress_only = latency(&compress_only);
+
+    // The kernel, same pages, same algorithm.
+    let algorithm = match codec {
+        Codec::Lz4 => "lz4",
+        Codec::Zstd { .. } => "zstd",
+    };
+    let (kernel, kernel_skipped) = if a.no_kernel {
+        (None, Some("--no-kernel".to_string()))
+    } else {
+        match KernelContestant::new(algorithm, pages.len()) {
+            Err(LabError::Zram(ZramError::Unavailable(why))) => (None, Some(why)),
+            Err(e) => return Err(CliError::Usage(format!("kernel zram: {e}"))),
+            Ok(mut k) => {
+                let run = run_contestant(&mut k, &pages)?;
+                let f = k
+                    .figures()
+                    .map_err(|e| CliError::Usage(format!("kernel zram: {e}")))?;
+                let fig = figures(&k, pages.len(), run, f.compr, f.pool, None);
+                (Some(fig), None)
+            }
+        }
+    };
+    if let Some(why) = &kernel_skipped {
+        eprintln!("kernel zram skipped: {why}");
+    }
+    let ratios = kernel.as_ref().map(|k| Ratios {
+        store_throughput: zsmem.store_mb_s / k.store_mb_s,
+        load_throughput: zsmem.load_mb_s / k.load_mb_s,
+        memory: zsmem.mem_used_total as f64 / k.mem_used_total.max(1) as f64,
+        memory_with_metadata: (zsmem.mem_used_total + zsmem.metadata_bytes.unwrap_or(0)) as f64
+            / k.mem_used_total.max(1) as f64,
+    });
+    let result = StoreBench {
+        source,
+        codec: codec.name(),
+        zsmem,
+        kernel,
+        kernel_skipped,
+        allocator_share,
+        compress_only,
+        ratios,
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&result).map_err(std::io::Error::other)?
+        );
+    } else {
+        print_table(&result);
+    }
+    Ok(())
+}
+
+fn print_table(r: &StoreBench) {
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let mut cols: Vec<&StoreFigures> = vec![&r.zsmem];
+    cols.extend(r.kernel.as_ref());
+    println!(
+        "bench store: {} pages of {}, {}",
+        r.zsmem.pages, r.source, r.codec
+    );
+    print!("{:<22}", "");
+    for c in &cols {
+        print!(" {:>14}", c.contestant);
+    }
+    if r.ratios.is_some() {
+        print!(" {:>14} {:>10}", "zsmem/kernel", "target");
+    }
+    println!();
+    let row = |label: &str, f: &dyn Fn(&StoreFigures) -> f64, ratio: Option<(f64, &str)>| {
+        print!("{label:<22}");
+        for c in &cols {
+            print!(" {:>14.2}", f(c));
+        }
+        if let Some((x, target)) = ratio {
+            print!(" {x:>13.2}x {target:>10}");
+        }
+        println!();
+    };
+    let ratio =
+        |x: fn(&Ratios) -> f64, target: &'static str| r.ratios.as_ref().map(|q| (x(q), target));
+    row(
+        "store MB/s",
+        &|c| c.store_mb_s,
+        ratio(|q| q.store_throughput, ">= 1.3x"),
+    );
+    row("store p50 us", &|c| c.store.p50_us, None);
+    row("store p99 us", &|c| c.store.p99_us, None);
+    row("store p99.9 us", &|c| c.store.p999_us, None);
+    row(
+        "load MB/s",
+        &|c| c.load_mb_s,
+        ratio(|q| q.load_throughput, ">= 2x"),
+    );
+    row("load p50 us", &|c| c.load.p50_us, None);
+    row("load p99 us", &|c| c.load.p99_us, None);
+    row("load p99.9 us", &|c| c.load.p999_us, None);
+    row("compr MiB", &|c| mib(c.compr_bytes), None);
+    row(
+        "mem_used_total MiB",
+        &|c| mib(c.mem_used_total),
+        ratio(|q| q.memory, "<= 1x"),
+    );
+    row(
+        "+ metadata MiB",
+        &|c| mib(c.mem_used_total + c.metadata_bytes.unwrap_or(0)),
+        ratio(|q| q.memory_with_metadata, ""),
+    );
+    println!(
+        "{} alone: p50 {:.2} us, mean {:.2} us per page (the floor under both stores)",
+        r.codec, r.compress_only.p50_us, r.compress_only.mean_us
+    );
+    println!(
+        "allocator share of zsmem's store time: {:.2}% (target < 5%; Pool::store and frees timed inside PageStore::write in a separate pass)",
+        r.allocator_share * 100.0
+    );
+    for c in &cols {
+        println!("  {}: {}", c.contestant, c.config);
+    }
+    if let Some(why) = &r.kernel_skipped {
+        println!("  kernel-zram: skipped ({why})");
+    }
+}
