@@ -2,7 +2,6 @@
 //! can reuse them.
 
 pub mod bench;
-pub mod bench_free;
 pub mod bench_store;
 pub mod classes;
 pub mod compare;
