@@ -56,6 +56,14 @@ pub use error::*;
 pub use pool::*;
 pub use store::*;
 
+// The header promises C callers that pools and stores may be shared
+// between threads: hold the Rust types to it.
+const _: () = {
+    const fn shareable<T: Send + Sync>() {}
+    shareable::<zsmem_pool>();
+    shareable::<zsmem_store>();
+};
+
 /// Major version of the library this header belongs to.
 pub const ZSMEM_VERSION_MAJOR: u32 = 0;
 /// Minor version of the library this header belongs to.
