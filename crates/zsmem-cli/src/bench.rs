@@ -28,6 +28,10 @@ pub enum BenchCommand {
     /// zram with the same codec: throughput, per-page p50/p99/p99.9,
     /// memory held, the allocator's share of store time.
     Store(crate::bench_store::StoreBenchArgs),
+    /// N threads store objects, then all free at once: Base (pool-wide
+    /// lock), ClassIdx-only and Deferred free side by side, with scaling,
+    /// throughput and per-free latency.
+    Free(crate::bench_free::FreeBenchArgs),
 }
 
 /// Arguments of `zsmem bench compact`.
@@ -70,6 +74,7 @@ pub fn run(b: &BenchCommand) -> CliResult {
         BenchCommand::Pool(a) => bench_pool(a),
         BenchCommand::Compact(a) => bench_compact(a),
         BenchCommand::Store(a) => crate::bench_store::bench_store(a),
+        BenchCommand::Free(a) => crate::bench_free::bench_free(a),
     }
 }
 

@@ -2,6 +2,7 @@
 //! can reuse them.
 
 pub mod bench;
+pub mod bench_free;
 pub mod bench_store;
 pub mod classes;
 pub mod compare;

@@ -102,6 +102,7 @@ pub fn run(a: &StatsArgs) -> CliResult {
                 )));
             }
         },
+        ..PoolConfig::default()
     };
     let json = crate::table_or_json(&a.format)?;
     let pool = Pool::new(cfg.clone())?;

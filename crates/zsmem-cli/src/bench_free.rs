@@ -1,0 +1,381 @@
+//! `zsmem bench free`: the experiment of the reference thread on `zs_free()`
+//! latency, in userspace.
+//!
+//! Each of N threads stores `--mib` MiB of objects whose sizes are drawn
+//! from the lz4 sizes of real compressed pages (the embedded corpus), then
+//! all N free everything at once. The time from the start of the frees until
+//! the last thread is done is taken for three free modes:
+//! - Base: every free takes a pool-wide lock as a reader before its class
+//!   lock (the kernel before the class index went into the handle);
+//! - ClassIdx-only: the class lock alone (zsmem's default);
+//! - Deferred: a lock-free hand-off to per-thread shards, drained in batches
+//!   sorted by class; the time until `flush()` has returned all memory is
+//!   printed too.
+//!
+//! Compaction is off in every mode, so a free does only its own work.
+//! A second pass, one thread per mode, times every free for the latency
+//! percentiles; the cost of reading the clock is printed beside them.
+
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use zsmem::{CompactionPolicy, FreeMode, Handle, Pool, PoolConfig};
+
+use crate::{CliError, CliResult};
+
+/// Arguments of `zsmem bench free`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FreeBenchArgs {
+    /// Thread counts, comma-separated (default: 1, 2, 4 up to the core count).
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Vec<usize>,
+    /// MiB of objects each thread stores before the frees.
+    #[arg(long, default_value_t = 256)]
+    pub mib: usize,
+    /// Runs per cell; the median is printed.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// Seed of the embedded corpus the object sizes come from.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// `table` or `json`.
+    #[arg(long, default_value = "table")]
+    pub format: String,
+}
+
+/// The three free modes, in the reference's column order.
+const MODES: [(&str, FreeMode); 3] = [
+    ("Base", FreeMode::PoolLock),
+    ("ClassIdx-only", FreeMode::ClassLock),
+    (
+        "Deferred",
+        FreeMode::Deferred {
+            max_pending_bytes: 4 << 20,
+        },
+    ),
+];
+
+/// One cell: a mode at a thread count.
+#[derive(Debug, Clone, Serialize)]
+pub struct FreeFigure {
+    /// Free mode.
+    pub mode: String,
+    /// Threads freeing at once.
+    pub threads: usize,
+    /// Objects each thread freed.
+    pub objects_per_thread: usize,
+    /// Median ms from the start of the frees until the last thread returned.
+    pub free_ms: f64,
+    /// Deferred only: median ms until `flush()` had returned every page.
+    pub until_flushed_ms: Option<f64>,
+    /// Median ms the threads took to store their objects.
+    pub store_ms: f64,
+    /// Millions of objects allocated, written and freed per second, over
+    /// both phases.
+    pub alloc_free_mops: f64,
+}
+
+/// Free latency of one mode, one thread.
+#[derive(Debug, Clone, Serialize)]
+pub struct FreeLatency {
+    /// Free mode.
+    pub mode: String,
+    /// Percentiles in ns, clock reading included.
+    pub p50_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+    /// Cost of one pair of clock readings, ns (median).
+    pub clock_ns: u64,
+}
+
+/// The whole result.
+#[derive(Debug, Clone, Serialize)]
+pub struct FreeBench {
+    /// Cells.
+    pub figures: Vec<FreeFigure>,
+    /// Per-free latency.
+    pub latency: Vec<FreeLatency>,
+}
+
+/// Object sizes: lz4 sizes of the embedded corpus's pages, same-filled pages
+/// left out (zram stores no object for them), huge ones as whole pages.
+fn object_sizes(seed: u64) -> Vec<usize> {
+    let tree = zsmem_lab::corpus::FileTree::generate(seed, 0.02);
+    let huge = Pool::new(PoolConfig::default())
+        .map(|p| p.huge_class_size())
+        .unwrap_or(3257);
+    tree.pages()
+        .filter(|(_, _, p)| zsmem::store::same_filled(&p[..]).is_none())
+        .map(|(_, _, p)| {
+            let n = zsmem_lab::corpus::lz4_len(&p[..]);
+            if n >= huge { p.len() } else { n.max(1) }
+        })
+        .collect()
+}
+
+fn pool(mode: FreeMode) -> CliResult<Pool> {
+    Ok(Pool::new(PoolConfig {
+        compaction: CompactionPolicy::Off,
+        free_mode: mode,
+        ..PoolConfig::default()
+    })?)
+}
+
+/// Store `bytes` worth of objects with sizes from `sizes` (starting at
+/// `offset`); returns the handles.
+fn fill(pool: &Pool, sizes: &[usize], offset: usize, bytes: usize) -> CliResult<Vec<Handle>> {
+    let data = vec![0x5Au8; 4096];
+    let mut handles = Vec::new();
+    let mut stored = 0;
+    let mut i = offset;
+    while stored < bytes {
+        let len = sizes[i % sizes.len()];
+        handles.push(pool.store(&data[..len])?);
+        stored += len;
+        i += 1;
+    }
+    Ok(handles)
+}
+
+struct Run {
+    store: Duration,
+    free: Duration,
+    flushed: Duration,
+    objects: usize,
+}
+
+fn run_once(mode: FreeMode, threads: usize, sizes: &[usize], bytes: usize) -> CliResult<Run> {
+    let pool = pool(mode)?;
+    let fill_barrier = Barrier::new(threads + 1);
+    let free_barrier = Barrier::new(threads + 1);
+    let results = std::thread::scope(|s| -> CliResult<Run> {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let (pool, fill_barrier, free_barrier) = (&pool, &fill_barrier, &free_barrier);
+                s.spawn(move || -> CliResult<(usize, Instant)> {
+                    fill_barrier.wait();
+                    let handles = fill(pool, sizes, t * 7919, bytes);
+                    free_barrier.wait();
+                    let handles = handles?;
+                    for &h in &handles {
+                        pool.free(h)?;
+                    }
+                    Ok((handles.len(), Instant::now()))
+                })
+            })
+            .collect();
+        fill_barrier.wait();
+        let t0 = Instant::now();
+        free_barrier.wait();
+        let t1 = Instant::now();
+        let mut last = t1;
+        let mut objects = 0;
+        for w in workers {
+            let (n, end) = w
+                .join()
+                .map_err(|_| CliError::Usage("a bench thread panicked".into()))??;
+            objects += n;
+            last = last.max(end);
+        }
+        pool.flush();
+        let flushed = t1.elapsed();
+        Ok(Run {
+            store: t1 - t0,
+            free: last - t1,
+            flushed,
+            objects,
+        })
+    })?;
+    let s = pool.stats();
+    if s.objects != 0 || s.pages_held != 0 {
+        return Err(CliError::Usage(format!(
+            "after freeing everything the pool still holds {} objects in {} pages",
+            s.objects, s.pages_held
+        )));
+    }
+    Ok(results)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn latency(mode: FreeMode, sizes: &[usize], bytes: usize) -> CliResult<(Histogram<u64>, u64)> {
+    let pool = pool(mode)?;
+    let handles = fill(&pool, sizes, 0, bytes)?;
+    let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    let mut clock = Vec::with_capacity(1001);
+    for _ in 0..1001 {
+        let t = Instant::now();
+        clock.push(t.elapsed().as_nanos() as u64);
+    }
+    clock.sort_unstable();
+    for &x in &handles {
+        let t = Instant::now();
+        pool.free(x)?;
+        h.saturating_record(t.elapsed().as_nanos() as u64);
+    }
+    pool.flush();
+    Ok((h, clock[clock.len() / 2]))
+}
+
+/// Run `zsmem bench free`.
+pub fn bench_free(a: &FreeBenchArgs) -> CliResult {
+    let json = crate::table_or_json(&a.format)?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = if a.threads.is_empty() {
+        [1, 2, 4]
+            .into_iter()
+            .filter(|&n| n == 1 || n <= cores)
+            .collect()
+    } else {
+        a.threads.clone()
+    };
+    if a.mib == 0 || a.repeats == 0 || threads.iter().any(|&n| n == 0 || n > 256) {
+        return Err(CliError::Usage(
+            "--mib and --repeats must be at least 1, --threads 1..=256".into(),
+        ));
+    }
+    let sizes = object_sizes(a.seed);
+    let bytes = a.mib << 20;
+    let bar = indicatif::ProgressBar::new((threads.len() * MODES.len() * a.repeats) as u64)
+        .with_style(
+            indicatif::ProgressStyle::with_template("{msg:24} [{bar:30}] {pos}/{len} {elapsed}")
+                .map_err(|e| CliError::Usage(e.to_string()))?,
+        );
+    let mut figures = Vec::new();
+    for &n in &threads {
+        for (name, mode) in MODES {
+            bar.set_message(format!("{name}, {n} threads"));
+            let mut runs = Vec::new();
+            for _ in 0..a.repeats {
+                runs.push(run_once(mode, n, &sizes, bytes)?);
+                bar.inc(1);
+            }
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            let objects = runs[0].objects;
+            let free_ms = median(runs.iter().map(|r| ms(r.free)).collect());
+            let store_ms = median(runs.iter().map(|r| ms(r.store)).collect());
+            figures.push(FreeFigure {
+                mode: name.into(),
+                threads: n,
+                objects_per_thread: objects / n,
+                free_ms,
+                until_flushed_ms: matches!(mode, FreeMode::Deferred { .. })
+                    .then(|| median(runs.iter().map(|r| ms(r.flushed)).collect())),
+                store_ms,
+                alloc_free_mops: objects as f64 / ((free_ms + store_ms) * 1e3),
+            });
+        }
+    }
+    bar.set_message("latency, 1 thread");
+    let mut lat = Vec::new();
+    for (name, mode) in MODES {
+        let (h, clock_ns) = latency(mode, &sizes, bytes)?;
+        lat.push(FreeLatency {
+            mode: name.into(),
+            p50_ns: h.value_at_quantile(0.5),
+            p99_ns: h.value_at_quantile(0.99),
+            p999_ns: h.value_at_quantile(0.999),
+            clock_ns,
+        });
+    }
+    bar.finish_and_clear();
+    let result = FreeBench {
+        figures,
+        latency: lat,
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&result).map_err(std::io::Error::other)?
+        );
+        return Ok(());
+    }
+    print_table(&result, a, &threads, sizes.len());
+    Ok(())
+}
+
+fn print_table(r: &FreeBench, a: &FreeBenchArgs, threads: &[usize], nsizes: usize) {
+    let cell = |mode: &str, n: usize| {
+        r.figures
+            .iter()
+            .find(|f| f.mode == mode && f.threads == n)
+            .expect("every cell was measured")
+    };
+    println!(
+        "bench free: each thread stores {} MiB of objects (lz4 sizes of {nsizes} corpus pages), \
+         then all free at once; median of {} runs, compaction off",
+        a.mib, a.repeats
+    );
+    println!(
+        "{:<10} {:>10} {:>14} {:>10} {:>12} {:>12}   (time until the last thread's frees return)",
+        "mode", "Base", "ClassIdx-only", "Deferred", "ClassIdx/B", "Deferred/B",
+    );
+    for &n in threads {
+        let (b, c, d) = (
+            cell("Base", n),
+            cell("ClassIdx-only", n),
+            cell("Deferred", n),
+        );
+        let label = if n == 1 {
+            "single".to_string()
+        } else {
+            format!("multi {n}p")
+        };
+        println!(
+            "{:<10} {:>8.1}ms {:>12.1}ms {:>8.1}ms {:>11.2}x {:>11.2}x",
+            label,
+            b.free_ms,
+            c.free_ms,
+            d.free_ms,
+            b.free_ms / c.free_ms,
+            b.free_ms / d.free_ms
+        );
+    }
+    println!();
+    println!(
+        "{:<14} {:>8} {:>12} {:>10} {:>14} {:>16} {:>14}",
+        "mode",
+        "threads",
+        "objects",
+        "free ms",
+        "x vs 1 thread",
+        "until flushed ms",
+        "alloc+free Mops/s"
+    );
+    for f in &r.figures {
+        let one = cell(&f.mode, threads[0]);
+        // Free throughput relative to the first thread count: N threads
+        // free N times the objects.
+        let scaling = (f.threads as f64 / one.threads as f64) * one.free_ms / f.free_ms;
+        println!(
+            "{:<14} {:>8} {:>12} {:>10.1} {:>13.2}x {:>16} {:>14.2}",
+            f.mode,
+            f.threads,
+            f.objects_per_thread * f.threads,
+            f.free_ms,
+            scaling,
+            f.until_flushed_ms
+                .map_or("-".to_string(), |m| format!("{m:.1}")),
+            f.alloc_free_mops
+        );
+    }
+    println!();
+    println!(
+        "per-free latency, 1 thread, {} MiB (clock reading included):",
+        a.mib
+    );
+    for l in &r.latency {
+        println!(
+            "  {:<14} p50 {:>6} ns  p99 {:>6} ns  p99.9 {:>7} ns   (clock pair: {} ns)",
+            l.mode, l.p50_ns, l.p99_ns, l.p999_ns, l.clock_ns
+        );
+    }
+}
