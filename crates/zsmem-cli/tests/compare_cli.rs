@@ -74,7 +74,7 @@ fn compare_json_has_every_run() {
 fn compare_refuses_bad_arguments() {
     for (args, needle) in [
         (
-            &["compare", "--contestants", "zbud"][..],
+            &["compare", "--contestants", "zsfold"][..],
             "unknown contestant",
         ),
         (&["compare", "--rounds", "0"][..], "--rounds"),
