@@ -49,12 +49,7 @@ pub struct FreeBenchArgs {
 const MODES: [(&str, FreeMode); 3] = [
     ("Base", FreeMode::PoolLock),
     ("ClassIdx-only", FreeMode::ClassLock),
-    (
-        "Deferred",
-        FreeMode::Deferred {
-            max_pending_bytes: 4 << 20,
-        },
-    ),
+    ("Deferred", FreeMode::deferred()),
 ];
 
 /// One cell: a mode at a thread count.

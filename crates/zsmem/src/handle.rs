@@ -131,6 +131,16 @@ struct Entry {
     len_m1: u16,
 }
 
+impl Entry {
+    fn location(&self) -> Location {
+        Location {
+            zspage: self.zspage,
+            obj: self.obj,
+            len: usize::from(self.len_m1) + 1,
+        }
+    }
+}
+
 /// Slots per chunk of a handle table (3 KiB of entries): small enough that
 /// a class that shrinks gives its chunks back, large enough that the chunk
 /// directory stays small.
@@ -311,47 +321,39 @@ impl HandleTable {
 
     /// Resolve a handle whose class has already been checked.
     pub(crate) fn get(&self, h: Handle) -> Result<Location> {
-        let g = h.generation();
-        if g == 0 {
-            return Err(h.fault(HandleFault::Null));
-        }
-        let (c, _) = split(h.slot());
-        let e = match self.chunks.get(c) {
-            None => return Err(h.fault(HandleFault::UnknownSlot)),
-            // Released: every object of the chunk was freed.
-            Some(None) => return Err(h.fault(HandleFault::Freed)),
-            Some(Some(_)) => self.entry(h.slot()).expect("present chunk"),
-        };
+        let e = self.find(h)?;
         check_tag(h, e.tag.load(Ordering::Acquire), false)?;
-        Ok(Location {
-            zspage: e.zspage,
-            obj: e.obj,
-            len: usize::from(e.len_m1) + 1,
-        })
+        Ok(e.location())
     }
 
     /// Resolve a handle and mark it dying, for a free under the class lock:
     /// a lock-free deferred free racing for the same handle cannot also win.
     pub(crate) fn claim(&self, h: Handle) -> Result<Location> {
-        let loc = self.get(h)?;
-        mark(self.entry(h.slot()).expect("resolved above"), h)?;
-        Ok(loc)
+        let e = self.find(h)?;
+        mark(e, h)?;
+        Ok(e.location())
     }
 
     /// Resolve a handle that a deferred free marked dying (the drain's
     /// look-up): the entry must be live, dying and of this generation.
     pub(crate) fn get_dying(&self, h: Handle) -> Result<Location> {
-        let (c, _) = split(h.slot());
-        let e = match self.chunks.get(c) {
-            Some(Some(_)) => self.entry(h.slot()).expect("present chunk"),
-            _ => return Err(h.fault(HandleFault::UnknownSlot)),
-        };
+        let e = self.find(h)?;
         check_tag(h, e.tag.load(Ordering::Acquire), true)?;
-        Ok(Location {
-            zspage: e.zspage,
-            obj: e.obj,
-            len: usize::from(e.len_m1) + 1,
-        })
+        Ok(e.location())
+    }
+
+    /// The entry a handle's slot names, before its tag is checked.
+    fn find(&self, h: Handle) -> Result<&Entry> {
+        if h.generation() == 0 {
+            return Err(h.fault(HandleFault::Null));
+        }
+        let (c, i) = split(h.slot());
+        match self.chunks.get(c) {
+            None => Err(h.fault(HandleFault::UnknownSlot)),
+            // Released: every object of the chunk was freed.
+            Some(None) => Err(h.fault(HandleFault::Freed)),
+            Some(Some(chunk)) => Ok(&chunk.entries[i]),
+        }
     }
 
     /// Free a slot that `claim` (or `get_dying`) just resolved; release its
@@ -399,11 +401,7 @@ impl HandleTable {
     /// The live entry of a slot, by slot number (for invariant checks).
     pub(crate) fn live_entry(&self, slot: u32) -> Option<Location> {
         let e = self.entry(slot)?;
-        (e.tag.load(Ordering::Relaxed) & LIVE != 0).then(|| Location {
-            zspage: e.zspage,
-            obj: e.obj,
-            len: usize::from(e.len_m1) + 1,
-        })
+        (e.tag.load(Ordering::Relaxed) & LIVE != 0).then(|| e.location())
     }
 
     pub(crate) fn live(&self) -> usize {
@@ -647,12 +645,6 @@ impl Drop for Directory {
         }
     }
 }
-
-// SAFETY: the directory holds pointers into chunks owned by the handle
-// table; it only reads them (atomically) and the table outlives every use.
-unsafe impl Send for Directory {}
-// SAFETY: as above; all shared access is through atomics.
-unsafe impl Sync for Directory {}
 
 #[cfg(test)]
 mod tests {

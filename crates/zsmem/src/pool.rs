@@ -80,7 +80,7 @@ pub enum FreeMode {
 
 impl FreeMode {
     /// Deferred free with a 4 MiB bound on pending objects.
-    pub fn deferred() -> FreeMode {
+    pub const fn deferred() -> FreeMode {
         FreeMode::Deferred {
             max_pending_bytes: 4 << 20,
         }
@@ -160,21 +160,16 @@ pub struct Pool {
     /// Class index (as carried in handles) to position in `classes`.
     dense: Box<[u16]>,
     classes: Box<[CachePadded<Mutex<Class>>]>,
-    /// Per class (same order): the lock-free handle directory, with
-    /// deferred free only.
+    /// Per class (same order): the lock-free handle directory; empty
+    /// unless frees are deferred.
     directories: Box<[Arc<Directory>]>,
     deferred: Option<Shards>,
     /// Taken by every free in `FreeMode::PoolLock` only.
     pool_lock: std::sync::RwLock<()>,
     pages: PageSource,
     compaction: Counters,
-    deferred_stats: DeferredStats,
-}
-
-#[derive(Debug, Default)]
-struct DeferredStats {
-    /// Runs of one class freed under one lock acquisition.
-    batches: std::sync::atomic::AtomicU64,
+    /// Runs of deferred frees drained, each under one class lock.
+    deferred_batches: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Pool {
@@ -232,18 +227,22 @@ impl Pool {
             ));
         }
         let mut dense = vec![NO_CLASS; table.len()].into_boxed_slice();
-        let directories: Box<[Arc<Directory>]> = table
-            .physical_indices()
-            .iter()
-            .map(|_| Arc::new(Directory::default()))
-            .collect();
+        let directories: Box<[Arc<Directory>]> = if deferred.is_some() {
+            table
+                .physical_indices()
+                .iter()
+                .map(|_| Arc::new(Directory::default()))
+                .collect()
+        } else {
+            Box::new([])
+        };
         let classes = table
             .physical_indices()
             .iter()
             .enumerate()
             .map(|(d, &i)| {
                 dense[i] = d as u16;
-                let dir = deferred.is_some().then(|| directories[d].clone());
+                let dir = directories.get(d).cloned();
                 CachePadded(Mutex::new(Class::new(table.classes()[i], dir)))
             })
             .collect();
@@ -258,7 +257,7 @@ impl Pool {
             dense,
             classes,
             compaction: Counters::default(),
-            deferred_stats: DeferredStats::default(),
+            deferred_batches: Default::default(),
         })
     }
 
@@ -441,8 +440,7 @@ impl Pool {
                 let freed = class.free_dying(Handle::from_raw(raw), &self.pages);
                 debug_assert!(freed.is_ok(), "{freed:?}");
             }
-            self.deferred_stats
-                .batches
+            self.deferred_batches
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.auto_compact(&mut class);
         }
@@ -545,8 +543,7 @@ impl Pool {
             pending_frees: 0,
             pending_free_bytes: 0,
             deferred_batches: self
-                .deferred_stats
-                .batches
+                .deferred_batches
                 .load(std::sync::atomic::Ordering::Relaxed),
         };
         if let Some(shards) = &self.deferred {

@@ -371,16 +371,21 @@ impl PageStore {
                 Some(n) if n < self.huge_threshold => (&buf[..n], false),
                 _ => (page, true),
             };
-            let handle = if self.measure_allocator {
-                let t = Instant::now();
-                let h = self.pool.store(bytes);
-                add(&self.counters.allocator_ns, t.elapsed().as_nanos() as u64);
-                h?
-            } else {
-                self.pool.store(bytes)?
-            };
+            let handle = self.in_allocator(|| self.pool.store(bytes))?;
             Ok(Slot::stored(handle, bytes.len(), huge, codec, now))
         })
+    }
+
+    /// Run a pool call, adding its time to `allocator_ns` if the store
+    /// measures its allocator.
+    fn in_allocator<T>(&self, f: impl FnOnce() -> T) -> T {
+        if !self.measure_allocator {
+            return f();
+        }
+        let t = Instant::now();
+        let r = f();
+        add(&self.counters.allocator_ns, t.elapsed().as_nanos() as u64);
+        r
     }
 
     /// Count (`sign > 0`) or uncount what a slot holds.
@@ -416,14 +421,7 @@ impl PageStore {
         match old.kind() {
             Kind::Stored => {
                 // The slot owned this handle alone; freeing it cannot fail.
-                let freed = if self.measure_allocator {
-                    let t = Instant::now();
-                    let f = self.pool.free(old.handle());
-                    add(&self.counters.allocator_ns, t.elapsed().as_nanos() as u64);
-                    f
-                } else {
-                    self.pool.free(old.handle())
-                };
+                let freed = self.in_allocator(|| self.pool.free(old.handle()));
                 debug_assert!(freed.is_ok(), "{freed:?}");
             }
             Kind::WrittenBack => self.free_block(&old),
