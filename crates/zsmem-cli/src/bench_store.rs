@@ -16,7 +16,7 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use zsmem::{Codec, PageStore, PageStoreConfig, PoolConfig};
-use zsmem_lab::contestant::{KernelContestant, LabError, PageContestant};
+use zsmem_lab::contestant::{KernelContestant, LabError, PageContestant, ZsmemContestant};
 use zsmem_lab::corpus::{FileEntry, FileTree, PAGE_SIZE, Page};
 use zsmem_lab::kernel_zram::ZramError;
 
@@ -202,48 +202,6 @@ fn run_contestant(
     Ok((store, store_wall, load, load_wall))
 }
 
-/// The zsmem store as a page contestant, for the common driver.
-struct Zsmem {
-    store: PageStore,
-    label: String,
-}
-
-impl PageContestant for Zsmem {
-    fn name(&self) -> &str {
-        &self.label
-    }
-    fn config(&self) -> String {
-        let c = self.store.pool().config();
-        format!(
-            "PageStore, {}, chain {}, delta {}{}",
-            self.store.codec().name(),
-            c.chain_size,
-            c.class_delta,
-            if c.kernel_handle_header {
-                ", kernel configuration"
-            } else {
-                ""
-            }
-        )
-    }
-    fn store(&mut self, slot: u64, page: &Page) -> Result<(), LabError> {
-        Ok(self.store.write(slot as usize, page)?)
-    }
-    fn load(&mut self, slot: u64, buf: &mut Page) -> Result<(), LabError> {
-        Ok(self.store.read(slot as usize, buf)?)
-    }
-    fn discard(&mut self, slot: u64, pages: u64) -> Result<(), LabError> {
-        Ok(self.store.discard(slot as usize, pages as usize)?)
-    }
-    fn figures(&mut self) -> Result<zsmem_lab::contestant::Figures, LabError> {
-        unreachable!("not used by bench store")
-    }
-    fn compact(&mut self) -> Result<(), LabError> {
-        self.store.compact();
-        Ok(())
-    }
-}
-
 fn figures(
     c: &dyn PageContestant,
     pages: usize,
@@ -339,19 +297,16 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
     };
 
     // zsmem, measured.
-    let mut z = Zsmem {
-        store: make(false)?,
-        label: "zsmem".into(),
-    };
+    let mut z = ZsmemContestant::from_store("zsmem", make(false)?);
     let run = run_contestant(&mut z, &pages)?;
-    let m = z.store.mm_stat();
+    let m = z.store_ref().mm_stat();
     let zsmem = figures(
         &z,
         pages.len(),
         run,
         m.compr_data_size,
         m.mem_used_total,
-        Some(z.store.metadata_bytes() as u64),
+        Some(z.store_ref().metadata_bytes() as u64),
     );
     drop(z);
 

@@ -164,15 +164,15 @@ fn make(name: &str, codec: Codec, slots: usize) -> Result<Box<dyn PageContestant
             };
             Box::new(KernelContestant::new(alg, slots)?)
         }
-        other if zsmem_lab::peers::PEERS.contains(&other) => {
-            zsmem_lab::peers::make_peer_pages(other, slots).expect("a peer's name")?
-        }
-        other => {
-            return Err(LabError::Usage(format!(
-                "unknown contestant `{other}`: use {}",
-                CONTESTANTS.join(", ")
-            )));
-        }
+        other => match zsmem_lab::peers::make_peer_pages(other, slots) {
+            Some(peer) => peer?,
+            None => {
+                return Err(LabError::Usage(format!(
+                    "unknown contestant `{other}`: use {}",
+                    CONTESTANTS.join(", ")
+                )));
+            }
+        },
     })
 }
 

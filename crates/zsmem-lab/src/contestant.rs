@@ -113,22 +113,26 @@ pub trait PageContestant {
 pub struct ZsmemContestant {
     name: String,
     store: PageStore,
-    codec: Codec,
 }
 
 impl ZsmemContestant {
     /// A store of `slots` pages with `pool` and `codec`, named `name`.
     pub fn new(name: &str, pool: PoolConfig, codec: Codec, slots: usize) -> Result<Self, LabError> {
-        Ok(ZsmemContestant {
-            name: name.to_string(),
-            store: PageStore::new(PageStoreConfig {
-                slots,
-                codec,
-                pool,
-                ..Default::default()
-            })?,
+        let store = PageStore::new(PageStoreConfig {
+            slots,
             codec,
-        })
+            pool,
+            ..Default::default()
+        })?;
+        Ok(Self::from_store(name, store))
+    }
+
+    /// An existing store, named `name`.
+    pub fn from_store(name: &str, store: PageStore) -> Self {
+        ZsmemContestant {
+            name: name.to_string(),
+            store,
+        }
     }
 
     /// The kernel-faithful configuration: chain 8, delta 16, the in-object
@@ -160,7 +164,7 @@ impl PageContestant for ZsmemContestant {
             c.page_size,
             c.chain_size,
             c.class_delta,
-            self.codec.name(),
+            self.store.codec().name(),
             if c.kernel_handle_header {
                 ", in-object handle counted"
             } else {

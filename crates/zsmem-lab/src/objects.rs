@@ -46,6 +46,35 @@ pub trait ObjectContestant {
     }
 }
 
+/// A boxed contestant is one too, so generic wrappers (zram's page handling,
+/// [`crate::baseline::ZramFront`]) take contestants chosen by name.
+impl<T: ObjectContestant + ?Sized> ObjectContestant for Box<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn config(&self) -> String {
+        (**self).config()
+    }
+    fn alloc(&mut self, data: &[u8]) -> Result<u64, LabError> {
+        (**self).alloc(data)
+    }
+    fn read(&mut self, id: u64, buf: &mut Vec<u8>) -> Result<(), LabError> {
+        (**self).read(id, buf)
+    }
+    fn free(&mut self, id: u64) -> Result<(), LabError> {
+        (**self).free(id)
+    }
+    fn memory(&mut self) -> Result<ObjectMemory, LabError> {
+        (**self).memory()
+    }
+    fn compact(&mut self) -> Result<u64, LabError> {
+        (**self).compact()
+    }
+    fn pages_compacted(&self) -> u64 {
+        (**self).pages_compacted()
+    }
+}
+
 /// A zsmem pool as an object contestant.
 pub struct PoolObjects {
     name: String,
@@ -308,15 +337,15 @@ pub fn make_object_contestant(name: &str) -> Result<Box<dyn ObjectContestant>, L
         "system" => Box::new(system_objects()?),
         "jemalloc" => Box::new(jemalloc_objects()?),
         "mimalloc" => Box::new(mimalloc_objects()?),
-        other if crate::peers::PEERS.contains(&other) => {
-            crate::peers::make_peer(other).expect("a peer's name")?
-        }
-        other => {
-            return Err(LabError::Usage(format!(
-                "unknown contestant `{other}`: use {}",
-                OBJECT_CONTESTANTS.join(", ")
-            )));
-        }
+        other => match crate::peers::make_peer(other) {
+            Some(peer) => peer?,
+            None => {
+                return Err(LabError::Usage(format!(
+                    "unknown contestant `{other}`: use {}",
+                    OBJECT_CONTESTANTS.join(", ")
+                )));
+            }
+        },
     })
 }
 

@@ -37,7 +37,7 @@ use std::collections::HashMap;
 use zsmem::os::OsPages;
 
 use super::slab::{ChunkRef, SlabAllocator};
-use super::{HandleTable, PeerAllocator, bad_handle, zero_length};
+use super::{HandleTable, PeerAllocator, bad_handle, check_len};
 use crate::contestant::LabError;
 
 /// The smallest chunk.
@@ -332,16 +332,7 @@ impl PeerAllocator for Afmalloc {
     }
 
     fn alloc(&mut self, data: &[u8]) -> Result<u64, LabError> {
-        if data.is_empty() {
-            return Err(zero_length());
-        }
-        if data.len() > self.max_size() {
-            return Err(LabError::Usage(format!(
-                "afmalloc: an object of {} bytes is larger than a page ({} bytes)",
-                data.len(),
-                self.max_size()
-            )));
-        }
+        check_len("afmalloc", data.len(), self.max_size())?;
         let (at, direct) = match plan(data.len()) {
             Plan::Direct(size) => {
                 let r = self.alloc_size(size)?;

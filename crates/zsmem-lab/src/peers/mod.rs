@@ -60,9 +60,22 @@ pub(crate) fn bad_handle(who: &str, handle: u64) -> LabError {
     ))
 }
 
-/// The error for an empty object.
-pub(crate) fn zero_length() -> LabError {
-    LabError::Zsmem(zsmem::Error::ZeroLength)
+/// The error for an object over `who`'s limit of `max` bytes.
+pub(crate) fn too_large(who: &str, len: usize, max: usize) -> LabError {
+    LabError::Usage(format!(
+        "{who}: an object of {len} bytes is larger than its limit of {max} bytes"
+    ))
+}
+
+/// Refuse an empty object, or one over `who`'s limit of `max` bytes.
+pub(crate) fn check_len(who: &str, len: usize, max: usize) -> Result<(), LabError> {
+    if len == 0 {
+        return Err(LabError::Zsmem(zsmem::Error::ZeroLength));
+    }
+    if len > max {
+        return Err(too_large(who, len, max));
+    }
+    Ok(())
 }
 
 /// Bytes a vector's buffer takes on the heap.
@@ -406,14 +419,7 @@ impl<P: PeerAllocator> ObjectContestant for PeerObjects<P> {
         if data.len() <= self.peer.max_size() {
             return self.peer.alloc(data);
         }
-        let ps = self.peer.pages().page_size();
-        if data.len() > ps {
-            return Err(LabError::Usage(format!(
-                "{}: an object of {} bytes is larger than a page ({ps} bytes)",
-                self.peer.name(),
-                data.len()
-            )));
-        }
+        check_len(self.peer.name(), data.len(), self.peer.pages().page_size())?;
         let mut block = self.peer.pages().alloc(1)?;
         block.as_mut_slice()[..data.len()].copy_from_slice(data);
         Ok(self.own.insert((block, data.len())) | OWN_PAGE_TAG)
@@ -488,20 +494,10 @@ pub fn make_peer_pages(
     name: &str,
     slots: usize,
 ) -> Option<Result<Box<dyn PageContestant + Send>, LabError>> {
-    fn boxed<P: PeerAllocator + Send + 'static>(
-        p: Result<P, LabError>,
-        slots: usize,
-    ) -> Result<Box<dyn PageContestant + Send>, LabError> {
-        Ok(Box::new(ZramFront::new(PeerObjects::new(p?), slots)?))
-    }
-    Some(match name {
-        "zbud" => boxed(zbud::Zbud::new(), slots),
-        "z3fold" => boxed(z3fold::Z3fold::new(), slots),
-        "zblock" => boxed(zblock::Zblock::new(), slots),
-        "afmalloc" => boxed(afmalloc::Afmalloc::new(false), slots),
-        "afmalloc-compact" => boxed(afmalloc::Afmalloc::new(true), slots),
-        _ => return None,
-    })
+    let make = |objects: Box<dyn ObjectContestant + Send>| {
+        Ok(Box::new(ZramFront::new(objects, slots)?) as Box<dyn PageContestant + Send>)
+    };
+    make_peer(name).map(|objects| objects.and_then(make))
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@
 
 use zsmem::os::{OsPages, PageBlock};
 
-use super::{HandleTable, IdVec, Lists, PeerAllocator, bad_handle, zero_length};
+use super::{HandleTable, IdVec, Lists, PeerAllocator, bad_handle, check_len};
 use crate::contestant::LabError;
 use crate::corpus::PAGE_SIZE;
 
@@ -274,15 +274,7 @@ impl PeerAllocator for Z3fold {
     }
 
     fn alloc(&mut self, data: &[u8]) -> Result<u64, LabError> {
-        if data.is_empty() {
-            return Err(zero_length());
-        }
-        if data.len() > PAGE_SIZE {
-            return Err(LabError::Usage(format!(
-                "z3fold: an object of {} bytes is larger than a page ({PAGE_SIZE} bytes)",
-                data.len()
-            )));
-        }
+        check_len("z3fold", data.len(), PAGE_SIZE)?;
         if data.len() > MAX_BUDDY_SIZE {
             let mut block = self.os.alloc(1)?;
             block.as_mut_slice()[..data.len()].copy_from_slice(data);

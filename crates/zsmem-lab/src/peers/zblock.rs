@@ -15,7 +15,7 @@
 
 use zsmem::os::{OsPages, PageBlock};
 
-use super::{HandleTable, IdVec, Lists, PeerAllocator, bad_handle, zero_length};
+use super::{HandleTable, IdVec, Lists, PeerAllocator, bad_handle, check_len, too_large};
 use crate::contestant::LabError;
 use crate::corpus::PAGE_SIZE;
 
@@ -208,16 +208,9 @@ impl PeerAllocator for Zblock {
     }
 
     fn alloc(&mut self, data: &[u8]) -> Result<u64, LabError> {
-        if data.is_empty() {
-            return Err(zero_length());
-        }
-        let t = block_type(data.len()).ok_or_else(|| {
-            LabError::Usage(format!(
-                "zblock: an object of {} bytes is larger than zblock's largest slot ({} bytes)",
-                data.len(),
-                max_size()
-            ))
-        })?;
+        check_len("zblock", data.len(), max_size())?;
+        let t =
+            block_type(data.len()).ok_or_else(|| too_large("zblock", data.len(), max_size()))?;
         let id = match self.lists.first(t) {
             Some(id) => id,
             None => {

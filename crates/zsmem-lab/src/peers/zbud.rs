@@ -14,7 +14,7 @@
 
 use zsmem::os::{OsPages, PageBlock};
 
-use super::{HandleTable, IdVec, Lists, PeerAllocator, bad_handle, zero_length};
+use super::{HandleTable, IdVec, Lists, PeerAllocator, bad_handle, check_len};
 use crate::contestant::LabError;
 use crate::corpus::PAGE_SIZE;
 
@@ -127,15 +127,7 @@ impl PeerAllocator for Zbud {
     }
 
     fn alloc(&mut self, data: &[u8]) -> Result<u64, LabError> {
-        if data.is_empty() {
-            return Err(zero_length());
-        }
-        if data.len() > MAX_SIZE {
-            return Err(LabError::Usage(format!(
-                "zbud: an object of {} bytes is larger than zbud's limit of {MAX_SIZE} bytes (a page less two {CHUNK_SIZE}-byte chunks)",
-                data.len()
-            )));
-        }
+        check_len("zbud", data.len(), MAX_SIZE)?;
         let chunks = size_to_chunks(data.len());
         let found = (chunks..=NCHUNKS).find_map(|i| self.unbuddied.first(i));
         let (id, buddy) = match found {
