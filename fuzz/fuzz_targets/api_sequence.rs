@@ -10,24 +10,11 @@
 use std::collections::HashMap;
 
 use libfuzzer_sys::fuzz_target;
-use zsmem::{ChainRule, CompactionPolicy, Handle, Pool, PoolConfig};
 
-/// Reads little-endian numbers from the fuzzer's bytes, zeros at the end.
-struct Bytes<'a>(&'a [u8]);
+mod common;
+use common::Bytes;
+use zsmem::{ChainRule, CompactionPolicy, FreeMode, Handle, Pool, PoolConfig};
 
-impl Bytes<'_> {
-    fn u8(&mut self) -> u8 {
-        let (b, rest) = self.0.split_first().map_or((0, &[][..]), |(b, r)| (*b, r));
-        self.0 = rest;
-        b
-    }
-    fn u16(&mut self) -> u16 {
-        u16::from(self.u8()) | u16::from(self.u8()) << 8
-    }
-    fn u64(&mut self) -> u64 {
-        (0..8).fold(0, |acc, i| acc | u64::from(self.u8()) << (8 * i))
-    }
-}
 
 fuzz_target!(|data: &[u8]| {
     let mut b = Bytes(data);
@@ -47,6 +34,13 @@ fuzz_target!(|data: &[u8]| {
             n => CompactionPolicy::Auto {
                 min_freeable_zspages: usize::from(n),
                 max_moves: usize::from(b.u8() % 64) + 1,
+            },
+        },
+        free_mode: match b.u8() % 3 {
+            0 => FreeMode::ClassLock,
+            1 => FreeMode::PoolLock,
+            _ => FreeMode::Deferred {
+                max_pending_bytes: (usize::from(b.u8()) + 1) << 16,
             },
         },
     };
@@ -126,5 +120,6 @@ fuzz_target!(|data: &[u8]| {
     for raw in order {
         pool.free(Handle::from_raw(raw)).unwrap();
     }
+    pool.flush();
     assert_eq!(pool.stats().pages_held, 0);
 });

@@ -14,6 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
+
+mod common;
+use common::Bytes;
 use zsmem::store::ManualClock;
 use zsmem::{
     Codec, CompactionPolicy, Error, PageStore, PageStoreConfig, PoolConfig, RecompressRequest,
@@ -23,19 +26,6 @@ use zsmem::{
 const PAGE: usize = 4096;
 const SLOTS: usize = 32;
 
-/// Reads numbers from the fuzzer's bytes, zeros at the end.
-struct Bytes<'a>(&'a [u8]);
-
-impl Bytes<'_> {
-    fn u8(&mut self) -> u8 {
-        let (b, rest) = self.0.split_first().map_or((0, &[][..]), |(b, r)| (*b, r));
-        self.0 = rest;
-        b
-    }
-    fn u16(&mut self) -> u16 {
-        u16::from(self.u8()) | u16::from(self.u8()) << 8
-    }
-}
 
 fn page(kind: u8, seed: u16) -> Vec<u8> {
     let mut x = u64::from(seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;

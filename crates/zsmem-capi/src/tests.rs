@@ -184,12 +184,16 @@ fn pool_round_trip_through_every_call() {
     assert_eq!(&buf[..16], b"compressed bytes");
 
     let mut h2 = 0;
+    // SAFETY: the handles, pools, stores and buffers passed are live and
+    // sized as set up above; invalid ones are the error paths under test.
     assert_eq!(unsafe { zsmem_pool_alloc(pool.0, 1000, &mut h2) }, 0);
     assert_eq!(
         unsafe { zsmem_pool_write(pool.0, h2, [7u8; 1000].as_ptr().cast(), 1000) },
         0
     );
     assert_eq!(
+        // SAFETY: the handles, pools, stores and buffers passed are live and
+        // sized as set up above; invalid ones are the error paths under test.
         unsafe { zsmem_pool_write_at(pool.0, h2, 998, b"xy".as_ptr().cast(), 2) },
         0
     );
@@ -203,6 +207,8 @@ fn pool_round_trip_through_every_call() {
     assert_eq!(s.bytes_held, s.pages_held * 4096);
     assert!(s.pages_held >= 1 && s.metadata_bytes > 0);
 
+    // SAFETY: the handles, pools, stores and buffers passed are live and
+    // sized as set up above; invalid ones are the error paths under test.
     let n = unsafe { zsmem_pool_class_stats(pool.0, null_mut(), 0) };
     assert!(n > 100, "{n} physical classes");
     let mut classes = vec![zsmem_class_stats::default(); n as usize];
@@ -215,12 +221,16 @@ fn pool_round_trip_through_every_call() {
     // A short array gets the first classes only.
     let mut two = [zsmem_class_stats::default(); 2];
     assert_eq!(
+        // SAFETY: the handles, pools, stores and buffers passed are live and
+        // sized as set up above; invalid ones are the error paths under test.
         unsafe { zsmem_pool_class_stats(pool.0, two.as_mut_ptr(), 2) },
         n
     );
     assert_eq!(two[1], classes[1]);
 
     pool.check();
+    // SAFETY: the handles, pools, stores and buffers passed are live and
+    // sized as set up above; invalid ones are the error paths under test.
     assert_eq!(unsafe { zsmem_pool_free(pool.0, h) }, 0);
     assert_eq!(unsafe { zsmem_pool_free(pool.0, h2) }, 0);
     assert!(unsafe { zsmem_pool_compact(pool.0) } >= 0);
@@ -245,6 +255,8 @@ fn handle_misuse_is_ebadf_never_data() {
     );
     let mut buf = [0u8; 16];
     assert_eq!(pool.read(h, &mut buf).0, -EBADF, "use after free");
+    // SAFETY: the handles, pools, stores and buffers passed are live and
+    // sized as set up above; invalid ones are the error paths under test.
     assert_eq!(unsafe { zsmem_pool_object_len(pool.0, h) }, -EBADF);
     assert_eq!(
         unsafe { zsmem_pool_write(pool.0, h, b"x".as_ptr().cast(), 1) },
@@ -257,6 +269,8 @@ fn handle_misuse_is_ebadf_never_data() {
     assert!(last_error().contains("stale"), "{}", last_error());
     for forged in [0, u64::MAX, h2 ^ 1 << 20, h2 + 1] {
         assert_eq!(pool.read(forged, &mut buf).0, -EBADF, "forged {forged:#x}");
+        // SAFETY: the handles, pools, stores and buffers passed are live and
+        // sized as set up above; invalid ones are the error paths under test.
         assert_eq!(unsafe { zsmem_pool_free(pool.0, forged) }, -EBADF);
     }
     // A handle of another pool.
@@ -284,6 +298,8 @@ fn bad_lengths_have_their_codes() {
 
     let h = pool.store(&[9u8; 100]);
     assert_eq!(
+        // SAFETY: the handles, pools, stores and buffers passed are live and
+        // sized as set up above; invalid ones are the error paths under test.
         unsafe { zsmem_pool_write_at(pool.0, h, 99, b"ab".as_ptr().cast(), 2) },
         -EMSGSIZE
     );
@@ -301,6 +317,8 @@ fn bad_lengths_have_their_codes() {
     assert!(last_error().contains("99 bytes"), "{}", last_error());
     // `needed` may be NULL.
     assert_eq!(
+        // SAFETY: the handles, pools, stores and buffers passed are live and
+        // sized as set up above; invalid ones are the error paths under test.
         unsafe { zsmem_pool_read(pool.0, h, small.as_mut_ptr().cast(), 99, null_mut()) },
         -ENOBUFS
     );
@@ -550,6 +568,8 @@ fn store_pages_discard_and_mm_stat() {
         assert_eq!(store.write(16, &text_page(1)), -ERANGE);
         assert!(last_error().contains("slot 16"), "{}", last_error());
         assert_eq!(store.read(99, &mut out), -ERANGE);
+        // SAFETY: the handles, pools, stores and buffers passed are live and
+        // sized as set up above; invalid ones are the error paths under test.
         assert_eq!(unsafe { zsmem_store_discard(store.0, 10, 7) }, -ERANGE);
         assert_eq!(
             unsafe { zsmem_store_discard(store.0, usize::MAX, 2) },

@@ -2,14 +2,9 @@
 //! kernel's part needs root and zram, and is skipped with a reason without
 //! them).
 
-use std::process::Command;
+mod common;
 
-fn zsmem(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_zsmem"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use common::zsmem;
 
 #[test]
 fn bench_store_prints_the_table() {

@@ -1,13 +1,12 @@
 //! `zsmem classes` run as a program: output formats, pinned numbers from
 //! the 2026 RFC and the kernel, and argument errors.
 
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Output;
 
 fn zsmem(args: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_zsmem"))
-        .args(args.split_whitespace())
-        .output()
-        .expect("run zsmem")
+    common::zsmem(&args.split_whitespace().collect::<Vec<_>>())
 }
 
 /// Run and expect success; returns stdout.

@@ -1,13 +1,8 @@
 //! `zsmem compare` end to end on a small embedded corpus.
 
-use std::process::Command;
+mod common;
 
-fn zsmem(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_zsmem"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use common::zsmem;
 
 #[test]
 fn compare_prints_every_step_and_a_summary() {

@@ -1,0 +1,81 @@
+//! `zsmem bench free` end to end on a small run: the reference's table, the
+//! scaling table and the latency lines, JSON, and argument errors.
+
+mod common;
+
+use common::zsmem;
+
+#[test]
+fn bench_free_prints_the_three_modes() {
+    let out = zsmem(&[
+        "bench",
+        "free",
+        "--mib",
+        "2",
+        "--repeats",
+        "1",
+        "--threads",
+        "1,2",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "bench free: each thread stores 2 MiB",
+        "Base",
+        "ClassIdx-only",
+        "Deferred",
+        "single",
+        "multi 2p",
+        "x vs 1 thread",
+        "until flushed ms",
+        "per-free latency",
+        "p99.9",
+    ] {
+        assert!(t.contains(needle), "missing {needle} in\n{t}");
+    }
+}
+
+#[test]
+fn bench_free_json_has_every_cell() {
+    let out = zsmem(&[
+        "bench",
+        "free",
+        "--mib",
+        "1",
+        "--repeats",
+        "1",
+        "--threads",
+        "1",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let figures = v["figures"].as_array().unwrap();
+    assert_eq!(figures.len(), 3, "one cell per mode");
+    for f in figures {
+        assert!(f["objects_per_thread"].as_u64().unwrap() > 0);
+        assert!(f["free_ms"].as_f64().unwrap() >= 0.0);
+    }
+    assert!(figures[2]["until_flushed_ms"].is_number());
+    assert_eq!(v["latency"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn bench_free_refuses_bad_arguments() {
+    for (args, msg) in [
+        (&["bench", "free", "--mib", "0"][..], "--mib"),
+        (&["bench", "free", "--threads", "0"][..], "--threads"),
+        (&["bench", "free", "--repeats", "0"][..], "--repeats"),
+        (&["bench", "free", "--format", "xml"][..], "unknown format"),
+    ] {
+        let out = zsmem(args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(e.contains(msg), "{args:?}: {e}");
+    }
+}
