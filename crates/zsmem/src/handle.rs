@@ -28,7 +28,9 @@
 use std::ptr;
 
 use crate::error::{Error, HandleFault, Result};
-use crate::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::Arc;
+
+use crate::sync::atomic::{AtomicPtr, AtomicU16, AtomicU32, Ordering};
 
 /// Bits of the slot field.
 pub const SLOT_BITS: u32 = 30;
@@ -116,6 +118,15 @@ pub(crate) struct Location {
 }
 
 /// One slot of a handle table.
+///
+/// Every field is atomic and an entry is only ever reached through a shared
+/// reference: the deferred-free path reads `tag` through the directory
+/// while the class lock's holder updates the entry, and a `&mut Entry`
+/// would claim the whole entry exclusively (undefined behaviour beside a
+/// concurrent reader, as Miri reports). The other fields are read and
+/// written under the class lock only, so `Relaxed` is enough for them (the
+/// lock orders them); on x86 and ARM such accesses are plain loads and
+/// stores.
 #[derive(Debug)]
 struct Entry {
     /// Generation in the low bits; `LIVE` set while an object owns the slot,
@@ -125,19 +136,39 @@ struct Entry {
     tag: AtomicU32,
     /// The object's zspage while live; the next free slot of the chunk
     /// (or `NIL`) while free.
-    zspage: u32,
-    obj: u16,
+    zspage: AtomicU32,
+    obj: AtomicU16,
     /// Object length minus one (lengths are 1..=65536).
-    len_m1: u16,
+    len_m1: AtomicU16,
 }
 
 impl Entry {
+    /// A free entry of generation `tag` whose free-list successor is `next`.
+    fn free(tag: u32, next: u32) -> Entry {
+        Entry {
+            tag: AtomicU32::new(tag),
+            zspage: AtomicU32::new(next),
+            obj: AtomicU16::new(0),
+            len_m1: AtomicU16::new(0),
+        }
+    }
+
     fn location(&self) -> Location {
         Location {
-            zspage: self.zspage,
-            obj: self.obj,
-            len: usize::from(self.len_m1) + 1,
+            zspage: self.zspage.load(Ordering::Relaxed),
+            obj: self.obj.load(Ordering::Relaxed),
+            len: usize::from(self.len_m1.load(Ordering::Relaxed)) + 1,
         }
+    }
+
+    fn set_place(&self, zspage: u32, obj: u16) {
+        self.zspage.store(zspage, Ordering::Relaxed);
+        self.obj.store(obj, Ordering::Relaxed);
+    }
+
+    /// The next free slot, while this one is free.
+    fn next_free(&self) -> u32 {
+        self.zspage.load(Ordering::Relaxed)
     }
 }
 
@@ -152,7 +183,9 @@ const NIL: u32 = u32::MAX;
 /// entries.
 #[derive(Debug)]
 struct Chunk {
-    entries: Box<[Entry]>,
+    /// Shared, not boxed: a `Box` asserts unique ownership each time it
+    /// moves, which would invalidate the directory's pointer into it.
+    entries: Arc<[Entry]>,
     live: u32,
     free_head: u32,
 }
@@ -245,19 +278,13 @@ impl HandleTable {
             self.base_gen.push(1);
         }
         let g = self.base_gen[c];
-        let entries: Box<[Entry]> = (0..CHUNK as u32)
-            .map(|i| Entry {
-                tag: AtomicU32::new(g),
-                zspage: if i + 1 < CHUNK as u32 { i + 1 } else { NIL },
-                obj: 0,
-                len_m1: 0,
-            })
+        let entries: Arc<[Entry]> = (0..CHUNK as u32)
+            .map(|i| Entry::free(g, if i + 1 < CHUNK as u32 { i + 1 } else { NIL }))
             .collect();
         if let Some(d) = &self.directory {
-            // The entries' heap block never moves (the `Box` may, with the
-            // chunk vector; its contents do not) and, with a directory, is
-            // never freed before the table.
-            d.publish(c, entries.as_ptr());
+            // The entries never move and, with a directory, are never freed
+            // before the table.
+            d.publish(c, Arc::as_ptr(&entries).cast::<Entry>());
         }
         self.chunks[c] = Some(Chunk {
             entries,
@@ -292,14 +319,13 @@ impl HandleTable {
         };
         let chunk = self.chunks[c].as_mut().expect("a chunk with room exists");
         let i = chunk.free_head as usize;
-        let e = &mut chunk.entries[i];
-        chunk.free_head = e.zspage;
+        let e = &chunk.entries[i];
+        chunk.free_head = e.next_free();
         chunk.live += 1;
         let full = chunk.free_head == NIL;
         let generation = e.tag.load(Ordering::Relaxed) & GEN_MASK;
-        e.zspage = loc.zspage;
-        e.obj = loc.obj;
-        e.len_m1 = (loc.len - 1) as u16;
+        e.set_place(loc.zspage, loc.obj);
+        e.len_m1.store((loc.len - 1) as u16, Ordering::Relaxed);
         // Relaxed: the handle reaches other threads only through their own
         // synchronisation with this caller, which orders this store too.
         e.tag.store(generation | LIVE, Ordering::Relaxed);
@@ -364,13 +390,13 @@ impl HandleTable {
         let chunk = self.chunks[c]
             .as_mut()
             .expect("a live slot's chunk is present");
-        let e = &mut chunk.entries[i];
+        let e = &chunk.entries[i];
         let tag = e.tag.load(Ordering::Relaxed);
         // Claimed: no lock-free mark can change a dying tag any more.
         debug_assert!(tag & LIVE != 0 && tag & DYING != 0);
         e.tag
             .store(next_generation(tag & GEN_MASK), Ordering::Release);
-        e.zspage = chunk.free_head;
+        e.zspage.store(chunk.free_head, Ordering::Relaxed);
         chunk.free_head = i as u32;
         chunk.live -= 1;
         self.live -= 1;
@@ -392,10 +418,9 @@ impl HandleTable {
     /// Point a live slot at the object's new place (compaction).
     pub(crate) fn relocate(&mut self, slot: u32, zspage: u32, obj: u16) {
         let (c, i) = split(slot);
-        let e = &mut self.chunks[c].as_mut().expect("live slot").entries[i];
+        let e = &self.chunks[c].as_ref().expect("live slot").entries[i];
         debug_assert!(e.tag.load(Ordering::Relaxed) & LIVE != 0);
-        e.zspage = zspage;
-        e.obj = obj;
+        e.set_place(zspage, obj);
     }
 
     /// The live entry of a slot, by slot number (for invariant checks).
@@ -411,7 +436,8 @@ impl HandleTable {
     /// Heap bytes the table holds.
     pub(crate) fn metadata_bytes(&self) -> usize {
         let present = self.chunks.iter().flatten().count();
-        present * CHUNK * std::mem::size_of::<Entry>()
+        // Each chunk's entries, behind the `Arc`'s two counters.
+        present * (CHUNK * std::mem::size_of::<Entry>() + 2 * std::mem::size_of::<usize>())
             + self.directory.as_ref().map_or(0, |d| d.metadata_bytes())
             + self.chunks.capacity() * std::mem::size_of::<Option<Chunk>>()
             + self.base_gen.capacity() * std::mem::size_of::<u32>()
@@ -445,7 +471,7 @@ impl HandleTable {
                 if e.tag.load(Ordering::Relaxed) & LIVE != 0 {
                     return Err(format!("chunk {c}: slot {i} is live and on the free list"));
                 }
-                i = e.zspage;
+                i = e.next_free();
             }
             let chunk_live = chunk
                 .entries
