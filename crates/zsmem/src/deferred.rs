@@ -244,7 +244,7 @@ mod tests {
 
     #[test]
     fn threads_lose_and_duplicate_nothing() {
-        const N: u64 = if cfg!(miri) { 200 } else { 5000 };
+        const N: u64 = if cfg!(miri) { 50 } else { 5000 };
         let s = Shards::new(2, 8);
         let taken = std::sync::Mutex::new(Vec::new());
         std::thread::scope(|sc| {

@@ -14,7 +14,7 @@ use zsmem::{CompactionPolicy, Error, FreeMode, Handle, HandleFault, Pool, PoolCo
 const THREADS: u64 = 4;
 
 fn ops() -> usize {
-    if cfg!(miri) { 150 } else { 60_000 }
+    if cfg!(miri) { 40 } else { 60_000 }
 }
 
 /// One live object: its handle, the seed of its content, its length.
