@@ -93,7 +93,8 @@ static void test_pool_round_trip(void) {
     zsmem_pool_config cfg;
     CHECK_RC(zsmem_pool_config_default(&cfg), 0);
     CHECK(cfg.size == sizeof cfg);
-    CHECK(cfg.page_size == 4096 && cfg.chain_size == 8 && cfg.class_delta == 16);
+    CHECK(cfg.page_size == 4096 && cfg.chain_size == 32 && cfg.class_delta == 16);
+    CHECK(cfg.trim_pages == 1 && cfg.compaction_min_pages == 1);
     CHECK(cfg.memory_limit == 0 && cfg.compaction == ZSMEM_COMPACTION_AUTO);
     CHECK(cfg.chain_rule == ZSMEM_CHAIN_RULE_MIN_WASTE && cfg.kernel_handle_header == 0);
     zsmem_pool *pool = NULL;
@@ -335,7 +336,7 @@ static void test_bad_configurations(void) {
     CHECK_RC(pool_new_rc(&cfg), -EINVAL);
     CHECK_MSG("zsmem_pool_new: invalid configuration");
     zsmem_pool_config_default(&cfg);
-    cfg.chain_size = 17;
+    cfg.chain_size = 33;
     CHECK_RC(pool_new_rc(&cfg), -EINVAL);
     zsmem_pool_config_default(&cfg);
     cfg.class_delta = 12;
@@ -352,12 +353,20 @@ static void test_bad_configurations(void) {
     zsmem_pool_config_default(&cfg);
     cfg.compaction_max_moves = 0;
     CHECK_RC(pool_new_rc(&cfg), -EINVAL);
+    zsmem_pool_config_default(&cfg);
+    cfg.compaction_min_pages = 0;
+    CHECK_RC(pool_new_rc(&cfg), -EINVAL);
+    zsmem_pool_config_default(&cfg);
+    cfg.trim_pages = 2;
+    CHECK_RC(pool_new_rc(&cfg), -EINVAL);
     CHECK_RC(zsmem_pool_config_init(&cfg, 8), -EINVAL); /* no such struct size */
 
     /* The kernel's configuration and the other chain rules are accepted. */
     zsmem_pool_config_default(&cfg);
+    cfg.chain_size = 8;
     cfg.kernel_handle_header = 1;
     cfg.compaction = ZSMEM_COMPACTION_OFF;
+    cfg.trim_pages = 0;
     CHECK_RC(pool_new_rc(&cfg), 0);
     cfg.chain_rule = ZSMEM_CHAIN_RULE_SPAN_AWARE;
     cfg.page_size = 16384;

@@ -61,8 +61,8 @@
 #define ZSMEM_COMPACTION_OFF 0
 
 // `zsmem_pool_config.compaction`: a free that leaves its size class able
-// to give back a zspage also moves up to `compaction_max_moves` objects
-// (the default).
+// to give back `compaction_min_pages` pages also moves up to
+// `compaction_max_moves` objects (the default).
 #define ZSMEM_COMPACTION_AUTO 1
 
 // `zsmem_store_config.codec`: LZ4 (liblz4, zram's `lz4`; the default).
@@ -83,11 +83,12 @@ typedef struct zsmem_store zsmem_store;
 // How to make a pool. Initialise it with `zsmem_pool_config_default`
 // (which sets `size` and every default), then change fields.
 //
-// Defaults: 4096-byte pages, chain size 8, class delta 16, no memory
+// Defaults: 4096-byte pages, chain size 32, class delta 16, no memory
 // limit, the kernel's chain rule, no handle header, automatic compaction
-// moving up to 32 objects per free. The kernel's zsmalloc configuration is
-// the defaults with `kernel_handle_header = 1` and
-// `compaction = ZSMEM_COMPACTION_OFF`.
+// from 1 page moving up to 32 objects per free, page trimming on. The
+// kernel's zsmalloc configuration is the defaults with `chain_size = 8`,
+// `kernel_handle_header = 1`, `compaction = ZSMEM_COMPACTION_OFF` and
+// `trim_pages = 0`.
 typedef struct zsmem_pool_config {
   // `sizeof(zsmem_pool_config)` as the caller compiled it; set by
   // `zsmem_pool_config_default`. Lets later versions append fields.
@@ -95,7 +96,7 @@ typedef struct zsmem_pool_config {
   // Page size in bytes: a power of two, 4096 to 65536. Also the largest
   // object.
   size_t page_size;
-  // Most pages per zspage, 1 to 16.
+  // Most pages per zspage, 1 to 32.
   size_t chain_size;
   // Distance between size classes in bytes, a multiple of 8.
   size_t class_delta;
@@ -113,6 +114,13 @@ typedef struct zsmem_pool_config {
   // With `ZSMEM_COMPACTION_AUTO`: most objects one free may move, at
   // least 1.
   uint32_t compaction_max_moves;
+  // With `ZSMEM_COMPACTION_AUTO`: pages compaction must be able to give
+  // back before a free compacts, at least 1.
+  uint32_t compaction_min_pages;
+  // 1 to commit a zspage's pages as objects reach into them and let
+  // compaction give back single pages (the default); 0 for the kernel's
+  // all-or-nothing zspages.
+  uint32_t trim_pages;
 } zsmem_pool_config;
 
 // Pool totals, filled by `zsmem_pool_get_stats`. Fields may be appended

@@ -29,18 +29,19 @@ pub const ZSMEM_CHAIN_RULE_SPAN_AWARE: u32 = 2;
 /// (the kernel's behaviour).
 pub const ZSMEM_COMPACTION_OFF: u32 = 0;
 /// `zsmem_pool_config.compaction`: a free that leaves its size class able
-/// to give back a zspage also moves up to `compaction_max_moves` objects
-/// (the default).
+/// to give back `compaction_min_pages` pages also moves up to
+/// `compaction_max_moves` objects (the default).
 pub const ZSMEM_COMPACTION_AUTO: u32 = 1;
 
 /// How to make a pool. Initialise it with `zsmem_pool_config_default`
 /// (which sets `size` and every default), then change fields.
 ///
-/// Defaults: 4096-byte pages, chain size 8, class delta 16, no memory
+/// Defaults: 4096-byte pages, chain size 32, class delta 16, no memory
 /// limit, the kernel's chain rule, no handle header, automatic compaction
-/// moving up to 32 objects per free. The kernel's zsmalloc configuration is
-/// the defaults with `kernel_handle_header = 1` and
-/// `compaction = ZSMEM_COMPACTION_OFF`.
+/// from 1 page moving up to 32 objects per free, page trimming on. The
+/// kernel's zsmalloc configuration is the defaults with `chain_size = 8`,
+/// `kernel_handle_header = 1`, `compaction = ZSMEM_COMPACTION_OFF` and
+/// `trim_pages = 0`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct zsmem_pool_config {
@@ -50,7 +51,7 @@ pub struct zsmem_pool_config {
     /// Page size in bytes: a power of two, 4096 to 65536. Also the largest
     /// object.
     pub page_size: usize,
-    /// Most pages per zspage, 1 to 16.
+    /// Most pages per zspage, 1 to 32.
     pub chain_size: usize,
     /// Distance between size classes in bytes, a multiple of 8.
     pub class_delta: usize,
@@ -68,16 +69,26 @@ pub struct zsmem_pool_config {
     /// With `ZSMEM_COMPACTION_AUTO`: most objects one free may move, at
     /// least 1.
     pub compaction_max_moves: u32,
+    /// With `ZSMEM_COMPACTION_AUTO`: pages compaction must be able to give
+    /// back before a free compacts, at least 1.
+    pub compaction_min_pages: u32,
+    /// 1 to commit a zspage's pages as objects reach into them and let
+    /// compaction give back single pages (the default); 0 for the kernel's
+    /// all-or-nothing zspages.
+    pub trim_pages: u32,
 }
 
 // Versioned structs must have no padding (see `read_sized`).
-const _: () = assert!(size_of::<zsmem_pool_config>() == 5 * size_of::<usize>() + 4 * 4);
+const _: () = assert!(size_of::<zsmem_pool_config>() == 5 * size_of::<usize>() + 6 * 4);
 
 fn default_config() -> zsmem_pool_config {
     let d = PoolConfig::default();
-    let max_moves = match d.compaction {
-        CompactionPolicy::Auto { max_moves, .. } => max_moves as u32,
-        CompactionPolicy::Off => 32,
+    let (min_pages, max_moves) = match d.compaction {
+        CompactionPolicy::Auto {
+            min_freeable_pages,
+            max_moves,
+        } => (min_freeable_pages as u32, max_moves as u32),
+        CompactionPolicy::Off => (1, 32),
     };
     zsmem_pool_config {
         size: size_of::<zsmem_pool_config>(),
@@ -93,6 +104,8 @@ fn default_config() -> zsmem_pool_config {
             ZSMEM_COMPACTION_AUTO
         },
         compaction_max_moves: max_moves,
+        compaction_min_pages: min_pages,
+        trim_pages: u32::from(d.trim_pages),
     }
 }
 
@@ -121,12 +134,21 @@ pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
     let compaction = match c.compaction {
         ZSMEM_COMPACTION_OFF => CompactionPolicy::Off,
         ZSMEM_COMPACTION_AUTO => CompactionPolicy::Auto {
-            min_freeable_zspages: 1,
+            min_freeable_pages: c.compaction_min_pages as usize,
             max_moves: c.compaction_max_moves as usize,
         },
         other => {
             return Err(Fail::invalid(format!(
                 "invalid configuration: compaction {other} is not a ZSMEM_COMPACTION_* value"
+            )));
+        }
+    };
+    let trim_pages = match c.trim_pages {
+        0 => false,
+        1 => true,
+        other => {
+            return Err(Fail::invalid(format!(
+                "invalid configuration: trim_pages is {other}, not 0 or 1"
             )));
         }
     };
@@ -142,6 +164,7 @@ pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
         cfg.kernel_handle_header = kernel_handle_header;
         cfg.memory_limit = (c.memory_limit != 0).then_some(c.memory_limit);
         cfg.compaction = compaction;
+        cfg.trim_pages = trim_pages;
         Ok(cfg)
     }
 }

@@ -171,8 +171,9 @@ fn pool_round_trip_through_every_call() {
     let cfg = pool_config();
     assert_eq!(
         (cfg.page_size, cfg.chain_size, cfg.class_delta),
-        (4096, 8, 16)
+        (4096, 32, 16)
     );
+    assert_eq!((cfg.trim_pages, cfg.compaction_min_pages), (1, 1));
     assert_eq!(cfg.compaction, ZSMEM_COMPACTION_AUTO);
     let pool = TestPool::new(&cfg);
 
@@ -469,7 +470,11 @@ fn bad_configurations_are_einval_with_a_reason() {
         ("chain_rule", |c| c.chain_rule = 3),
         ("kernel_handle_header", |c| c.kernel_handle_header = 2),
         ("compaction", |c| c.compaction = 9),
-        ("min_freeable_zspages and max_moves", |c| {
+        ("trim_pages", |c| c.trim_pages = 2),
+        ("min_freeable_pages and max_moves", |c| {
+            c.compaction_min_pages = 0
+        }),
+        ("min_freeable_pages and max_moves", |c| {
             c.compaction_max_moves = 0
         }),
     ] {

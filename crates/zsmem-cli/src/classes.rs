@@ -93,7 +93,7 @@ pub struct ClassesArgs {
     /// Page size: a power of two from 4K to 64K.
     #[arg(long, value_name = "SIZE", default_value = "4K", value_parser = parse_size_arg)]
     pub page_size: usize,
-    /// Most pages a zspage may chain (CONFIG_ZSMALLOC_CHAIN_SIZE), 1 to 16.
+    /// Most pages a zspage may chain (CONFIG_ZSMALLOC_CHAIN_SIZE), 1 to 32.
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub chain: usize,
     /// Class delta in bytes (a multiple of 8), or `legacy` for page size / 256.
@@ -915,13 +915,13 @@ mod tests {
             ("--page-size 2K", "page size"),
             ("--page-size 128K", "page size"),
             ("--chain 0", "chain size"),
-            ("--chain 17", "chain size"),
+            ("--chain 33", "chain size"),
             ("--delta 12", "class delta"),
             ("--from 2000 --to 1000", "--from"),
             ("--from 0", "--from"),
             ("--step 0", "--step"),
             ("--to 8K", "--to"),
-            ("--vs-chain 17", "--vs-chain"),
+            ("--vs-chain 33", "--vs-chain"),
             ("--vs-delta 12", "--vs-delta"),
             ("--vs-page-size 3K", "--vs-page-size"),
         ];

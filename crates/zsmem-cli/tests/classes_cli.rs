@@ -192,7 +192,7 @@ fn bad_arguments_fail_with_a_message() {
         ("--page-size 128K", "page size"),
         ("--page-size 4X", "--page-size"),
         ("--chain 0", "chain size"),
-        ("--chain 17", "chain size"),
+        ("--chain 33", "chain size"),
         ("--delta 12", "class delta"),
         ("--delta big", "--delta"),
         ("--rule fastest", "--rule"),

@@ -23,32 +23,56 @@ fn main() {
         tree.total_pages()
     );
     println!(
-        "{:<48} {:>8} {:>8} {:>8} {:>9} {:>9}",
-        "config", "untar", "max", "last", "max+meta", "last+meta"
+        "{:<48} {:>8} {:>8} {:>8} {:>9} {:>9} {:>10} {:>10} {:>8}",
+        "config",
+        "untar",
+        "max",
+        "last",
+        "max+meta",
+        "last+meta",
+        "discard50",
+        "discard99",
+        "wall s"
     );
-    let auto = CompactionPolicy::default();
     let mut configs: Vec<(String, PoolConfig)> = vec![(
         "kernel (chain 8, delta 16, header, off)".into(),
         PoolConfig::kernel(),
     )];
-    for chain in [2, 4, 8, 16] {
+    let mut add = |chain: usize, delta: usize, rule: ChainRule, trim: bool, min_pages: usize| {
+        configs.push((
+            format!(
+                "chain {chain:>2} delta {delta:>2} {:<10} auto{min_pages}{}",
+                rule.name(),
+                if trim { " trim" } else { "" }
+            ),
+            PoolConfig {
+                chain_size: chain,
+                class_delta: delta,
+                chain_rule: rule,
+                compaction: CompactionPolicy::Auto {
+                    min_freeable_pages: min_pages,
+                    max_moves: 32,
+                },
+                trim_pages: trim,
+                ..PoolConfig::default()
+            },
+        ));
+    };
+    // Whole-zspage compaction: chain and delta against each other.
+    for chain in [4, 8, 16, 32] {
         for delta in [8, 16, 32] {
-            for rule in [ChainRule::MinWaste, ChainRule::SpanAware] {
-                if rule == ChainRule::SpanAware && chain != 8 {
-                    continue;
-                }
-                configs.push((
-                    format!("chain {chain:>2} delta {delta:>2} {:<10} auto", rule.name()),
-                    PoolConfig {
-                        chain_size: chain,
-                        class_delta: delta,
-                        chain_rule: rule,
-                        compaction: auto,
-                        ..PoolConfig::default()
-                    },
-                ));
-            }
+            add(chain, delta, ChainRule::MinWaste, false, 1);
         }
+    }
+    add(8, 16, ChainRule::SpanAware, false, 1);
+    // Trimming: long chains stop costing free slots.
+    for chain in [8, 16, 32] {
+        for delta in [8, 16, 32] {
+            add(chain, delta, ChainRule::MinWaste, true, 1);
+        }
+    }
+    for min_pages in [2, 4, 8] {
+        add(32, 16, ChainRule::MinWaste, true, min_pages);
     }
     for (label, cfg) in configs {
         let mut c = ZsmemContestant::new("tune", cfg, Codec::Lz4, slots).expect("config is valid");
@@ -69,12 +93,15 @@ fn main() {
             steps.iter().map(f).fold(0.0, f64::max) * 100.0
         };
         println!(
-            "{label:<48} {:>7.2}% {:>7.2}% {:>7.2}% {:>8.2}% {:>8.2}%",
+            "{label:<48} {:>7.2}% {:>7.2}% {:>7.2}% {:>8.2}% {:>8.2}% {:>8}ns {:>8}ns {:>8.2}",
             steps[0].overhead_ratio() * 100.0,
             max(&|f| f.overhead_ratio()),
             steps.last().unwrap().overhead_ratio() * 100.0,
             max(&|f| f.meta_ratio()),
             steps.last().unwrap().meta_ratio() * 100.0,
+            r.latency.discard.value_at_quantile(0.5),
+            r.latency.discard.value_at_quantile(0.99),
+            r.wall.as_secs_f64(),
         );
     }
 }

@@ -71,7 +71,17 @@ fn automatic_compaction_holds_less_than_the_kernel_configuration() {
     // After deletions compaction pays; right after untar the two differ
     // only by class layout (the kernel's in-object handle shifts sizes).
     for (b, k) in best.steps.iter().zip(&kern.steps) {
-        assert_eq!(b.figures.compr, k.figures.compr, "same codec, same objects");
+        // Same codec, same pages; zsmem's longer chains raise the huge
+        // threshold (3969 bytes, the kernel's is 3625), so a few pages the
+        // kernel keeps raw (counted as 4096 bytes) stay compressed.
+        assert!(
+            b.figures.compr <= k.figures.compr
+                && (k.figures.compr - b.figures.compr) * 1000 <= k.figures.compr,
+            "{}: compressed {} against {}",
+            b.label,
+            b.figures.compr,
+            k.figures.compr
+        );
         if b.label.starts_with('-') && b.label != "-rest" {
             assert!(
                 b.figures.pool < k.figures.pool,

@@ -9,13 +9,20 @@
 //! object is freed goes back to the OS at once: group 0 is never populated
 //! between operations.
 //!
+//! In a class that trims (`trim`), a zspage commits its pages lazily, as
+//! objects reach into them, and compaction gives back the pages above a
+//! zspage's highest object; `resident_pages` and `resident_slots` count the
+//! committed pages and the object slots lying wholly inside them. Other
+//! classes commit every page of a zspage when it is made.
+//!
 //! Invariants (checked by [`Class::check`]):
 //! - every live zspage is on exactly the list of the group its use count
 //!   gives, and `counts`/`nonempty` agree with the lists;
 //! - no live zspage is empty;
 //! - each allocated object's owner slot is a live handle entry pointing back
 //!   at that zspage and object, and every live handle entry is such an owner;
-//! - `bytes_stored` is the sum of the live objects' lengths.
+//! - `bytes_stored` is the sum of the live objects' lengths;
+//! - `resident_pages` and `resident_slots` are the sums over live zspages.
 
 use crate::error::{Error, Result};
 use crate::handle::{Directory, Handle, HandleTable, Location};
@@ -49,6 +56,8 @@ pub(crate) struct Migration {
     pub(crate) objects: usize,
     pub(crate) bytes: usize,
     pub(crate) pages_freed: usize,
+    /// Pages committed in destination zspages (trimming classes).
+    pub(crate) pages_committed: usize,
 }
 
 /// A zspage descriptor slot with its list links.
@@ -64,9 +73,15 @@ struct Node {
 #[derive(Debug)]
 pub(crate) struct Class {
     pub(crate) info: ClassInfo,
+    page_size: usize,
+    /// Commit pages lazily and give back the unused top of zspages.
+    trim: bool,
+    resident_pages: usize,
+    resident_slots: usize,
+    /// Zspage ids are dense: a released zspage's id is taken by the last
+    /// zspage (whose handle entries are updated), so the vector shrinks with
+    /// the class.
     nodes: Vec<Node>,
-    /// Unused node ids, reused before the node vector grows.
-    spare: Vec<u32>,
     heads: [u32; NR_FULLNESS_GROUPS],
     counts: [usize; NR_FULLNESS_GROUPS],
     /// Bit g set when group g has a zspage: finds the fullest group fast.
@@ -78,15 +93,27 @@ pub(crate) struct Class {
 
 impl Class {
     /// An empty class; `directory` is given for pools with deferred free.
-    pub(crate) fn new(info: ClassInfo, directory: Option<std::sync::Arc<Directory>>) -> Self {
+    pub(crate) fn new(
+        info: ClassInfo,
+        page_size: usize,
+        trim: bool,
+        directory: Option<std::sync::Arc<Directory>>,
+    ) -> Self {
         Class {
             info,
+            page_size,
+            trim,
+            resident_pages: 0,
+            resident_slots: 0,
             nodes: Vec::new(),
-            spare: Vec::new(),
             heads: [NIL; NR_FULLNESS_GROUPS],
             counts: [0; NR_FULLNESS_GROUPS],
             nonempty: 0,
-            handles: HandleTable::new(directory),
+            // Object indices run to objs_per_zspage - 1.
+            handles: HandleTable::new(
+                directory,
+                (usize::BITS - (info.objs_per_zspage - 1).leading_zeros()).max(1),
+            ),
             zspages: 0,
             bytes_stored: 0,
         }
@@ -178,15 +205,92 @@ impl Class {
         self.zspages * self.info.objs_per_zspage - self.handles.live()
     }
 
-    /// The kernel's estimate of the pages compaction could free:
-    /// whole zspages' worth of free object slots.
-    pub(crate) fn freeable_pages(&self) -> usize {
-        self.free_slots() / self.info.objs_per_zspage * self.info.pages_per_zspage
+    /// Whether the class trims pages.
+    pub(crate) fn trims(&self) -> bool {
+        self.trim
+    }
+
+    /// Bytes of free slots inside committed pages: what compaction of a
+    /// trimming class can give back (in whole pages).
+    pub(crate) fn trimmable_bytes(&self) -> usize {
+        (self.resident_slots - self.handles.live()) * self.info.size
+    }
+
+    /// Whether compaction could give back at least `pages` pages: whole
+    /// zspages' worth (the kernel's `freeable`), or in a trimming class
+    /// pages' worth of free slots.
+    pub(crate) fn compaction_due(&self, pages: usize) -> bool {
+        if self.trim {
+            self.trimmable_bytes() >= pages * self.page_size
+        } else {
+            let zspages = pages.div_ceil(self.info.pages_per_zspage);
+            self.free_slots() >= zspages * self.info.objs_per_zspage
+        }
+    }
+
+    /// Committed pages of the class's zspages.
+    pub(crate) fn resident_pages(&self) -> usize {
+        self.resident_pages
+    }
+
+    /// Object slots wholly inside committed pages.
+    pub(crate) fn resident_slots(&self) -> usize {
+        self.resident_slots
+    }
+
+    /// Slots wholly inside the first `pages` pages of a zspage.
+    fn slots_within(&self, pages: usize) -> usize {
+        (pages * self.page_size / self.info.size).min(self.info.objs_per_zspage)
+    }
+
+    /// Pages an object at index `obj` needs committed: up to its end.
+    fn pages_for(&self, obj: u16) -> usize {
+        ((usize::from(obj) + 1) * self.info.size).div_ceil(self.page_size)
+    }
+
+    /// Count a zspage's change from `old` to `new` committed pages.
+    fn account_resident(&mut self, old: usize, new: usize) {
+        self.resident_pages = self.resident_pages + new - old;
+        self.resident_slots = self.resident_slots + self.slots_within(new) - self.slots_within(old);
+    }
+
+    /// Commit zspage `id`'s pages up to object `obj`, or refuse at the
+    /// memory limit with nothing changed; returns the pages committed.
+    fn ensure_resident(&mut self, id: u32, obj: u16, src: &PageSource) -> Result<usize> {
+        let (need, have) = (self.pages_for(obj), self.zspage(id).resident());
+        if need <= have {
+            return Ok(0);
+        }
+        src.commit(need - have)?;
+        self.zspage_mut(id).set_resident(need);
+        self.account_resident(have, need);
+        Ok(need - have)
+    }
+
+    /// Give back the committed pages of zspage `id` above its highest
+    /// object (a trimming class; the zspage is not empty); returns them.
+    fn trim_zspage(&mut self, id: u32, src: &PageSource) -> usize {
+        let z = self.zspage(id);
+        let have = z.resident();
+        let need = match z.prev_allocated(z.objs()) {
+            Some((top, _)) => self.pages_for(top),
+            None => return 0,
+        };
+        if need >= have {
+            return 0;
+        }
+        src.decommit(z.page_ptr(need, self.page_size), have - need);
+        self.zspage_mut(id).set_resident(need);
+        self.account_resident(have, need);
+        have - need
     }
 
     /// Move objects from zspage `from` into zspage `to`, at most `max`,
-    /// until `from` is empty or `to` is full. Handles are updated in place,
-    /// so they stay valid; an emptied `from` goes back to the OS.
+    /// highest first, until `from` is empty or `to` is full (or, trimming,
+    /// `to` cannot commit a page under the memory limit). Handles are
+    /// updated in place, so they stay valid; an emptied `from` goes back to
+    /// the OS, and in a trimming class the pages above `from`'s highest
+    /// remaining object do.
     pub(crate) fn migrate(
         &mut self,
         from: u32,
@@ -196,7 +300,25 @@ impl Class {
     ) -> Migration {
         let size = self.info.size;
         let mut m = Migration::default();
-        {
+        // Objects at or above `cursor` have been moved already.
+        let mut cursor = usize::MAX;
+        while m.objects < max {
+            let Some((obj, slot)) = self.zspage(from).prev_allocated(cursor) else {
+                break;
+            };
+            let Some(new_obj) = self.zspage(to).next_free() else {
+                break;
+            };
+            match self.ensure_resident(to, new_obj, src) {
+                Ok(pages) => m.pages_committed += pages,
+                Err(_) => break,
+            }
+            cursor = usize::from(obj);
+            let len = self
+                .handles
+                .live_entry(slot)
+                .expect("an owned object has a live handle")
+                .len;
             let [a, b] = self
                 .nodes
                 .get_disjoint_mut([from as usize, to as usize])
@@ -205,69 +327,135 @@ impl Class {
                 a.zspage.as_mut().expect("live source zspage"),
                 b.zspage.as_mut().expect("live destination zspage"),
             );
-            // Objects below the cursor have been moved already.
-            let mut cursor = 0;
-            while m.objects < max {
-                let Some((obj, slot)) = from_z.next_allocated(cursor) else {
-                    break;
-                };
-                cursor = usize::from(obj) + 1;
-                let Some(new_obj) = to_z.take(slot) else {
-                    break;
-                };
-                let len = self
-                    .handles
-                    .live_entry(slot)
-                    .expect("an owned object has a live handle")
-                    .len;
-                to_z.write(new_obj, size, 0, from_z.bytes(obj, size, len));
-                from_z.put(obj);
-                self.handles.relocate(slot, to, new_obj);
-                m.objects += 1;
-                m.bytes += len;
-            }
+            let taken = to_z.take(slot);
+            debug_assert_eq!(taken, Some(new_obj));
+            to_z.write(new_obj, size, 0, from_z.bytes(obj, size, len));
+            from_z.put(obj);
+            self.handles.relocate(slot, to, new_obj);
+            m.objects += 1;
+            m.bytes += len;
         }
         self.regroup(to);
         if self.zspage(from).inuse() == 0 {
+            m.pages_freed = self.zspage(from).resident();
             self.release_zspage(from, src);
-            m.pages_freed = self.info.pages_per_zspage;
         } else {
+            if self.trim {
+                m.pages_freed = self.trim_zspage(from, src);
+            }
             self.regroup(from);
         }
         m
     }
 
+    /// In a trimming class's only partly used zspage `id`: move its highest
+    /// objects down into its lowest free slots, at most `max`, then give
+    /// back the pages above the highest object.
+    pub(crate) fn compact_within(&mut self, id: u32, max: usize, src: &PageSource) -> Migration {
+        debug_assert!(self.trim);
+        let size = self.info.size;
+        let mut m = Migration::default();
+        while m.objects < max {
+            let z = self.zspage(id);
+            let (Some((top, slot)), Some(low)) = (z.prev_allocated(z.objs()), z.next_free()) else {
+                break;
+            };
+            if low > top {
+                break;
+            }
+            let len = self
+                .handles
+                .live_entry(slot)
+                .expect("an owned object has a live handle")
+                .len;
+            let z = self.zspage_mut(id);
+            let taken = z.take(slot);
+            debug_assert_eq!(taken, Some(low));
+            z.move_within(top, low, size, len);
+            z.put(top);
+            self.handles.relocate(slot, id, low);
+            m.objects += 1;
+            m.bytes += len;
+        }
+        m.pages_freed = self.trim_zspage(id, src);
+        m
+    }
+
     fn new_zspage(&mut self, src: &PageSource) -> Result<u32> {
-        let run = src.alloc_run(self.info.pages_per_zspage)?;
-        let zspage = Zspage::new(run, self.info.objs_per_zspage);
-        let id = match self.spare.pop() {
-            Some(id) => {
-                self.nodes[id as usize].zspage = Some(zspage);
-                id
-            }
-            None => {
-                self.nodes.push(Node {
-                    zspage: Some(zspage),
-                    group: 0,
-                    prev: NIL,
-                    next: NIL,
-                });
-                (self.nodes.len() - 1) as u32
-            }
+        if self.nodes.len() >= self.handles.max_zspages() as usize {
+            return Err(Error::OsOutOfMemory {
+                bytes: 0,
+                reason: format!(
+                    "class of size {} is full ({} zspages, all a handle entry can name)",
+                    self.info.size,
+                    self.handles.max_zspages()
+                ),
+            });
+        }
+        let pages = self.info.pages_per_zspage;
+        let (run, resident) = if self.trim {
+            let first = self.pages_for(0);
+            (src.alloc_lazy_run(pages, first)?, first)
+        } else {
+            (src.alloc_run(pages)?, pages)
         };
+        self.account_resident(0, resident);
+        let zspage = Zspage::new(run, self.info.objs_per_zspage, resident);
+        self.nodes.push(Node {
+            zspage: Some(zspage),
+            group: 0,
+            prev: NIL,
+            next: NIL,
+        });
+        let id = (self.nodes.len() - 1) as u32;
         self.zspages += 1;
         self.link(id, 0);
         Ok(id)
     }
 
+    /// Give zspage `id` back to the OS. The last zspage takes its id (list
+    /// links and handle entries follow), so ids stay dense; callers must not
+    /// keep other ids across this call.
     fn release_zspage(&mut self, id: u32, src: &PageSource) {
         self.unlink(id);
-        let z = self.nodes[id as usize]
+        let last = (self.nodes.len() - 1) as u32;
+        if id != last {
+            // Point the last zspage's neighbours (or its group's head) at
+            // its new id; `id` is unlinked, so it is nobody's neighbour.
+            let (group, prev, next) = {
+                let n = &self.nodes[last as usize];
+                (usize::from(n.group), n.prev, n.next)
+            };
+            if prev == NIL {
+                self.heads[group] = id;
+            } else {
+                self.nodes[prev as usize].next = id;
+            }
+            if next != NIL {
+                self.nodes[next as usize].prev = id;
+            }
+        }
+        let z = self
+            .nodes
+            .swap_remove(id as usize)
             .zspage
-            .take()
             .expect("only live zspages are released");
-        src.free_run(z.into_run(), self.info.pages_per_zspage);
-        self.spare.push(id);
+        if id != last {
+            let moved = self.nodes[id as usize]
+                .zspage
+                .as_ref()
+                .expect("the last zspage is live");
+            for (obj, slot) in moved.allocated() {
+                self.handles.relocate(slot, id, obj);
+            }
+        }
+        if self.nodes.capacity() > 2 * self.nodes.len() + 16 {
+            self.nodes
+                .shrink_to(self.nodes.len() + self.nodes.len() / 2);
+        }
+        let resident = z.resident();
+        self.account_resident(resident, 0);
+        src.free_run(z.into_run(), self.info.pages_per_zspage, resident);
         self.zspages -= 1;
     }
 
@@ -288,6 +476,12 @@ impl Class {
             .zspage(id)
             .next_free()
             .expect("a zspage with room has a free object");
+        if let Err(e) = self.ensure_resident(id, obj, src) {
+            if self.zspage(id).inuse() == 0 {
+                self.release_zspage(id, src);
+            }
+            return Err(e);
+        }
         let loc = Location {
             zspage: id,
             obj,
@@ -375,10 +569,8 @@ impl Class {
 
     /// Give every zspage back (pool teardown).
     pub(crate) fn release_all(&mut self, src: &PageSource) {
-        for id in 0..self.nodes.len() as u32 {
-            if self.nodes[id as usize].zspage.is_some() {
-                self.release_zspage(id, src);
-            }
+        while let Some(last) = self.nodes.len().checked_sub(1) {
+            self.release_zspage(last as u32, src);
         }
     }
 
@@ -401,8 +593,7 @@ impl Class {
 
     /// Heap bytes of descriptors, free stacks, owner arrays and handles.
     pub(crate) fn metadata_bytes(&self) -> usize {
-        let nodes = self.nodes.capacity() * std::mem::size_of::<Node>()
-            + self.spare.capacity() * std::mem::size_of::<u32>();
+        let nodes = self.nodes.capacity() * std::mem::size_of::<Node>();
         let buffers: usize = self
             .nodes
             .iter()
@@ -448,7 +639,8 @@ impl Class {
                 if z.inuse() == 0 {
                     return Err(ctx(format!("empty zspage {id} was not freed")));
                 }
-                z.check().map_err(|m| ctx(format!("zspage {id}: {m}")))?;
+                z.check(self.info.size, self.page_size)
+                    .map_err(|m| ctx(format!("zspage {id}: {m}")))?;
                 for (obj, slot) in z.allocated() {
                     match self.handles.live_entry(slot) {
                         Some(l) if l.zspage == id && l.obj == obj => {}
@@ -473,13 +665,13 @@ impl Class {
         let live: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.nodes[i].zspage.is_some())
             .collect();
-        if live.iter().any(|&i| !listed[i]) || live.len() != self.zspages {
+        if live.iter().any(|&i| !listed[i])
+            || live.len() != self.zspages
+            || live.len() != self.nodes.len()
+        {
             return Err(ctx(
-                "a live zspage is on no list, or the zspage count is off".into(),
+                "a live zspage is on no list, the zspage count is off, or a node is dead".into(),
             ));
-        }
-        if self.spare.len() + live.len() != self.nodes.len() {
-            return Err(ctx("spare node list does not match dead nodes".into()));
         }
         // Owners and live entries point at each other (checked above, one
         // owner per entry), so equal counts make it a bijection: every live
@@ -503,6 +695,24 @@ impl Class {
             return Err(ctx(format!(
                 "{owned} objects are owned but the handle table has {} live entries",
                 self.handles.live()
+            )));
+        }
+        let (mut pages, mut slots) = (0, 0);
+        for z in self.nodes.iter().filter_map(|n| n.zspage.as_ref()) {
+            if !self.trim && z.resident() != self.info.pages_per_zspage {
+                return Err(ctx(format!(
+                    "a zspage commits {} of {} pages in a class that does not trim",
+                    z.resident(),
+                    self.info.pages_per_zspage
+                )));
+            }
+            pages += z.resident();
+            slots += self.slots_within(z.resident());
+        }
+        if (pages, slots) != (self.resident_pages, self.resident_slots) {
+            return Err(ctx(format!(
+                "resident pages/slots counted {}/{} but the zspages hold {pages}/{slots}",
+                self.resident_pages, self.resident_slots
             )));
         }
         if stored != self.bytes_stored {

@@ -8,6 +8,21 @@
 //! fullest takes over); a class is done when it could not free a whole
 //! zspage any more (`freeable` is 0).
 //!
+//! **Trimming** (`PoolConfig::trim_pages`, on by default) goes further than
+//! the kernel can. A zspage is a range of our address space, so it need not
+//! be all or nothing: objects are allocated lowest first, a zspage commits
+//! its pages as objects reach into them, and whenever objects leave a
+//! zspage (moved, or by compaction inside it) the pages above its highest
+//! remaining object go back to the OS (`madvise(MADV_DONTNEED)`, under the
+//! class lock, before any of those pages can be committed again). So a
+//! class's free slots cost memory only while they lie in committed pages,
+//! and compaction runs while they add up to at least a page: it moves the
+//! emptiest zspage's highest objects into the fullest zspage with room,
+//! and when one partly used zspage is left, its highest objects into its
+//! own lowest free slots. What a class holds beyond its objects is then
+//! less than one page, not one zspage, which lets zspages be long (tail
+//! waste falls with length) without paying for it in free slots.
+//!
 //! Readers never see an object torn or moved under them: a read holds its
 //! class's lock from resolving the handle to the end of the copy, and
 //! compaction moves objects only under that same lock. `Pool::compact`
@@ -15,8 +30,10 @@
 //! moves, so a reader waits for at most one zspage's migration.
 //!
 //! The automatic policy runs on the freeing thread: after a free leaves its
-//! class able to free `min_freeable_zspages` zspages, that free also moves up
-//! to `max_moves` objects, under the lock it already holds. The work per free
+//! class able to give back `min_freeable_pages` pages (whole zspages' worth
+//! of free slots, or with trimming pages' worth in committed pages), that
+//! free also moves up to `max_moves` objects, under the lock it already
+//! holds. The work per free
 //! is bounded, it needs no background thread (so nothing runs when the pool
 //! is idle), and compaction happens exactly where the fragmentation comes
 //! from: in the classes being freed from.
@@ -39,23 +56,25 @@ pub enum CompactionPolicy {
     /// Only when asked, through `Pool::compact` (the kernel's behaviour:
     /// zram compacts on request or under memory pressure).
     Off,
-    /// After a free, when its class could free at least
-    /// `min_freeable_zspages` whole zspages, that free moves up to
-    /// `max_moves` objects of the class.
+    /// After a free, when compaction could give back at least
+    /// `min_freeable_pages` pages of its class (in whole zspages, the
+    /// kernel's `freeable`, or with `trim_pages` in pages), that free moves
+    /// up to `max_moves` objects of the class.
     Auto {
-        /// Zspages' worth of free slots a class may hold before compacting.
-        min_freeable_zspages: usize,
+        /// Pages compaction must be able to give back before it runs.
+        min_freeable_pages: usize,
         /// Most objects moved by one free.
         max_moves: usize,
     },
 }
 
 impl Default for CompactionPolicy {
-    /// Compact as soon as a class could free one zspage, a few dozen objects
-    /// (tens of KiB of copying) per free at most.
+    /// Compact as soon as a class could give back a page (a zspage without
+    /// trimming), a few dozen objects (tens of KiB of copying) per free at
+    /// most.
     fn default() -> Self {
         CompactionPolicy::Auto {
-            min_freeable_zspages: 1,
+            min_freeable_pages: 1,
             max_moves: 32,
         }
     }
@@ -64,8 +83,12 @@ impl Default for CompactionPolicy {
 /// What compaction has done since the pool was made.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CompactionStats {
-    /// Pages returned by compaction (zram's `pages_compacted`).
+    /// Pages returned by compaction (zram's `pages_compacted`), net of the
+    /// pages it committed in destination zspages (with `trim_pages`).
     pub pages_compacted: u64,
+    /// Pages compaction committed in destination zspages (with
+    /// `trim_pages`; already subtracted from `pages_compacted`).
+    pub pages_committed: u64,
     /// Objects moved.
     pub objects_moved: u64,
     /// Object bytes copied.
@@ -91,7 +114,8 @@ impl CompactionStats {
 /// Counters shared by all classes; relaxed atomics, as they only count.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    pages_compacted: AtomicU64,
+    pages_freed: AtomicU64,
+    pages_committed: AtomicU64,
     objects_moved: AtomicU64,
     bytes_copied: AtomicU64,
     steps: AtomicU64,
@@ -101,7 +125,11 @@ pub(crate) struct Counters {
 impl Counters {
     pub(crate) fn snapshot(&self) -> CompactionStats {
         CompactionStats {
-            pages_compacted: self.pages_compacted.load(Ordering::Relaxed),
+            pages_compacted: self
+                .pages_freed
+                .load(Ordering::Relaxed)
+                .saturating_sub(self.pages_committed.load(Ordering::Relaxed)),
+            pages_committed: self.pages_committed.load(Ordering::Relaxed),
             objects_moved: self.objects_moved.load(Ordering::Relaxed),
             bytes_copied: self.bytes_copied.load(Ordering::Relaxed),
             steps: self.steps.load(Ordering::Relaxed),
@@ -110,8 +138,10 @@ impl Counters {
     }
 
     fn record(&self, m: Migration, held_ns: u64) {
-        self.pages_compacted
+        self.pages_freed
             .fetch_add(m.pages_freed as u64, Ordering::Relaxed);
+        self.pages_committed
+            .fetch_add(m.pages_committed as u64, Ordering::Relaxed);
         self.objects_moved
             .fetch_add(m.objects as u64, Ordering::Relaxed);
         self.bytes_copied
@@ -122,8 +152,9 @@ impl Counters {
 }
 
 /// One compaction step on a locked class: move at most `max_moves` objects,
-/// from the emptiest zspages into the fullest, while the class could free a
-/// whole zspage. The time the step takes is recorded as a lock hold time.
+/// from the emptiest zspages into the fullest (and, trimming, inside the
+/// last partly used one), while the class could give back a page. The time
+/// the step takes is recorded as a lock hold time.
 pub(crate) fn step(
     class: &mut Class,
     max_moves: usize,
@@ -132,22 +163,28 @@ pub(crate) fn step(
 ) -> Migration {
     let started = Instant::now();
     let mut total = Migration::default();
-    while total.objects < max_moves && class.freeable_pages() > 0 {
-        // freeable > 0 means a zspage's worth of free slots exists, so there
-        // are at least two non-full zspages: a destination and a source.
+    while total.objects < max_moves && class.compaction_due(1) {
+        // Without trimming, a zspage's worth of free slots means at least
+        // two non-full zspages: a destination and a source. With trimming,
+        // a page's worth of free committed slots in a single partly used
+        // zspage means free slots below its highest object, or committed
+        // pages above it.
         let Some(to) = class.fullest_with_room() else {
             break;
         };
-        let Some(from) = class.emptiest_except(to) else {
-            break;
+        let budget = max_moves - total.objects;
+        let m = match class.emptiest_except(to) {
+            Some(from) => class.migrate(from, to, budget, src),
+            None if class.trims() => class.compact_within(to, budget, src),
+            None => break,
         };
-        let m = class.migrate(from, to, max_moves - total.objects, src);
-        if m.objects == 0 {
+        if m.objects == 0 && m.pages_freed == 0 {
             break;
         }
         total.objects += m.objects;
         total.bytes += m.bytes;
         total.pages_freed += m.pages_freed;
+        total.pages_committed += m.pages_committed;
     }
     let held = started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
     counters.record(total, held);

@@ -17,35 +17,72 @@
 //!   zspage and which object index hold the bytes, and the object's length.
 //! - `generation` is never 0 (so no handle is 0) and changes every time the
 //!   slot is freed; a stale handle, a double free or a forged value is caught
-//!   by comparing it with the entry's generation.
+//!   by comparing it with the entry's generation. The field is 22 bits wide
+//!   but an entry keeps only 14 ([`ENTRY_GEN_BITS`]): generations cycle
+//!   through `1..2^14`, the field's top 8 bits are 0 in every handle the
+//!   pool returns, and a handle with any of them set is forged. A stale
+//!   handle is detected until its slot has been reused 16383 times; then a
+//!   generation repeats. (A chunk made again after its release starts above
+//!   its highest generation, which moves its slots' generations ahead too.)
 //!
-//! An entry's tag is atomic so that a deferred free can mark it *dying*
-//! without the class lock (see `deferred.rs`): through the [`Directory`],
-//! a lock-free map from chunk number to the chunk's entries, which pools
-//! with deferred free keep. Everything else about an entry is read and
-//! written under the class lock only.
+//! Each slot of the table is one 8-byte entry, a single atomic word:
+//!
+//! ```text
+//!  63   62    61        48 47          32 31                             0
+//! +----+-----+------------+--------------+--------------------------------+
+//! |LIVE|DYING| generation | len - 1 (16) | place (32)                     |
+//! |    |     |    (14)    |              |                                |
+//! +----+-----+------------+--------------+--------------------------------+
+//!  live entry:  place = zspage << obj_bits | obj
+//!  free entry:  place = next free slot of the chunk (or NIL); LIVE, DYING,
+//!               len - 1 are 0; generation is the next object's
+//! ```
+//!
+//! `obj_bits` is fixed per table (the class's `ceil(log2(objs per zspage))`,
+//! 1..=16), so a class can name `2^(32 - obj_bits)` zspages
+//! ([`HandleTable::max_zspages`]).
+//!
+//! The tag bits (`LIVE`, `DYING`, generation) are what a deferred free
+//! reads and changes without the class lock (see `deferred.rs`): through
+//! the [`Directory`], a lock-free map from chunk number to the chunk's
+//! entries, which pools with deferred free keep, it sets `DYING` by a
+//! compare-and-swap of the whole word. Everything else about an entry is
+//! written under the class lock only, and every such write either finds the
+//! entry free (no lock-free mark changes a free word) or is itself a
+//! read-modify-write, so a concurrently set `DYING` bit is never lost.
 
 use std::ptr;
 
 use crate::error::{Error, HandleFault, Result};
 use std::sync::Arc;
 
-use crate::sync::atomic::{AtomicPtr, AtomicU16, AtomicU32, Ordering};
+use crate::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 /// Bits of the slot field.
 pub const SLOT_BITS: u32 = 30;
 /// Bits of the class field (64 KiB pages with 16-byte delta need 4095 classes).
 pub const CLASS_BITS: u32 = 12;
-/// Bits of the generation field.
+/// Bits of the handle's generation field. Wider than what an entry keeps
+/// ([`ENTRY_GEN_BITS`]): the bits above those are 0 in every real handle.
 pub const GEN_BITS: u32 = 64 - SLOT_BITS - CLASS_BITS;
+/// Bits of generation an entry keeps: generations cycle through
+/// `1..2^ENTRY_GEN_BITS`.
+pub const ENTRY_GEN_BITS: u32 = 14;
 
 const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 const CLASS_MASK: u64 = (1 << CLASS_BITS) - 1;
-const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
-const LIVE: u32 = 1 << 31;
+const ENTRY_GEN_MASK: u32 = (1 << ENTRY_GEN_BITS) - 1;
+const _: () = assert!(ENTRY_GEN_BITS <= GEN_BITS);
+
+/// Set while an object owns the slot.
+const LIVE: u64 = 1 << 63;
 /// Set on a live entry whose object a deferred free has taken: the handle is
 /// dead for every caller; the slot is freed when its batch is drained.
-const DYING: u32 = 1 << 30;
+const DYING: u64 = 1 << 62;
+const GEN_SHIFT: u32 = 48;
+const LEN_SHIFT: u32 = 32;
+const PLACE_MASK: u64 = (1 << LEN_SHIFT) - 1;
+const _: () = assert!(GEN_SHIFT + ENTRY_GEN_BITS == 62);
 
 /// An opaque reference to an object in a [`Pool`](crate::Pool).
 ///
@@ -80,7 +117,7 @@ impl Handle {
     pub(crate) fn new(class: usize, slot: u32, generation: u32) -> Handle {
         debug_assert!((class as u64) <= CLASS_MASK);
         debug_assert!(u64::from(slot) <= SLOT_MASK);
-        debug_assert!(generation != 0 && generation <= GEN_MASK);
+        debug_assert!(generation != 0 && generation <= ENTRY_GEN_MASK);
         Handle(
             (u64::from(generation) << (SLOT_BITS + CLASS_BITS))
                 | ((class as u64) << SLOT_BITS)
@@ -97,6 +134,9 @@ impl Handle {
         (self.0 & SLOT_MASK) as u32
     }
 
+    /// The whole generation field ([`GEN_BITS`] wide, not masked to what an
+    /// entry keeps: a value above that is a forged handle, refused by
+    /// `check_tag`).
     pub(crate) fn generation(self) -> u32 {
         (self.0 >> (SLOT_BITS + CLASS_BITS)) as u32
     }
@@ -117,66 +157,68 @@ pub(crate) struct Location {
     pub(crate) len: usize,
 }
 
-/// One slot of a handle table.
+/// One slot of a handle table: the word drawn in the module comment.
 ///
-/// Every field is atomic and an entry is only ever reached through a shared
-/// reference: the deferred-free path reads `tag` through the directory
-/// while the class lock's holder updates the entry, and a `&mut Entry`
-/// would claim the whole entry exclusively (undefined behaviour beside a
-/// concurrent reader, as Miri reports). The other fields are read and
-/// written under the class lock only, so `Relaxed` is enough for them (the
-/// lock orders them); on x86 and ARM such accesses are plain loads and
-/// stores.
+/// Atomic, and only ever reached through a shared reference: the
+/// deferred-free path reads and marks the word through the directory while
+/// the class lock's holder updates it, and a `&mut Entry` would claim it
+/// exclusively (undefined behaviour beside a concurrent reader, as Miri
+/// reports). Accesses under the class lock that order nothing beyond the
+/// lock are `Relaxed`: plain loads and stores on x86 and ARM.
 #[derive(Debug)]
 struct Entry {
-    /// Generation in the low bits; `LIVE` set while an object owns the slot,
-    /// `DYING` too once a deferred free took it. Written under the class
-    /// lock, except for the `DYING` bit, which `Directory::mark_dying` sets
-    /// with a compare-and-swap without it.
-    tag: AtomicU32,
-    /// The object's zspage while live; the next free slot of the chunk
-    /// (or `NIL`) while free.
-    zspage: AtomicU32,
-    obj: AtomicU16,
-    /// Object length minus one (lengths are 1..=65536).
-    len_m1: AtomicU16,
+    word: AtomicU64,
 }
+
+// The point of the layout: 8 bytes a slot (loom's atomics are larger).
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Entry>() == 8);
 
 impl Entry {
-    /// A free entry of generation `tag` whose free-list successor is `next`.
-    fn free(tag: u32, next: u32) -> Entry {
+    /// A free entry of generation `generation` whose free-list successor is
+    /// `next`.
+    fn free(generation: u32, next: u32) -> Entry {
         Entry {
-            tag: AtomicU32::new(tag),
-            zspage: AtomicU32::new(next),
-            obj: AtomicU16::new(0),
-            len_m1: AtomicU16::new(0),
+            word: AtomicU64::new(free_word(generation, next)),
         }
-    }
-
-    fn location(&self) -> Location {
-        Location {
-            zspage: self.zspage.load(Ordering::Relaxed),
-            obj: self.obj.load(Ordering::Relaxed),
-            len: usize::from(self.len_m1.load(Ordering::Relaxed)) + 1,
-        }
-    }
-
-    fn set_place(&self, zspage: u32, obj: u16) {
-        self.zspage.store(zspage, Ordering::Relaxed);
-        self.obj.store(obj, Ordering::Relaxed);
-    }
-
-    /// The next free slot, while this one is free.
-    fn next_free(&self) -> u32 {
-        self.zspage.load(Ordering::Relaxed)
     }
 }
 
-/// Slots per chunk of a handle table (3 KiB of entries): small enough that
-/// a class that shrinks gives its chunks back, large enough that the chunk
-/// directory stays small.
-const CHUNK_BITS: u32 = 8;
+/// The word of a free entry.
+fn free_word(generation: u32, next: u32) -> u64 {
+    debug_assert!(generation != 0 && generation <= ENTRY_GEN_MASK);
+    (u64::from(generation) << GEN_SHIFT) | u64::from(next)
+}
+
+/// The word of a live entry (not dying).
+fn live_word(generation: u32, len: usize, place: u32) -> u64 {
+    debug_assert!(generation != 0 && generation <= ENTRY_GEN_MASK);
+    debug_assert!((1..=1 << 16).contains(&len));
+    LIVE | (u64::from(generation) << GEN_SHIFT)
+        | (((len - 1) as u64) << LEN_SHIFT)
+        | u64::from(place)
+}
+
+fn generation_of(word: u64) -> u32 {
+    (word >> GEN_SHIFT) as u32 & ENTRY_GEN_MASK
+}
+
+/// The place of a live word, the next free slot of a free one.
+fn place_of(word: u64) -> u32 {
+    (word & PLACE_MASK) as u32
+}
+
+fn len_of(word: u64) -> usize {
+    usize::from((word >> LEN_SHIFT) as u16) + 1
+}
+
+/// Slots per chunk of a handle table (512 bytes of entries): small enough
+/// that the chunks left partly used where a class freed a range cost little,
+/// and that a class that shrinks gives its chunks back; large enough that
+/// the chunk vector and the directory stay small (a few bytes a chunk).
+const CHUNK_BITS: u32 = 6;
 const CHUNK: usize = 1 << CHUNK_BITS;
+/// End of a chunk's free list.
 const NIL: u32 = u32::MAX;
 
 /// A chunk of slots with its own free list, threaded through the free
@@ -184,32 +226,38 @@ const NIL: u32 = u32::MAX;
 #[derive(Debug)]
 struct Chunk {
     /// Shared, not boxed: a `Box` asserts unique ownership each time it
-    /// moves, which would invalidate the directory's pointer into it.
-    entries: Arc<[Entry]>,
+    /// moves, which would invalidate the directory's pointer into it. A
+    /// fixed-size array, so the pointer is thin.
+    entries: Arc<[Entry; CHUNK]>,
     live: u32,
     free_head: u32,
 }
 
 /// Handle slots of one size class, protected by that class's lock.
 ///
-/// Slots live in chunks of 256. A new object takes a slot in the lowest
+/// Slots live in chunks of 64. A new object takes a slot in the lowest
 /// chunk that has one, so live entries gather in low chunks; a chunk whose
 /// last object is freed is released, so the table shrinks when the class
 /// does. Generations survive a release: a chunk made again starts above the
-/// highest generation it had, so old handles into it stay stale.
+/// highest generation it had (wrapping within 14 bits, skipping 0), so old
+/// handles into it stay stale.
 ///
 /// Invariants (checked by [`HandleTable::check`]): a present chunk's free
 /// list holds exactly its entries that are not live, and `live` counts the
-/// others; bit `c` of `with_room` is set exactly when chunk `c` is present
-/// and has a free slot; no present chunk is empty; `live` is the sum over
-/// chunks; no entry has generation 0.
+/// others; no free entry is dying; bit `c` of `with_room` is set exactly
+/// when chunk `c` is present and has a free slot; no present chunk is empty
+/// (without a directory); `live` is the sum over chunks; no entry has
+/// generation 0.
 #[derive(Debug)]
 pub(crate) struct HandleTable {
     chunks: Vec<Option<Chunk>>,
     /// With deferred free: where the lock-free path finds each chunk's
     /// entries. Chunks are then never released (their entries must outlive
-    /// any lock-free reader), which costs 3 KiB per chunk of peak use.
-    directory: Option<std::sync::Arc<Directory>>,
+    /// any lock-free reader), which costs about half a KiB per chunk of peak
+    /// use.
+    directory: Option<Arc<Directory>>,
+    /// Bits of a place that hold the object index; the zspage id is above.
+    obj_bits: u32,
     /// Per chunk: the generation its slots start from when it is made.
     base_gen: Vec<u32>,
     /// Bit per chunk: present with a free slot.
@@ -220,7 +268,7 @@ pub(crate) struct HandleTable {
 }
 
 fn next_generation(g: u32) -> u32 {
-    let n = (g + 1) & GEN_MASK;
+    let n = (g + 1) & ENTRY_GEN_MASK;
     if n == 0 { 1 } else { n }
 }
 
@@ -230,14 +278,44 @@ fn split(slot: u32) -> (usize, usize) {
 
 impl HandleTable {
     /// An empty table; with a directory, for pools with deferred free.
-    pub(crate) fn new(directory: Option<std::sync::Arc<Directory>>) -> Self {
+    /// `obj_bits` (1..=16) is how many bits of a place name the object
+    /// index: `ceil(log2(objs per zspage))`, at least 1.
+    pub(crate) fn new(directory: Option<Arc<Directory>>, obj_bits: u32) -> Self {
+        debug_assert!((1..=16).contains(&obj_bits));
         HandleTable {
             chunks: Vec::new(),
             directory,
+            obj_bits,
             base_gen: Vec::new(),
             with_room: Vec::new(),
             room_hint: 0,
             live: 0,
+        }
+    }
+
+    /// How many zspage ids a place can name (ids `0..max_zspages()`): the
+    /// class must not make more zspages than this.
+    pub(crate) fn max_zspages(&self) -> u32 {
+        1 << (32 - self.obj_bits)
+    }
+
+    /// The place of object `obj` of zspage `zspage`.
+    fn pack(&self, zspage: u32, obj: u16) -> u32 {
+        debug_assert!(zspage < self.max_zspages(), "zspage id {zspage} too large");
+        debug_assert!(
+            u32::from(obj) < 1 << self.obj_bits,
+            "object index {obj} too large"
+        );
+        (zspage << self.obj_bits) | u32::from(obj)
+    }
+
+    /// The location a live word holds.
+    fn location(&self, word: u64) -> Location {
+        let place = place_of(word);
+        Location {
+            zspage: place >> self.obj_bits,
+            obj: (place & ((1 << self.obj_bits) - 1)) as u16,
+            len: len_of(word),
         }
     }
 
@@ -278,9 +356,9 @@ impl HandleTable {
             self.base_gen.push(1);
         }
         let g = self.base_gen[c];
-        let entries: Arc<[Entry]> = (0..CHUNK as u32)
-            .map(|i| Entry::free(g, if i + 1 < CHUNK as u32 { i + 1 } else { NIL }))
-            .collect();
+        let entries: Arc<[Entry; CHUNK]> = Arc::new(std::array::from_fn(|i| {
+            Entry::free(g, if i + 1 < CHUNK { i as u32 + 1 } else { NIL })
+        }));
         if let Some(d) = &self.directory {
             // The entries never move and, with a directory, are never freed
             // before the table.
@@ -297,6 +375,7 @@ impl HandleTable {
     /// Take a slot for a new object; returns the handle.
     pub(crate) fn insert(&mut self, class: usize, loc: Location) -> Result<Handle> {
         debug_assert!((1..=1 << 16).contains(&loc.len));
+        let place = self.pack(loc.zspage, loc.obj);
         let c = match self.lowest_with_room() {
             Some(c) => c,
             None => {
@@ -320,15 +399,17 @@ impl HandleTable {
         let chunk = self.chunks[c].as_mut().expect("a chunk with room exists");
         let i = chunk.free_head as usize;
         let e = &chunk.entries[i];
-        chunk.free_head = e.next_free();
+        let free = e.word.load(Ordering::Relaxed);
+        chunk.free_head = place_of(free);
         chunk.live += 1;
         let full = chunk.free_head == NIL;
-        let generation = e.tag.load(Ordering::Relaxed) & GEN_MASK;
-        e.set_place(loc.zspage, loc.obj);
-        e.len_m1.store((loc.len - 1) as u16, Ordering::Relaxed);
-        // Relaxed: the handle reaches other threads only through their own
-        // synchronisation with this caller, which orders this store too.
-        e.tag.store(generation | LIVE, Ordering::Relaxed);
+        let generation = generation_of(free);
+        // A store, not a read-modify-write: a lock-free mark changes only
+        // live words, so nothing can have changed this free one since the
+        // load. Relaxed: the handle reaches other threads only through their
+        // own synchronisation with this caller, which orders this store too.
+        e.word
+            .store(live_word(generation, loc.len, place), Ordering::Relaxed);
         if full {
             self.set_room(c, false);
         }
@@ -348,30 +429,42 @@ impl HandleTable {
     /// Resolve a handle whose class has already been checked.
     pub(crate) fn get(&self, h: Handle) -> Result<Location> {
         let e = self.find(h)?;
-        check_tag(h, e.tag.load(Ordering::Acquire), false)?;
-        Ok(e.location())
+        // Acquire, as every read of a tag: it pairs with the Release of the
+        // transition that wrote it (a free, a mark), so the entry is seen
+        // as that writer left it.
+        let word = e.word.load(Ordering::Acquire);
+        check_tag(h, word, false)?;
+        Ok(self.location(word))
     }
 
     /// Resolve a handle and mark it dying, for a free under the class lock:
     /// a lock-free deferred free racing for the same handle cannot also win.
     pub(crate) fn claim(&self, h: Handle) -> Result<Location> {
         let e = self.find(h)?;
-        mark(e, h)?;
-        Ok(e.location())
+        // The marked word's place and length stay: only the lock's holder
+        // (this caller) changes them.
+        let word = mark(e, h)?;
+        Ok(self.location(word))
     }
 
     /// Resolve a handle that a deferred free marked dying (the drain's
     /// look-up): the entry must be live, dying and of this generation.
     pub(crate) fn get_dying(&self, h: Handle) -> Result<Location> {
         let e = self.find(h)?;
-        check_tag(h, e.tag.load(Ordering::Acquire), true)?;
-        Ok(e.location())
+        // Acquire: pairs with the mark's Release (as in `get`).
+        let word = e.word.load(Ordering::Acquire);
+        check_tag(h, word, true)?;
+        Ok(self.location(word))
     }
 
     /// The entry a handle's slot names, before its tag is checked.
     fn find(&self, h: Handle) -> Result<&Entry> {
         if h.generation() == 0 {
             return Err(h.fault(HandleFault::Null));
+        }
+        if h.generation() > ENTRY_GEN_MASK {
+            // Forged (see `check_tag`), also when its chunk was released.
+            return Err(h.fault(HandleFault::Stale));
         }
         let (c, i) = split(h.slot());
         match self.chunks.get(c) {
@@ -391,12 +484,16 @@ impl HandleTable {
             .as_mut()
             .expect("a live slot's chunk is present");
         let e = &chunk.entries[i];
-        let tag = e.tag.load(Ordering::Relaxed);
-        // Claimed: no lock-free mark can change a dying tag any more.
-        debug_assert!(tag & LIVE != 0 && tag & DYING != 0);
-        e.tag
-            .store(next_generation(tag & GEN_MASK), Ordering::Release);
-        e.zspage.store(chunk.free_head, Ordering::Relaxed);
+        let word = e.word.load(Ordering::Relaxed);
+        // Claimed: no lock-free mark changes a dying word, so a store loses
+        // nothing.
+        debug_assert!(word & LIVE != 0 && word & DYING != 0);
+        // Release: a lock-free mark that loads this word (Acquire) and
+        // reports the handle freed sees the free complete.
+        e.word.store(
+            free_word(next_generation(generation_of(word)), chunk.free_head),
+            Ordering::Release,
+        );
         chunk.free_head = i as u32;
         chunk.live -= 1;
         self.live -= 1;
@@ -404,7 +501,7 @@ impl HandleTable {
             let max = chunk
                 .entries
                 .iter()
-                .map(|e| e.tag.load(Ordering::Relaxed) & GEN_MASK)
+                .map(|e| generation_of(e.word.load(Ordering::Relaxed)))
                 .max()
                 .unwrap_or(0);
             self.base_gen[c] = next_generation(max);
@@ -417,16 +514,28 @@ impl HandleTable {
 
     /// Point a live slot at the object's new place (compaction).
     pub(crate) fn relocate(&mut self, slot: u32, zspage: u32, obj: u16) {
+        let place = u64::from(self.pack(zspage, obj));
         let (c, i) = split(slot);
         let e = &self.chunks[c].as_ref().expect("live slot").entries[i];
-        debug_assert!(e.tag.load(Ordering::Relaxed) & LIVE != 0);
-        e.set_place(zspage, obj);
+        // A read-modify-write, not a store: a lock-free mark may set DYING
+        // between a load and a store, and a store of the older word would
+        // undo it (the object would then never be freed, or freed twice).
+        // The mark, in turn, retries its compare-and-swap when this changed
+        // the word. Relaxed: the place is read only under the class lock,
+        // which orders it; the mark reads only the tag bits.
+        let update = e
+            .word
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                debug_assert!(w & LIVE != 0);
+                Some((w & !PLACE_MASK) | place)
+            });
+        debug_assert!(update.is_ok(), "the update function always applies");
     }
 
     /// The live entry of a slot, by slot number (for invariant checks).
     pub(crate) fn live_entry(&self, slot: u32) -> Option<Location> {
-        let e = self.entry(slot)?;
-        (e.tag.load(Ordering::Relaxed) & LIVE != 0).then(|| e.location())
+        let word = self.entry(slot)?.word.load(Ordering::Relaxed);
+        (word & LIVE != 0).then(|| self.location(word))
     }
 
     pub(crate) fn live(&self) -> usize {
@@ -437,7 +546,7 @@ impl HandleTable {
     pub(crate) fn metadata_bytes(&self) -> usize {
         let present = self.chunks.iter().flatten().count();
         // Each chunk's entries, behind the `Arc`'s two counters.
-        present * (CHUNK * std::mem::size_of::<Entry>() + 2 * std::mem::size_of::<usize>())
+        present * (std::mem::size_of::<[Entry; CHUNK]>() + 2 * std::mem::size_of::<usize>())
             + self.directory.as_ref().map_or(0, |d| d.metadata_bytes())
             + self.chunks.capacity() * std::mem::size_of::<Option<Chunk>>()
             + self.base_gen.capacity() * std::mem::size_of::<u32>()
@@ -458,26 +567,29 @@ impl HandleTable {
                 }
                 continue;
             };
-            let mut on_free = vec![false; CHUNK];
+            let words: Vec<u64> = chunk
+                .entries
+                .iter()
+                .map(|e| e.word.load(Ordering::Relaxed))
+                .collect();
+            let mut on_free = [false; CHUNK];
             let mut i = chunk.free_head;
             while i != NIL {
-                let e = chunk
-                    .entries
+                let w = *words
                     .get(i as usize)
                     .ok_or_else(|| format!("chunk {c}: free list leads to {i}"))?;
                 if std::mem::replace(&mut on_free[i as usize], true) {
                     return Err(format!("chunk {c}: slot {i} is on the free list twice"));
                 }
-                if e.tag.load(Ordering::Relaxed) & LIVE != 0 {
+                if w & LIVE != 0 {
                     return Err(format!("chunk {c}: slot {i} is live and on the free list"));
                 }
-                i = e.next_free();
+                if w & DYING != 0 {
+                    return Err(format!("chunk {c}: slot {i} is free and dying"));
+                }
+                i = place_of(w);
             }
-            let chunk_live = chunk
-                .entries
-                .iter()
-                .filter(|e| e.tag.load(Ordering::Relaxed) & LIVE != 0)
-                .count();
+            let chunk_live = words.iter().filter(|&&w| w & LIVE != 0).count();
             let free = on_free.iter().filter(|&&f| f).count();
             if chunk_live != chunk.live as usize || chunk_live + free != CHUNK {
                 return Err(format!(
@@ -493,11 +605,7 @@ impl HandleTable {
                     "chunk {c}: room bit {room_bit} with {free} free slots"
                 ));
             }
-            if let Some(i) = chunk
-                .entries
-                .iter()
-                .position(|e| e.tag.load(Ordering::Relaxed) & GEN_MASK == 0)
-            {
+            if let Some(i) = words.iter().position(|&w| generation_of(w) == 0) {
                 return Err(format!("chunk {c}: slot {i} has generation 0"));
             }
             live += chunk_live;
@@ -509,16 +617,21 @@ impl HandleTable {
     }
 }
 
-/// Check an entry's tag against a handle: live, of the handle's
+/// Check an entry's word against a handle: live, of the handle's
 /// generation, and dying exactly when `dying` (a dying handle is dead for
 /// every caller but the drain).
-fn check_tag(h: Handle, tag: u32, dying: bool) -> Result<()> {
+fn check_tag(h: Handle, word: u64, dying: bool) -> Result<()> {
     let g = h.generation();
     if g == 0 {
         return Err(h.fault(HandleFault::Null));
     }
-    let current = tag & GEN_MASK;
-    if tag & LIVE == 0 {
+    if g > ENTRY_GEN_MASK {
+        // No entry has such a generation: forged, refused as any other
+        // generation the slot never had.
+        return Err(h.fault(HandleFault::Stale));
+    }
+    let current = generation_of(word);
+    if word & LIVE == 0 {
         // The slot's generation moved on when it was freed.
         let fault = if next_generation(g) == current {
             HandleFault::Freed
@@ -530,7 +643,7 @@ fn check_tag(h: Handle, tag: u32, dying: bool) -> Result<()> {
     if current != g {
         return Err(h.fault(HandleFault::Stale));
     }
-    if (tag & DYING != 0) != dying {
+    if (word & DYING != 0) != dying {
         let fault = if dying {
             HandleFault::Stale
         } else {
@@ -541,29 +654,39 @@ fn check_tag(h: Handle, tag: u32, dying: bool) -> Result<()> {
     Ok(())
 }
 
-/// Set `DYING` on `e` if it is live, of `h`'s generation and not dying yet.
-/// Every free goes through here (the locked one too), so of any number of
-/// racing frees of one handle exactly one succeeds.
-fn mark(e: &Entry, h: Handle) -> Result<()> {
-    let mut tag = e.tag.load(Ordering::Acquire);
+/// Set `DYING` on `e` if it is live, of `h`'s generation and not dying yet;
+/// returns the word as marked. Every free goes through here (the locked one
+/// too), so of any number of racing frees of one handle exactly one
+/// succeeds.
+fn mark(e: &Entry, h: Handle) -> Result<u64> {
+    // Acquire: pairs with the Release of the last tag transition (a free),
+    // as in `HandleTable::get`.
+    let mut word = e.word.load(Ordering::Acquire);
     loop {
-        check_tag(h, tag, false)?;
+        check_tag(h, word, false)?;
+        // The whole word is compared, so the swap fails when anything in it
+        // changed since the load: another mark won, the slot was freed, or a
+        // relocate under the class lock moved the object. Then the tag is
+        // checked again on the new word; a relocate alone leaves it valid,
+        // so a mark is never refused because the object moved.
+        //
         // AcqRel: the drain that later frees this slot learns of the mark
         // through the deferred-free shard (Release/Acquire there); ordering
         // here keeps the mark and the tag's history coherent for anyone who
-        // reads the tag directly.
+        // reads the word directly.
         match e
-            .tag
-            .compare_exchange_weak(tag, tag | DYING, Ordering::AcqRel, Ordering::Acquire)
+            .word
+            .compare_exchange_weak(word, word | DYING, Ordering::AcqRel, Ordering::Acquire)
         {
-            Ok(_) => return Ok(()),
-            Err(now) => tag = now,
+            Ok(_) => return Ok(word | DYING),
+            Err(now) => word = now,
         }
     }
 }
 
-/// Segments of the directory: segment `k` holds `2^k` chunk pointers,
-/// enough for every chunk a 30-bit slot field can name.
+/// Segments of the directory: segment `k` holds `2^k` chunk pointers, so
+/// segments `0..SEGMENTS` hold `2^SEGMENTS - 1`, enough for every chunk a
+/// 30-bit slot field can name (`2^24` chunks of 64: 25 segments).
 const SEGMENTS: usize = (SLOT_BITS - CHUNK_BITS) as usize + 1;
 
 /// A lock-free map from chunk number to that chunk's entries, for the
@@ -648,7 +771,7 @@ impl Directory {
         let e = self
             .entry(h.slot())
             .ok_or_else(|| h.fault(HandleFault::UnknownSlot))?;
-        mark(e, h)
+        mark(e, h).map(drop)
     }
 
     fn metadata_bytes(&self) -> usize {
@@ -676,6 +799,9 @@ impl Drop for Directory {
 mod tests {
     use super::*;
 
+    /// Object-index bits of the tables below (`loc` uses object 7).
+    const OBJ_BITS: u32 = 4;
+
     fn loc(len: usize) -> Location {
         Location {
             zspage: 3,
@@ -684,28 +810,33 @@ mod tests {
         }
     }
 
+    fn fault(r: Result<Location>) -> HandleFault {
+        match r {
+            Err(Error::InvalidHandle { fault, .. }) => fault,
+            other => panic!("expected an invalid handle, got {other:?}"),
+        }
+    }
+
     #[test]
     fn encoding_round_trips_and_is_never_zero() {
-        let h = Handle::new(4094, (1 << 30) - 1, GEN_MASK);
+        let h = Handle::new(4094, (1 << 30) - 1, ENTRY_GEN_MASK);
         assert_eq!(
             (h.class(), h.slot(), h.generation()),
-            (4094, (1 << 30) - 1, GEN_MASK)
+            (4094, (1 << 30) - 1, ENTRY_GEN_MASK)
         );
         let h = Handle::new(0, 0, 1);
         assert_ne!(h.to_raw(), 0);
+        // The field is wider than what entries use; all of it is read.
+        assert_eq!(Handle::from_raw(u64::MAX).generation(), (1 << GEN_BITS) - 1);
     }
 
     #[test]
     fn stale_double_free_and_forged_are_told_apart() {
-        let mut t = HandleTable::new(None);
+        let mut t = HandleTable::new(None, OBJ_BITS);
         let a = t.insert(5, loc(100)).unwrap();
         assert_eq!(t.get(a).unwrap(), loc(100));
         t.claim(a).unwrap();
         t.remove(a.slot());
-        let fault = |r: Result<Location>| match r {
-            Err(Error::InvalidHandle { fault, .. }) => fault,
-            other => panic!("expected an invalid handle, got {other:?}"),
-        };
         assert_eq!(fault(t.get(a)), HandleFault::Freed);
         let b = t.insert(5, loc(65536)).unwrap();
         assert_eq!(b.slot(), a.slot());
@@ -721,7 +852,7 @@ mod tests {
 
     #[test]
     fn empty_chunks_are_released_and_old_handles_stay_stale() {
-        let mut t = HandleTable::new(None);
+        let mut t = HandleTable::new(None, OBJ_BITS);
         let hs: Vec<Handle> = (0..3 * CHUNK)
             .map(|_| t.insert(1, loc(10)).unwrap())
             .collect();
@@ -735,10 +866,6 @@ mod tests {
         t.check().unwrap();
         assert_eq!(t.chunks.iter().flatten().count(), 2);
         assert!(t.metadata_bytes() < before);
-        let fault = |r: Result<Location>| match r {
-            Err(Error::InvalidHandle { fault, .. }) => fault,
-            other => panic!("expected an invalid handle, got {other:?}"),
-        };
         assert_eq!(fault(t.get(hs[CHUNK + 5])), HandleFault::Freed);
         // Free one slot in the first chunk: new objects go there first.
         t.claim(hs[7]).unwrap();
@@ -758,15 +885,11 @@ mod tests {
 
     #[test]
     fn dying_handles_are_dead_to_all_but_the_drain() {
-        let d = std::sync::Arc::new(Directory::default());
-        let mut t = HandleTable::new(Some(d.clone()));
+        let d = Arc::new(Directory::default());
+        let mut t = HandleTable::new(Some(d.clone()), OBJ_BITS);
         let hs: Vec<Handle> = (0..CHUNK + 3)
             .map(|_| t.insert(2, loc(10)).unwrap())
             .collect();
-        let fault = |r: Result<Location>| match r {
-            Err(Error::InvalidHandle { fault, .. }) => fault,
-            other => panic!("expected an invalid handle, got {other:?}"),
-        };
         let h = hs[CHUNK + 1];
         d.mark_dying(h).unwrap();
         // Dead at once: a second free (deferred or locked) and a read fail.
@@ -815,12 +938,204 @@ mod tests {
         assert_eq!(locate(6), (2, 3));
         let last = (1usize << (SLOT_BITS - CHUNK_BITS)) - 1;
         assert!(locate(last).0 < SEGMENTS);
+        // The last segment is needed (none is wasted) and is not overrun.
+        let (k, off) = locate(last);
+        assert_eq!(k, SEGMENTS - 1);
+        assert!(off < 1 << k);
     }
 
     #[test]
     fn generation_wraps_past_zero() {
-        assert_eq!(next_generation(GEN_MASK), 1);
+        assert_eq!(next_generation(ENTRY_GEN_MASK), 1);
         assert_eq!(next_generation(1), 2);
+    }
+
+    #[test]
+    fn places_round_trip_at_every_width() {
+        for obj_bits in [1, 7, 12, 16] {
+            let d = Arc::new(Directory::default());
+            let mut t = HandleTable::new(Some(d.clone()), obj_bits);
+            let max = t.max_zspages();
+            assert_eq!(u64::from(max), 1 << (32 - obj_bits));
+            let last_obj = ((1u32 << obj_bits) - 1) as u16;
+            let far = Location {
+                zspage: max - 1,
+                obj: last_obj,
+                len: 1 << 16,
+            };
+            let near = Location {
+                zspage: 0,
+                obj: 0,
+                len: 1,
+            };
+            let mixed = Location {
+                zspage: 0x5555_5555 & (max - 1),
+                obj: 0xaaaa & last_obj,
+                len: 0x5a5a,
+            };
+            let a = t.insert(3, far).unwrap();
+            let b = t.insert(3, near).unwrap();
+            let c = t.insert(3, mixed).unwrap();
+            assert_eq!(t.get(a).unwrap(), far, "obj_bits {obj_bits}");
+            assert_eq!(t.get(b).unwrap(), near, "obj_bits {obj_bits}");
+            assert_eq!(t.get(c).unwrap(), mixed, "obj_bits {obj_bits}");
+            // Relocations swap the extremes; lengths and tags stay.
+            t.relocate(a.slot(), 0, 0);
+            t.relocate(b.slot(), max - 1, last_obj);
+            assert_eq!(
+                t.get(a).unwrap(),
+                Location {
+                    len: 1 << 16,
+                    ..near
+                }
+            );
+            assert_eq!(t.live_entry(b.slot()), Some(Location { len: 1, ..far }));
+            // A dying entry keeps its mark through a relocation.
+            d.mark_dying(b).unwrap();
+            t.relocate(b.slot(), max - 1, last_obj - 1);
+            assert_eq!(
+                t.get_dying(b).unwrap(),
+                Location {
+                    zspage: max - 1,
+                    obj: last_obj - 1,
+                    len: 1
+                }
+            );
+            assert_eq!(fault(t.get(b)), HandleFault::Freed);
+            t.remove(b.slot());
+            assert_eq!(
+                t.claim(a).unwrap(),
+                Location {
+                    len: 1 << 16,
+                    ..near
+                }
+            );
+            t.remove(a.slot());
+            assert_eq!(t.get(c).unwrap(), mixed);
+            t.check().unwrap();
+        }
+    }
+
+    #[test]
+    fn generations_wrap_within_14_bits() {
+        // One slot reused until its generation comes round; a neighbour
+        // keeps the chunk present. Under Miri (slow) the chunk starts near
+        // the top of the range, through the generation a released chunk
+        // keeps; the wrap is the same.
+        let start = if cfg!(miri) { ENTRY_GEN_MASK - 50 } else { 1 };
+        let mut t = HandleTable::new(None, OBJ_BITS);
+        let a = t.insert(1, loc(5)).unwrap();
+        t.claim(a).unwrap();
+        t.remove(a.slot());
+        t.base_gen[0] = start;
+        let _keep = t.insert(1, loc(5)).unwrap();
+        let first = t.insert(1, loc(6)).unwrap();
+        let mut h = first;
+        let mut previous = h;
+        for g in start..=ENTRY_GEN_MASK {
+            assert_eq!((h.slot(), h.generation()), (first.slot(), g));
+            t.claim(h).unwrap();
+            t.remove(h.slot());
+            previous = h;
+            h = t.insert(1, loc(6)).unwrap();
+        }
+        // After the top generation comes 1 (never 0): after 16383 uses the
+        // first handle names the new object, the documented limit of
+        // detection.
+        assert_eq!((h.slot(), h.generation()), (first.slot(), 1));
+        if start == 1 {
+            assert_eq!(h, first);
+        }
+        assert_eq!(previous.generation(), ENTRY_GEN_MASK);
+        assert_eq!(fault(t.get(previous)), HandleFault::Stale);
+        t.check().unwrap();
+
+        // A chunk made again starts above its highest generation, wrapping.
+        let mut t = HandleTable::new(None, OBJ_BITS);
+        let a = t.insert(1, loc(5)).unwrap();
+        t.claim(a).unwrap();
+        t.remove(a.slot());
+        assert!(t.chunks[0].is_none());
+        t.base_gen[0] = ENTRY_GEN_MASK;
+        let b = t.insert(1, loc(5)).unwrap();
+        assert_eq!((b.slot(), b.generation()), (a.slot(), ENTRY_GEN_MASK));
+        t.claim(b).unwrap();
+        t.remove(b.slot());
+        assert_eq!(t.base_gen[0], 1);
+        let c = t.insert(1, loc(5)).unwrap();
+        assert_eq!((c.slot(), c.generation()), (b.slot(), 1));
+        assert_eq!(fault(t.get(b)), HandleFault::Stale);
+        t.check().unwrap();
+    }
+
+    #[test]
+    fn generations_beyond_14_bits_are_forged() {
+        let d = Arc::new(Directory::default());
+        let mut t = HandleTable::new(Some(d.clone()), OBJ_BITS);
+        let h = t.insert(2, loc(10)).unwrap();
+        let field = SLOT_BITS + CLASS_BITS;
+        let forged = [
+            // Equal to the real generation in its low 14 bits.
+            h.to_raw() | 1 << (field + ENTRY_GEN_BITS),
+            // 2^14: 0 in its low 14 bits.
+            (h.to_raw() & ((1 << field) - 1)) | 1 << (field + ENTRY_GEN_BITS),
+            // Every bit of the field set.
+            h.to_raw() | u64::MAX << field,
+        ]
+        .map(Handle::from_raw);
+        for f in forged {
+            assert!(f.generation() > ENTRY_GEN_MASK);
+            assert_eq!(fault(t.get(f)), HandleFault::Stale);
+            assert_eq!(fault(t.claim(f)), HandleFault::Stale);
+            assert_eq!(fault(t.get_dying(f)), HandleFault::Stale);
+            assert!(matches!(
+                d.mark_dying(f),
+                Err(Error::InvalidHandle {
+                    fault: HandleFault::Stale,
+                    ..
+                })
+            ));
+        }
+        // None of that touched the object; once it is dying, the drain's
+        // look-up refuses the forged handles too.
+        assert_eq!(t.get(h).unwrap(), loc(10));
+        d.mark_dying(h).unwrap();
+        for f in forged {
+            assert_eq!(fault(t.get_dying(f)), HandleFault::Stale);
+        }
+        assert_eq!(t.get_dying(h).unwrap(), loc(10));
+        t.remove(h.slot());
+        for f in forged {
+            assert_eq!(fault(t.get(f)), HandleFault::Stale);
+        }
+        t.check().unwrap();
+        // Without a directory the emptied chunk is released; still refused
+        // as forged, not as freed.
+        let mut t = HandleTable::new(None, OBJ_BITS);
+        let h = t.insert(2, loc(10)).unwrap();
+        t.claim(h).unwrap();
+        t.remove(h.slot());
+        assert!(t.chunks[0].is_none());
+        assert_eq!(fault(t.get(h)), HandleFault::Freed);
+        for f in forged {
+            assert_eq!(fault(t.get(f)), HandleFault::Stale);
+            assert_eq!(fault(t.claim(f)), HandleFault::Stale);
+        }
+    }
+
+    #[test]
+    fn a_full_table_costs_under_9_bytes_an_entry() {
+        let chunks = if cfg!(miri) { 4 } else { 100 };
+        let mut t = HandleTable::new(None, OBJ_BITS);
+        for _ in 0..chunks * CHUNK {
+            t.insert(1, loc(10)).unwrap();
+        }
+        assert!(
+            t.metadata_bytes() <= 9 * t.live(),
+            "{} bytes for {} entries",
+            t.metadata_bytes(),
+            t.live()
+        );
     }
 }
 
@@ -836,7 +1151,7 @@ mod loom_models {
     fn loom_racing_frees_of_one_handle_one_wins() {
         loom::model(|| {
             let d = Arc::new(Directory::default());
-            let mut t = HandleTable::new(Some(d.clone()));
+            let mut t = HandleTable::new(Some(d.clone()), 1);
             let h = t
                 .insert(
                     0,
@@ -875,6 +1190,54 @@ mod loom_models {
                 .filter(|&won| won)
                 .count();
             assert_eq!(wins, 1);
+        });
+    }
+
+    /// Compaction relocates an object under the class lock while two
+    /// deferred frees mark it without the lock: exactly one mark wins (the
+    /// relocation never makes a valid mark fail), the mark survives the
+    /// relocation and the relocation survives the mark.
+    #[test]
+    fn loom_relocate_racing_a_mark_loses_neither() {
+        loom::model(|| {
+            let d = Arc::new(Directory::default());
+            let mut t = HandleTable::new(Some(d.clone()), 4);
+            let h = t
+                .insert(
+                    0,
+                    Location {
+                        zspage: 1,
+                        obj: 2,
+                        len: 8,
+                    },
+                )
+                .unwrap();
+            let t = Arc::new(Mutex::new(t));
+            let markers = [(); 2].map(|()| {
+                let d = d.clone();
+                loom::thread::spawn(move || d.mark_dying(h).is_ok())
+            });
+            let mover = {
+                let t = t.clone();
+                loom::thread::spawn(move || t.lock().unwrap().relocate(h.slot(), 9, 15))
+            };
+            mover.join().unwrap();
+            let wins = markers
+                .into_iter()
+                .map(|j| j.join().unwrap())
+                .filter(|&won| won)
+                .count();
+            assert_eq!(wins, 1);
+            let t = t.lock().unwrap();
+            assert_eq!(
+                t.get_dying(h).unwrap(),
+                Location {
+                    zspage: 9,
+                    obj: 15,
+                    len: 8,
+                }
+            );
+            t.check().unwrap();
         });
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Memory is reserved from the OS in large regions of address space
 //! (`mmap` with `MAP_NORESERVE`: no memory is committed until touched) and
-//! carved into runs of 1..=16 pages, one run per zspage. A freed run is
+//! carved into runs of 1..=32 pages, one run per zspage. A freed run is
 //! handed back with `madvise(MADV_DONTNEED)`, so the process's resident
 //! memory falls at once, and its address range is kept on a free list for
 //! the next zspage of that length (or split for a shorter one).
@@ -12,8 +12,13 @@
 //! tight loop does not pay a `madvise` and a page fault per page each time.
 //! They are reported as cached pages, never hidden.
 //!
-//! "Pages held" counts exactly the pages of live runs: every byte of every
-//! zspage, nothing else. Under Miri, which has no `mmap`, runs come from the
+//! A *lazy* page source (pools that trim pages, see `compact.rs`) commits a
+//! run's pages one by one as its zspage grows into them and can give single
+//! pages of a live run back ([`PageSource::decommit`]); its freed runs skip
+//! the cache, so a reused run holds no resident page nobody counts.
+//!
+//! "Pages held" counts exactly the committed pages of live runs (every page
+//! of every run for an eager source), nothing else. Under Miri, which has no `mmap`, runs come from the
 //! Rust allocator instead, with the same accounting.
 //!
 //! Invariant: `held_pages` equals the sum of the lengths of runs handed out
@@ -53,6 +58,8 @@ impl Run {
 /// Where zspages get their pages.
 pub(crate) struct PageSource {
     page_size: usize,
+    /// Runs are committed page by page and freed runs are never cached.
+    lazy: bool,
     limit_pages: Option<usize>,
     held_pages: AtomicUsize,
     max_held_pages: AtomicUsize,
@@ -60,9 +67,10 @@ pub(crate) struct PageSource {
 }
 
 impl PageSource {
-    pub(crate) fn new(page_size: usize, limit_bytes: Option<usize>) -> Self {
+    pub(crate) fn new(page_size: usize, limit_bytes: Option<usize>, lazy: bool) -> Self {
         PageSource {
             page_size,
+            lazy,
             limit_pages: limit_bytes.map(|b| b / page_size),
             held_pages: AtomicUsize::new(0),
             max_held_pages: AtomicUsize::new(0),
@@ -110,10 +118,42 @@ impl PageSource {
         }
     }
 
-    /// Give a zspage's pages back to the OS.
-    pub(crate) fn free_run(&self, run: Run, pages: usize) {
-        let batch = self.arena.lock().free(run, pages);
+    /// Take a run of `pages` pages of which only the first `commit` are
+    /// counted as held (a lazy source: the run's pages are all discarded).
+    pub(crate) fn alloc_lazy_run(&self, pages: usize, commit: usize) -> Result<Run> {
+        debug_assert!(self.lazy && (1..=pages).contains(&commit));
+        self.reserve(commit)?;
+        match self.arena.lock().alloc(pages) {
+            Ok(run) => Ok(run),
+            Err(e) => {
+                self.held_pages.fetch_sub(commit, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    /// Count `pages` more pages of a live run as held (a lazy source's zspage
+    /// growing into them), or refuse at the memory limit.
+    pub(crate) fn commit(&self, pages: usize) -> Result<()> {
+        debug_assert!(self.lazy);
+        self.reserve(pages)
+    }
+
+    /// Give `pages` pages of a live run, from `start`, back to the OS now:
+    /// they read as zeros afterwards. The caller owns them and touches them
+    /// again only after committing them again.
+    pub(crate) fn decommit(&self, start: NonNull<u8>, pages: usize) {
+        debug_assert!(self.lazy && pages > 0);
+        Region::discard(start, pages * self.page_size);
         self.held_pages.fetch_sub(pages, Ordering::Relaxed);
+    }
+
+    /// Give a zspage's pages back to the OS; `committed` of its `pages` were
+    /// counted as held (all of them for an eager source).
+    pub(crate) fn free_run(&self, run: Run, pages: usize, committed: usize) {
+        debug_assert!(committed <= pages && (self.lazy || committed == pages));
+        let batch = self.arena.lock().free(run, pages, committed, self.lazy);
+        self.held_pages.fetch_sub(committed, Ordering::Relaxed);
         if let Some(batch) = batch {
             self.discard_batch(batch);
         }
@@ -209,7 +249,7 @@ impl OsPages {
             )));
         }
         Ok(OsPages {
-            src: std::sync::Arc::new(PageSource::new(page_size, limit_bytes)),
+            src: std::sync::Arc::new(PageSource::new(page_size, limit_bytes, false)),
         })
     }
 
@@ -218,7 +258,7 @@ impl OsPages {
         self.src.page_size
     }
 
-    /// Take `pages` (1..=16) contiguous pages; they read as zeros the first
+    /// Take `pages` (1..=32) contiguous pages; they read as zeros the first
     /// time and hold whatever was last written after reuse.
     pub fn alloc(&self, pages: usize) -> Result<PageBlock> {
         if !(1..=MAX_CHAIN_SIZE).contains(&pages) {
@@ -314,7 +354,7 @@ impl Drop for PageBlock {
     fn drop(&mut self) {
         // SAFETY: `run` is taken exactly once, here, and never used after.
         let run = unsafe { std::mem::ManuallyDrop::take(&mut self.run) };
-        self.src.free_run(run, self.pages);
+        self.src.free_run(run, self.pages, self.pages);
     }
 }
 
@@ -331,6 +371,7 @@ struct Arena {
     cached_pages: usize,
     /// Freed runs waiting to be discarded in one batch (still resident).
     to_discard: Vec<(NonNull<u8>, usize)>,
+    /// Resident pages of those runs.
     to_discard_pages: usize,
 }
 
@@ -344,8 +385,8 @@ impl Arena {
             page_size,
             regions: Vec::new(),
             bump: 0,
-            free_runs: Default::default(),
-            cached: Default::default(),
+            free_runs: std::array::from_fn(|_| Vec::new()),
+            cached: std::array::from_fn(|_| Vec::new()),
             cached_pages: 0,
             to_discard: Vec::new(),
             to_discard_pages: 0,
@@ -407,17 +448,24 @@ impl Arena {
         Ok(Run(p))
     }
 
-    /// Take back a run: into the cache if it has room, else onto the
+    /// Take back a run with `resident` of its `pages` pages resident: into
+    /// the cache if it has room (never for a lazy source), else onto the
     /// discard list; a full discard list is returned for the caller to
     /// discard outside the lock.
-    fn free(&mut self, run: Run, pages: usize) -> Option<Vec<(NonNull<u8>, usize)>> {
-        if self.cached_pages + pages <= RUN_CACHE_PAGES {
+    fn free(
+        &mut self,
+        run: Run,
+        pages: usize,
+        resident: usize,
+        lazy: bool,
+    ) -> Option<Vec<(NonNull<u8>, usize)>> {
+        if !lazy && self.cached_pages + pages <= RUN_CACHE_PAGES {
             self.cached[pages].push(run.0);
             self.cached_pages += pages;
             return None;
         }
         self.to_discard.push((run.0, pages));
-        self.to_discard_pages += pages;
+        self.to_discard_pages += resident;
         if self.to_discard_pages < DISCARD_BATCH_PAGES {
             return None;
         }
@@ -528,11 +576,11 @@ mod tests {
 
     #[test]
     fn runs_are_reused_split_and_counted() {
-        let src = PageSource::new(4096, None);
+        let src = PageSource::new(4096, None, false);
         let a = src.alloc_run(8).unwrap();
         let a_addr = a.as_ptr() as usize;
         assert_eq!(src.held_pages(), 8);
-        src.free_run(a, 8);
+        src.free_run(a, 8, 8);
         assert_eq!(src.held_pages(), 0);
         assert_eq!(src.cached_pages(), 8);
         src.purge_cache();
@@ -544,20 +592,20 @@ mod tests {
         assert_eq!(c.as_ptr() as usize, a_addr + 3 * 4096);
         assert_eq!(src.held_pages(), 8);
         assert_eq!(src.max_held_pages(), 8);
-        src.free_run(b, 3);
-        src.free_run(c, 5);
+        src.free_run(b, 3, 3);
+        src.free_run(c, 5, 5);
         assert_eq!(src.held_pages(), 0);
     }
 
     #[test]
     fn cache_is_bounded_and_reused_first() {
-        let src = PageSource::new(4096, None);
+        let src = PageSource::new(4096, None, false);
         // 8 runs fill the cache; the next 32 (256 pages) fill a discard
         // batch, discarded when its last run comes back; 4 more wait.
         let runs: Vec<Run> = (0..44).map(|_| src.alloc_run(8).unwrap()).collect();
         let first = runs[0].as_ptr();
         for (i, r) in runs.into_iter().enumerate() {
-            src.free_run(r, 8);
+            src.free_run(r, 8, 8);
             let want = match i + 1 {
                 n if n <= 8 => n * 8,
                 n if n < 40 => RUN_CACHE_PAGES + (n - 8) * 8,
@@ -572,7 +620,7 @@ mod tests {
             "a cached (resident) run comes back first"
         );
         assert_eq!(src.cached_pages(), RUN_CACHE_PAGES - 8 + 4 * 8);
-        src.free_run(again, 8);
+        src.free_run(again, 8, 8);
         src.purge_cache();
         assert_eq!(src.cached_pages(), 0);
         assert_eq!(src.held_pages(), 0);
@@ -580,38 +628,68 @@ mod tests {
 
     #[test]
     fn limit_refuses_and_loses_nothing() {
-        let src = PageSource::new(4096, Some(4 * 4096));
+        let src = PageSource::new(4096, Some(4 * 4096), false);
         let a = src.alloc_run(3).unwrap();
         let e = src.alloc_run(2).unwrap_err();
         assert!(matches!(e, Error::MemoryLimit { .. }), "{e}");
         assert_eq!(src.held_pages(), 3);
-        src.free_run(a, 3);
+        src.free_run(a, 3, 3);
         let b = src.alloc_run(4).unwrap();
-        src.free_run(b, 4);
+        src.free_run(b, 4, 4);
     }
 
     #[test]
     fn discarded_runs_read_back_as_zero() {
-        let src = PageSource::new(4096, None);
+        let src = PageSource::new(4096, None, false);
         let a = src.alloc_run(1).unwrap();
         let p = a.as_ptr();
         // SAFETY: the run is ours and 4096 bytes long.
         unsafe { p.write_bytes(0xAB, 4096) };
-        src.free_run(a, 1);
+        src.free_run(a, 1, 1);
         src.purge_cache();
         let b = src.alloc_run(1).unwrap();
         assert_eq!(b.as_ptr(), p);
         // SAFETY: as above.
         let bytes = unsafe { std::slice::from_raw_parts(b.as_ptr(), 4096) };
         assert!(bytes.iter().all(|&x| x == 0));
-        src.free_run(b, 1);
+        src.free_run(b, 1, 1);
+    }
+
+    #[test]
+    fn lazy_runs_commit_and_decommit_page_by_page() {
+        let src = PageSource::new(4096, Some(6 * 4096), true);
+        let a = src.alloc_lazy_run(8, 1).unwrap();
+        assert_eq!(src.held_pages(), 1);
+        src.commit(4).unwrap();
+        assert_eq!(src.held_pages(), 5);
+        // SAFETY: the run is ours and 8 pages long; 5 are committed.
+        unsafe { a.as_ptr().write_bytes(0xCD, 5 * 4096) };
+        assert!(matches!(src.commit(2), Err(Error::MemoryLimit { .. })));
+        assert_eq!(src.held_pages(), 5, "a refused commit counts nothing");
+        // SAFETY: pages 3 and 4 are inside the run.
+        let tail = unsafe { NonNull::new_unchecked(a.as_ptr().add(3 * 4096)) };
+        src.decommit(tail, 2);
+        assert_eq!(src.held_pages(), 3);
+        // SAFETY: as above; a decommitted page reads as zeros.
+        let bytes = unsafe { std::slice::from_raw_parts(a.as_ptr(), 5 * 4096) };
+        assert!(bytes[..3 * 4096].iter().all(|&x| x == 0xCD));
+        assert!(bytes[3 * 4096..].iter().all(|&x| x == 0));
+        src.free_run(a, 8, 3);
+        assert_eq!(src.held_pages(), 0);
+        assert_eq!(
+            src.cached_pages(),
+            3,
+            "resident pages waiting for their batch"
+        );
+        src.purge_cache();
+        assert_eq!((src.cached_pages(), src.max_held_pages()), (0, 5));
     }
 
     #[test]
     fn page_blocks_count_and_return_their_pages() {
         let os = OsPages::new(4096, Some(8 * 4096)).unwrap();
         assert!(OsPages::new(1000, None).is_err());
-        assert!(os.alloc(0).is_err() && os.alloc(17).is_err());
+        assert!(os.alloc(0).is_err() && os.alloc(MAX_CHAIN_SIZE + 1).is_err());
         let mut a = os.alloc(3).unwrap();
         assert_eq!((a.len(), a.pages(), a.addr() % 4096), (3 * 4096, 3, 0));
         a.as_mut_slice().fill(0x5A);

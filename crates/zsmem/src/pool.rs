@@ -38,7 +38,7 @@ pub struct PoolConfig {
     /// Page size in bytes (power of two, 4 KiB..=64 KiB). Also the largest
     /// object.
     pub page_size: usize,
-    /// Most pages per zspage, 1..=16.
+    /// Most pages per zspage, 1..=32.
     pub chain_size: usize,
     /// Distance between class sizes, a multiple of 8.
     pub class_delta: usize,
@@ -52,6 +52,11 @@ pub struct PoolConfig {
     pub memory_limit: Option<usize>,
     /// When the pool compacts by itself.
     pub compaction: CompactionPolicy,
+    /// Commit a zspage's pages only as objects reach into them, and let
+    /// compaction give back the pages above a zspage's highest object, not
+    /// only whole zspages (see `compact.rs`). Off in the kernel's
+    /// configuration, whose zspages are all or nothing.
+    pub trim_pages: bool,
     /// How `free` does its work.
     pub free_mode: FreeMode,
 }
@@ -87,17 +92,25 @@ impl FreeMode {
     }
 }
 
+/// Chain length of zsmem's own configuration: with trimming, long zspages
+/// cost no free slots, and their tails waste less (see `compact.rs` and
+/// `cargo run --release -p zsmem-lab --example tune`).
+pub const DEFAULT_CHAIN_SIZE: usize = 32;
+
 impl Default for PoolConfig {
+    /// zsmem's configuration: 4 KiB pages, 16-byte classes, zspages of up
+    /// to 32 pages committed page by page, automatic compaction.
     fn default() -> Self {
         let s = SizeClassConfig::default();
         PoolConfig {
             page_size: s.page_size,
-            chain_size: s.chain_size,
+            chain_size: DEFAULT_CHAIN_SIZE,
             class_delta: s.class_delta,
             chain_rule: s.chain_rule,
             kernel_handle_header: false,
             memory_limit: None,
             compaction: CompactionPolicy::default(),
+            trim_pages: true,
             free_mode: FreeMode::ClassLock,
         }
     }
@@ -109,8 +122,10 @@ impl PoolConfig {
     /// compaction only when asked.
     pub fn kernel() -> Self {
         PoolConfig {
+            chain_size: SizeClassConfig::default().chain_size,
             kernel_handle_header: true,
             compaction: CompactionPolicy::Off,
+            trim_pages: false,
             ..PoolConfig::default()
         }
     }
@@ -194,14 +209,13 @@ impl Pool {
             )));
         }
         if let CompactionPolicy::Auto {
-            min_freeable_zspages,
+            min_freeable_pages,
             max_moves,
         } = cfg.compaction
-            && (min_freeable_zspages == 0 || max_moves == 0)
+            && (min_freeable_pages == 0 || max_moves == 0)
         {
             return Err(Error::InvalidConfig(
-                "automatic compaction needs min_freeable_zspages and max_moves of at least 1"
-                    .into(),
+                "automatic compaction needs min_freeable_pages and max_moves of at least 1".into(),
             ));
         }
         let deferred = match cfg.free_mode {
@@ -243,7 +257,12 @@ impl Pool {
             .map(|(d, &i)| {
                 dense[i] = d as u16;
                 let dir = directories.get(d).cloned();
-                CachePadded(Mutex::new(Class::new(table.classes()[i], dir)))
+                CachePadded(Mutex::new(Class::new(
+                    table.classes()[i],
+                    cfg.page_size,
+                    cfg.trim_pages,
+                    dir,
+                )))
             })
             .collect();
         Ok(Pool {
@@ -251,7 +270,7 @@ impl Pool {
             deferred,
             pool_lock: std::sync::RwLock::new(()),
             header: cfg.header(),
-            pages: PageSource::new(cfg.page_size, cfg.memory_limit),
+            pages: PageSource::new(cfg.page_size, cfg.memory_limit, cfg.trim_pages),
             cfg,
             table,
             dense,
@@ -400,11 +419,10 @@ impl Pool {
 
     fn auto_compact(&self, class: &mut Class) {
         if let CompactionPolicy::Auto {
-            min_freeable_zspages,
+            min_freeable_pages,
             max_moves,
         } = self.cfg.compaction
-            // freeable >= n zspages, without the division on every free.
-            && class.free_slots() >= min_freeable_zspages * class.info.objs_per_zspage
+            && class.compaction_due(min_freeable_pages)
         {
             compact::step(class, max_moves, &self.pages, &self.compaction);
         }
@@ -459,28 +477,30 @@ impl Pool {
     }
 
     /// Compact every class as far as it goes (the kernel's `zs_compact`):
-    /// returns the pages freed. The class lock is released after every
+    /// returns the pages given back (net of pages committed in destination
+    /// zspages when trimming). The class lock is released after every
     /// source zspage's worth of moves, so readers and writers wait for at
     /// most that.
     pub fn compact(&self) -> usize {
         let _pool = (self.cfg.free_mode == FreeMode::PoolLock)
             .then(|| self.pool_lock.write().unwrap_or_else(|e| e.into_inner()));
-        let mut freed = 0;
+        let (mut freed, mut committed) = (0, 0);
         for class in self.classes.iter() {
             loop {
                 let mut c = class.lock();
-                if c.freeable_pages() == 0 {
+                if !c.compaction_due(1) {
                     break;
                 }
                 let budget = STEP_ZSPAGES * c.info.objs_per_zspage;
                 let m = compact::step(&mut c, budget, &self.pages, &self.compaction);
                 freed += m.pages_freed;
-                if m.objects == 0 {
+                committed += m.pages_committed;
+                if m.objects == 0 && m.pages_freed == 0 {
                     break;
                 }
             }
         }
-        freed
+        freed.saturating_sub(committed)
     }
 
     /// What compaction has done so far.
@@ -512,11 +532,12 @@ impl Pool {
                     fullness,
                     obj_allocated,
                     obj_used,
-                    pages_used: c.zspage_count() * info.pages_per_zspage,
+                    pages_used: c.resident_pages(),
                     pages_per_zspage: info.pages_per_zspage,
                     objs_per_zspage: info.objs_per_zspage,
                     freeable: (obj_allocated - obj_used) / info.objs_per_zspage
                         * info.pages_per_zspage,
+                    partial_bytes: c.trimmable_bytes(),
                     bytes_stored: c.bytes_stored(),
                     metadata_bytes: c.metadata_bytes(),
                 }
@@ -562,10 +583,10 @@ impl Pool {
             if info.is_huge() {
                 s.huge_objects += c.objects();
             }
-            let slots = c.zspage_count() * info.objs_per_zspage;
             s.waste.rounding_bytes += c.objects() * info.size - c.bytes_stored();
-            s.waste.partial_bytes += (slots - c.objects()) * info.size;
-            s.waste.tail_bytes += c.zspage_count() * info.tail_waste(self.cfg.page_size);
+            s.waste.partial_bytes += (c.resident_slots() - c.objects()) * info.size;
+            s.waste.tail_bytes +=
+                c.resident_pages() * self.cfg.page_size - c.resident_slots() * info.size;
         }
         s
     }
@@ -578,7 +599,7 @@ impl Pool {
         for c in self.classes.iter() {
             let c = c.lock();
             c.check(c.info.index).map_err(Error::InvariantViolated)?;
-            pages += c.zspage_count() * c.info.pages_per_zspage;
+            pages += c.resident_pages();
         }
         let held = self.pages.held_pages();
         if pages != held {

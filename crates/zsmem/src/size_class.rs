@@ -27,7 +27,7 @@ pub const MIN_ALLOC_SIZE: usize = 32;
 /// (`ZS_HANDLE_SIZE`).
 pub const KERNEL_HANDLE_SIZE: usize = 8;
 /// Longest chain a configuration may ask for.
-pub const MAX_CHAIN_SIZE: usize = 16;
+pub const MAX_CHAIN_SIZE: usize = 32;
 /// Smallest supported page size.
 pub const MIN_PAGE_SIZE: usize = 4096;
 /// Largest supported page size.
@@ -81,7 +81,7 @@ impl ChainRule {
 pub struct SizeClassConfig {
     /// Page size in bytes: a power of two from 4 KiB to 64 KiB.
     pub page_size: usize,
-    /// Most pages a zspage may chain (`CONFIG_ZSMALLOC_CHAIN_SIZE`), 1..=16.
+    /// Most pages a zspage may chain (`CONFIG_ZSMALLOC_CHAIN_SIZE`), 1..=32.
     pub chain_size: usize,
     /// Distance between neighbouring class sizes, a multiple of 8.
     pub class_delta: usize,
@@ -519,7 +519,7 @@ mod tests {
                 ..Default::default()
             },
             SizeClassConfig {
-                chain_size: 17,
+                chain_size: MAX_CHAIN_SIZE + 1,
                 ..Default::default()
             },
             SizeClassConfig {

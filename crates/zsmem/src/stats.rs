@@ -18,7 +18,8 @@ pub struct ClassStats {
     pub obj_allocated: usize,
     /// Objects in use.
     pub obj_used: usize,
-    /// Pages of all zspages of the class.
+    /// Pages the class's zspages hold: all their pages, or with
+    /// `trim_pages` the committed ones.
     pub pages_used: usize,
     /// Pages per zspage.
     pub pages_per_zspage: usize,
@@ -27,6 +28,9 @@ pub struct ClassStats {
     /// The kernel's estimate of pages compaction could free:
     /// `(obj_allocated - obj_used) / objs_per_zspage * pages_per_zspage`.
     pub freeable: usize,
+    /// Bytes of free slots inside the pages held (what compaction can
+    /// recover; without `trim_pages`, all free slots).
+    pub partial_bytes: usize,
     /// Sum of the lengths of the objects in use.
     pub bytes_stored: usize,
     /// Heap bytes of the class's metadata (handle table, zspage
@@ -39,8 +43,9 @@ pub struct ClassStats {
 pub struct PoolStats {
     /// Page size of the pool.
     pub page_size: usize,
-    /// Pages of all zspages: the memory the pool holds for objects (what
-    /// zram reports as `mem_used_total`, in pages).
+    /// Pages of all zspages (with `trim_pages`, their committed pages): the
+    /// memory the pool holds for objects (what zram reports as
+    /// `mem_used_total`, in pages).
     pub pages_held: usize,
     /// Highest `pages_held` since the pool was made (`mem_used_max`).
     pub max_pages_held: usize,
@@ -78,9 +83,12 @@ pub struct Waste {
     /// Rounding: used slots are larger than their objects (class size minus
     /// object length, the kernel's in-object handle included).
     pub rounding_bytes: usize,
-    /// Free slots in partly used zspages (what compaction recovers).
+    /// Free slots in partly used zspages (what compaction recovers); with
+    /// `trim_pages`, those inside committed pages only.
     pub partial_bytes: usize,
-    /// Tail of each zspage that no slot can use.
+    /// Tail of each zspage that no slot can use; with `trim_pages`, the part
+    /// of committed pages outside whole slots (the tail of the last
+    /// committed page, beyond its last whole slot).
     pub tail_bytes: usize,
 }
 

@@ -10,16 +10,22 @@
 //!
 //! Objects may straddle page boundaries; since the pages are contiguous in
 //! our address space, no bounce copy is needed. Nothing about the allocator
-//! lives in the pages: the free objects are a LIFO stack of indices and the
-//! owner of each object (its handle slot) is an array, both on the heap, so
-//! a client overrunning its object can damage only object bytes, never the
+//! lives in the pages: which objects are free is a bitmap and the owner of
+//! each object (its handle slot) is an array, both on the heap, so a client
+//! overrunning its object can damage only object bytes, never the
 //! allocator's metadata. The allocator touches object bytes only to copy
 //! them (writes, reads, compaction).
 //!
+//! Allocation takes the lowest free object, so a zspage fills from its
+//! start. Only its first `resident` pages are committed: a pool that trims
+//! (see `compact.rs`) commits pages as objects reach into them and gives
+//! back the pages above its highest object; other pools commit every page.
+//!
 //! Invariants (checked by [`Zspage::check`]):
-//! - `free` holds distinct indices `< objs`, exactly those whose owner is
-//!   [`FREE_OBJ`];
-//! - `inuse == objs - free.len()`.
+//! - bit `i` of `free` is set exactly when object `i < objs` has owner
+//!   [`FREE_OBJ`]; bits at `objs` and above are clear;
+//! - `inuse` counts the objects with an owner;
+//! - every allocated object lies inside the first `resident` pages.
 
 use crate::os::Run;
 
@@ -30,21 +36,30 @@ pub(crate) const FREE_OBJ: u32 = u32::MAX;
 #[derive(Debug)]
 pub(crate) struct Zspage {
     run: Run,
-    /// Free object indices; the next allocation pops the top.
-    free: Vec<u16>,
+    /// Bit per object, set while it is free.
+    free: Box<[u64]>,
     /// Handle slot of each object, or `FREE_OBJ`.
     owners: Box<[u32]>,
+    inuse: u32,
+    /// Pages committed from the start of the run.
+    resident: u16,
 }
 
 impl Zspage {
-    /// A zspage over fresh pages, all objects free; object 0 is handed out
-    /// first.
-    pub(crate) fn new(run: Run, objs: usize) -> Self {
-        debug_assert!((1..=1 << 16).contains(&objs));
+    /// A zspage over fresh pages, all objects free, `resident` pages
+    /// committed.
+    pub(crate) fn new(run: Run, objs: usize, resident: usize) -> Self {
+        debug_assert!((1..=1 << 16).contains(&objs) && resident >= 1);
+        let mut free = vec![u64::MAX; objs.div_ceil(64)].into_boxed_slice();
+        if objs % 64 != 0 {
+            free[objs / 64] = (1 << (objs % 64)) - 1;
+        }
         Zspage {
             run,
-            free: (0..objs as u32).rev().map(|i| i as u16).collect(),
+            free,
             owners: vec![FREE_OBJ; objs].into_boxed_slice(),
+            inuse: 0,
+            resident: resident as u16,
         }
     }
 
@@ -54,30 +69,52 @@ impl Zspage {
     }
 
     pub(crate) fn inuse(&self) -> usize {
-        self.owners.len() - self.free.len()
+        self.inuse as usize
     }
 
     pub(crate) fn objs(&self) -> usize {
         self.owners.len()
     }
 
-    /// The object the next `take` will hand out.
-    pub(crate) fn next_free(&self) -> Option<u16> {
-        self.free.last().copied()
+    /// Pages committed from the start of the run.
+    pub(crate) fn resident(&self) -> usize {
+        usize::from(self.resident)
     }
 
-    /// Take a free object for handle slot `owner`.
+    pub(crate) fn set_resident(&mut self, pages: usize) {
+        self.resident = pages as u16;
+    }
+
+    /// The start of page `page` of the run.
+    pub(crate) fn page_ptr(&self, page: usize, page_size: usize) -> std::ptr::NonNull<u8> {
+        // SAFETY: callers pass a page inside the run, so the pointer is
+        // inside the run's mapping and not null.
+        unsafe { std::ptr::NonNull::new_unchecked(self.run.as_ptr().add(page * page_size)) }
+    }
+
+    /// The object the next `take` will hand out: the lowest free one.
+    pub(crate) fn next_free(&self) -> Option<u16> {
+        let (w, bits) = self.free.iter().enumerate().find(|(_, b)| **b != 0)?;
+        Some((w * 64 + bits.trailing_zeros() as usize) as u16)
+    }
+
+    /// Take the lowest free object for handle slot `owner`.
     pub(crate) fn take(&mut self, owner: u32) -> Option<u16> {
-        let obj = self.free.pop()?;
-        self.owners[usize::from(obj)] = owner;
+        let obj = self.next_free()?;
+        let i = usize::from(obj);
+        self.free[i / 64] &= !(1 << (i % 64));
+        self.owners[i] = owner;
+        self.inuse += 1;
         Some(obj)
     }
 
-    /// Return an object to the free stack.
+    /// Return an object to the free objects.
     pub(crate) fn put(&mut self, obj: u16) {
-        debug_assert_ne!(self.owners[usize::from(obj)], FREE_OBJ);
-        self.owners[usize::from(obj)] = FREE_OBJ;
-        self.free.push(obj);
+        let i = usize::from(obj);
+        debug_assert_ne!(self.owners[i], FREE_OBJ);
+        self.owners[i] = FREE_OBJ;
+        self.free[i / 64] |= 1 << (i % 64);
+        self.inuse -= 1;
     }
 
     /// Handle slot owning `obj`, if it is allocated.
@@ -86,11 +123,12 @@ impl Zspage {
         (o != FREE_OBJ).then_some(o)
     }
 
-    /// The first allocated object at index `start` or above, with its owner.
-    pub(crate) fn next_allocated(&self, start: usize) -> Option<(u16, u32)> {
-        let rest = self.owners.get(start..)?;
-        let i = rest.iter().position(|&o| o != FREE_OBJ)?;
-        Some(((start + i) as u16, rest[i]))
+    /// The highest allocated object below index `end`, with its owner.
+    pub(crate) fn prev_allocated(&self, end: usize) -> Option<(u16, u32)> {
+        let i = self.owners[..end.min(self.objs())]
+            .iter()
+            .rposition(|&o| o != FREE_OBJ)?;
+        Some((i as u16, self.owners[i]))
     }
 
     /// Allocated objects and their handle slots.
@@ -105,7 +143,7 @@ impl Zspage {
     /// Heap bytes of this descriptor.
     pub(crate) fn metadata_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
-            + self.free.capacity() * std::mem::size_of::<u16>()
+            + self.free.len() * std::mem::size_of::<u64>()
             + self.owners.len() * std::mem::size_of::<u32>()
     }
 
@@ -134,30 +172,53 @@ impl Zspage {
         }
     }
 
-    /// Check the invariants in the module comment.
-    pub(crate) fn check(&self) -> Result<(), String> {
-        let mut seen = vec![false; self.objs()];
-        for &f in &self.free {
-            let f = usize::from(f);
-            if f >= self.objs() {
-                return Err(format!("free index {f} beyond {} objects", self.objs()));
-            }
-            if std::mem::replace(&mut seen[f], true) {
-                return Err(format!("object {f} is on the free stack twice"));
-            }
-            if self.owners[f] != FREE_OBJ {
-                return Err(format!(
-                    "object {f} is free and owned by slot {}",
-                    self.owners[f]
-                ));
+    /// Copy the first `len` bytes of object `from` to object `to` (a move
+    /// inside the zspage).
+    pub(crate) fn move_within(&mut self, from: u16, to: u16, size: usize, len: usize) {
+        assert!(usize::from(from.max(to)) < self.objs() && len <= size && from != to);
+        // SAFETY: both objects are inside the run as in `bytes`, distinct
+        // slots of `size >= len` bytes do not overlap, and `&mut self` makes
+        // this the only access to the run.
+        unsafe {
+            let base = self.run.as_ptr();
+            std::ptr::copy_nonoverlapping(
+                base.add(usize::from(from) * size),
+                base.add(usize::from(to) * size),
+                len,
+            );
+        }
+    }
+
+    /// Check the invariants in the module comment; objects are `size`
+    /// bytes in pages of `page_size`.
+    pub(crate) fn check(&self, size: usize, page_size: usize) -> Result<(), String> {
+        let objs = self.objs();
+        for (w, &bits) in self.free.iter().enumerate() {
+            for b in 0..64 {
+                let i = w * 64 + b;
+                let free = bits & (1 << b) != 0;
+                if i >= objs {
+                    if free {
+                        return Err(format!("free bit {i} beyond {objs} objects"));
+                    }
+                } else if free != (self.owners[i] == FREE_OBJ) {
+                    return Err(format!(
+                        "object {i}: free bit {free} but owner {:#x}",
+                        self.owners[i]
+                    ));
+                }
             }
         }
         let owned = self.owners.iter().filter(|&&o| o != FREE_OBJ).count();
-        if owned + self.free.len() != self.objs() {
+        if owned != self.inuse() {
+            return Err(format!("{owned} owned objects but inuse {}", self.inuse));
+        }
+        if let Some((top, _)) = self.prev_allocated(objs)
+            && (usize::from(top) + 1) * size > self.resident() * page_size
+        {
             return Err(format!(
-                "{owned} owned + {} free objects != {} slots",
-                self.free.len(),
-                self.objs()
+                "object {top} ends past the {} resident pages",
+                self.resident
             ));
         }
         Ok(())

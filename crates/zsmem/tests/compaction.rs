@@ -96,7 +96,7 @@ fn automatic_policy_keeps_classes_compact_while_freeing() {
     };
     let (off, _) = run(CompactionPolicy::Off);
     let (auto, classes) = run(CompactionPolicy::Auto {
-        min_freeable_zspages: 1,
+        min_freeable_pages: 1,
         max_moves: 32,
     });
     // Under Miri the pool is too small for a factor of two.

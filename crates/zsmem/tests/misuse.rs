@@ -182,7 +182,7 @@ fn bad_configs_are_errors() {
             ..PoolConfig::default()
         },
         PoolConfig {
-            chain_size: 17,
+            chain_size: zsmem::size_class::MAX_CHAIN_SIZE + 1,
             ..PoolConfig::default()
         },
         PoolConfig {

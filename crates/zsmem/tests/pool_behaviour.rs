@@ -28,8 +28,15 @@ fn huge_objects_take_a_page_each() {
     pool.free(below).unwrap();
     assert_eq!(pool.stats().pages_held, 0);
     // Without the kernel's header, 3632-byte objects are not huge.
-    let native = Pool::new(PoolConfig::default()).unwrap();
+    let native = Pool::new(PoolConfig {
+        chain_size: 8,
+        ..PoolConfig::default()
+    })
+    .unwrap();
     assert_eq!(native.huge_class_size(), 3633);
+    // Longer chains keep larger objects out of the one-per-page class.
+    let long = Pool::new(PoolConfig::default()).unwrap();
+    assert_eq!(long.huge_class_size(), 3969);
 }
 
 #[test]

@@ -40,7 +40,7 @@ fn stress(mode: FreeMode) {
         chain_size: 4,
         free_mode: mode,
         compaction: CompactionPolicy::Auto {
-            min_freeable_zspages: 1,
+            min_freeable_pages: 1,
             max_moves: 8,
         },
         ..PoolConfig::default()
