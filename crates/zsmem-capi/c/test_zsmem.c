@@ -96,7 +96,7 @@ static void test_pool_round_trip(void) {
     CHECK(cfg.page_size == 4096 && cfg.chain_size == 32 && cfg.class_delta == 16);
     CHECK(cfg.trim_pages == 1 && cfg.compaction_min_pages == 1);
     CHECK(cfg.memory_limit == 0 && cfg.compaction == ZSMEM_COMPACTION_AUTO);
-    CHECK(cfg.chain_rule == ZSMEM_CHAIN_RULE_MIN_WASTE && cfg.kernel_handle_header == 0);
+    CHECK(cfg.chain_rule == ZSMEM_CHAIN_RULE_TRIM && cfg.kernel_handle_header == 0);
     zsmem_pool *pool = NULL;
     CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
     CHECK(pool != NULL);
@@ -364,6 +364,7 @@ static void test_bad_configurations(void) {
     /* The kernel's configuration and the other chain rules are accepted. */
     zsmem_pool_config_default(&cfg);
     cfg.chain_size = 8;
+    cfg.chain_rule = ZSMEM_CHAIN_RULE_MIN_WASTE;
     cfg.kernel_handle_header = 1;
     cfg.compaction = ZSMEM_COMPACTION_OFF;
     cfg.trim_pages = 0;

@@ -56,6 +56,10 @@
 // cuts waste a lot (the 2026 RFC's rule).
 #define ZSMEM_CHAIN_RULE_SPAN_AWARE 2
 
+// `zsmem_pool_config.chain_rule`: the least waste per page, the longest
+// chain among equals (the default; for pools that trim pages).
+#define ZSMEM_CHAIN_RULE_TRIM 3
+
 // `zsmem_pool_config.compaction`: compact only in `zsmem_pool_compact`
 // (the kernel's behaviour).
 #define ZSMEM_COMPACTION_OFF 0
@@ -84,9 +88,10 @@ typedef struct zsmem_store zsmem_store;
 // (which sets `size` and every default), then change fields.
 //
 // Defaults: 4096-byte pages, chain size 32, class delta 16, no memory
-// limit, the kernel's chain rule, no handle header, automatic compaction
+// limit, the trim chain rule, no handle header, automatic compaction
 // from 1 page moving up to 32 objects per free, page trimming on. The
 // kernel's zsmalloc configuration is the defaults with `chain_size = 8`,
+// `chain_rule = ZSMEM_CHAIN_RULE_MIN_WASTE`,
 // `kernel_handle_header = 1`, `compaction = ZSMEM_COMPACTION_OFF` and
 // `trim_pages = 0`.
 typedef struct zsmem_pool_config {

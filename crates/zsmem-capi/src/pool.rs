@@ -24,6 +24,9 @@ pub const ZSMEM_CHAIN_RULE_USED_PERCENT: u32 = 1;
 /// `zsmem_pool_config.chain_rule`: prefer short chains unless a longer one
 /// cuts waste a lot (the 2026 RFC's rule).
 pub const ZSMEM_CHAIN_RULE_SPAN_AWARE: u32 = 2;
+/// `zsmem_pool_config.chain_rule`: the least waste per page, the longest
+/// chain among equals (the default; for pools that trim pages).
+pub const ZSMEM_CHAIN_RULE_TRIM: u32 = 3;
 
 /// `zsmem_pool_config.compaction`: compact only in `zsmem_pool_compact`
 /// (the kernel's behaviour).
@@ -37,9 +40,10 @@ pub const ZSMEM_COMPACTION_AUTO: u32 = 1;
 /// (which sets `size` and every default), then change fields.
 ///
 /// Defaults: 4096-byte pages, chain size 32, class delta 16, no memory
-/// limit, the kernel's chain rule, no handle header, automatic compaction
+/// limit, the trim chain rule, no handle header, automatic compaction
 /// from 1 page moving up to 32 objects per free, page trimming on. The
 /// kernel's zsmalloc configuration is the defaults with `chain_size = 8`,
+/// `chain_rule = ZSMEM_CHAIN_RULE_MIN_WASTE`,
 /// `kernel_handle_header = 1`, `compaction = ZSMEM_COMPACTION_OFF` and
 /// `trim_pages = 0`.
 #[repr(C)]
@@ -96,7 +100,12 @@ fn default_config() -> zsmem_pool_config {
         chain_size: d.chain_size,
         class_delta: d.class_delta,
         memory_limit: d.memory_limit.unwrap_or(0),
-        chain_rule: ZSMEM_CHAIN_RULE_MIN_WASTE,
+        chain_rule: match d.chain_rule {
+            ChainRule::MinWaste => ZSMEM_CHAIN_RULE_MIN_WASTE,
+            ChainRule::UsedPercent => ZSMEM_CHAIN_RULE_USED_PERCENT,
+            ChainRule::SpanAware => ZSMEM_CHAIN_RULE_SPAN_AWARE,
+            ChainRule::Trim => ZSMEM_CHAIN_RULE_TRIM,
+        },
         kernel_handle_header: u32::from(d.kernel_handle_header),
         compaction: if d.compaction == CompactionPolicy::Off {
             ZSMEM_COMPACTION_OFF
@@ -116,6 +125,7 @@ pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
         ZSMEM_CHAIN_RULE_MIN_WASTE => ChainRule::MinWaste,
         ZSMEM_CHAIN_RULE_USED_PERCENT => ChainRule::UsedPercent,
         ZSMEM_CHAIN_RULE_SPAN_AWARE => ChainRule::SpanAware,
+        ZSMEM_CHAIN_RULE_TRIM => ChainRule::Trim,
         other => {
             return Err(Fail::invalid(format!(
                 "invalid configuration: chain_rule {other} is not a ZSMEM_CHAIN_RULE_* value"

@@ -467,7 +467,7 @@ fn bad_configurations_are_einval_with_a_reason() {
         ),
         ("chain", |c| c.chain_size = 0),
         ("delta", |c| c.class_delta = 12),
-        ("chain_rule", |c| c.chain_rule = 3),
+        ("chain_rule", |c| c.chain_rule = 4),
         ("kernel_handle_header", |c| c.kernel_handle_header = 2),
         ("compaction", |c| c.compaction = 9),
         ("trim_pages", |c| c.trim_pages = 2),

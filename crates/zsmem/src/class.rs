@@ -280,7 +280,9 @@ impl Class {
             return 0;
         }
         src.decommit(z.page_ptr(need, self.page_size), have - need);
-        self.zspage_mut(id).set_resident(need);
+        let z = self.zspage_mut(id);
+        z.set_resident(need);
+        z.shrink_owners();
         self.account_resident(have, need);
         have - need
     }
@@ -401,6 +403,10 @@ impl Class {
         };
         self.account_resident(0, resident);
         let zspage = Zspage::new(run, self.info.objs_per_zspage, resident);
+        if self.nodes.len() == self.nodes.capacity() {
+            // Grow by a quarter, not double: descriptors are per zspage.
+            self.nodes.reserve_exact((self.nodes.len() / 4).max(2));
+        }
         self.nodes.push(Node {
             zspage: Some(zspage),
             group: 0,
@@ -449,9 +455,9 @@ impl Class {
                 self.handles.relocate(slot, id, obj);
             }
         }
-        if self.nodes.capacity() > 2 * self.nodes.len() + 16 {
+        if self.nodes.capacity() > self.nodes.len() + self.nodes.len() / 2 + 2 {
             self.nodes
-                .shrink_to(self.nodes.len() + self.nodes.len() / 2);
+                .shrink_to(self.nodes.len() + self.nodes.len() / 4);
         }
         let resident = z.resident();
         self.account_resident(resident, 0);

@@ -352,6 +352,15 @@ impl HandleTable {
     /// Make chunk `c` (absent or new), all slots free.
     fn make_chunk(&mut self, c: usize) {
         if c == self.chunks.len() {
+            // Grow by an eighth, not double: the vectors never shrink (a
+            // chunk's number is part of its handles), so slack would stay.
+            let more = (c / 8).max(4);
+            if self.chunks.len() == self.chunks.capacity() {
+                self.chunks.reserve_exact(more);
+            }
+            if self.base_gen.len() == self.base_gen.capacity() {
+                self.base_gen.reserve_exact(more);
+            }
             self.chunks.push(None);
             self.base_gen.push(1);
         }

@@ -99,14 +99,15 @@ pub const DEFAULT_CHAIN_SIZE: usize = 32;
 
 impl Default for PoolConfig {
     /// zsmem's configuration: 4 KiB pages, 16-byte classes, zspages of up
-    /// to 32 pages committed page by page, automatic compaction.
+    /// to 32 pages (the `Trim` chain rule) committed page by page, automatic
+    /// compaction.
     fn default() -> Self {
         let s = SizeClassConfig::default();
         PoolConfig {
             page_size: s.page_size,
             chain_size: DEFAULT_CHAIN_SIZE,
             class_delta: s.class_delta,
-            chain_rule: s.chain_rule,
+            chain_rule: ChainRule::Trim,
             kernel_handle_header: false,
             memory_limit: None,
             compaction: CompactionPolicy::default(),
@@ -123,6 +124,7 @@ impl PoolConfig {
     pub fn kernel() -> Self {
         PoolConfig {
             chain_size: SizeClassConfig::default().chain_size,
+            chain_rule: SizeClassConfig::default().chain_rule,
             kernel_handle_header: true,
             compaction: CompactionPolicy::Off,
             trim_pages: false,

@@ -51,6 +51,13 @@ pub enum ChainRule {
     /// Longer chains make more objects span a page boundary, so they have to
     /// earn their place.
     SpanAware,
+    /// zsmem's rule for pools that trim pages (`PoolConfig::trim_pages`):
+    /// the least tail waste *per page*, the longest chain among equals
+    /// (power-of-two sizes included; a page-sized class stays one page). A
+    /// trimming zspage costs only the pages its objects reach, so length is
+    /// free, and fewer, longer zspages mean fewer descriptors and smaller
+    /// tails per byte.
+    Trim,
 }
 
 impl ChainRule {
@@ -60,6 +67,7 @@ impl ChainRule {
             ChainRule::MinWaste => "min-waste",
             ChainRule::UsedPercent => "used-percent",
             ChainRule::SpanAware => "span-aware",
+            ChainRule::Trim => "trim",
         }
     }
 
@@ -69,8 +77,9 @@ impl ChainRule {
             "min-waste" | "kernel" => Ok(ChainRule::MinWaste),
             "used-percent" | "legacy" => Ok(ChainRule::UsedPercent),
             "span-aware" | "rfc" => Ok(ChainRule::SpanAware),
+            "trim" => Ok(ChainRule::Trim),
             other => Err(Error::InvalidConfig(format!(
-                "unknown chain rule `{other}`: use min-waste, used-percent or span-aware"
+                "unknown chain rule `{other}`: use min-waste, used-percent, span-aware or trim"
             ))),
         }
     }
@@ -187,12 +196,20 @@ pub fn spanning_objects(size: usize, objs: usize, page_size: usize) -> usize {
 
 /// Pages per zspage for one class size under a rule.
 pub fn pages_per_zspage(size: usize, cfg: &SizeClassConfig) -> usize {
-    if size.is_power_of_two() {
-        return 1;
-    }
     let page = cfg.page_size;
     let waste = |k: usize| (k * page) % size;
     match cfg.chain_rule {
+        ChainRule::Trim if size >= page => 1,
+        // waste(k) / k <= waste(best) / best, as cross products.
+        ChainRule::Trim => (2..=cfg.chain_size).fold(1, |best, k| {
+            if waste(k) * best <= waste(best) * k {
+                k
+            } else {
+                best
+            }
+        }),
+        // The kernel's short cut: no tail at all in one page.
+        _ if size.is_power_of_two() => 1,
         ChainRule::MinWaste => {
             let mut best = 1;
             for k in 2..=cfg.chain_size {
@@ -394,6 +411,25 @@ mod tests {
             chain_rule: ChainRule::MinWaste,
         })
         .unwrap()
+    }
+
+    #[test]
+    fn trim_rule_takes_the_longest_of_the_least_wasteful_chains() {
+        let cfg = |chain| SizeClassConfig {
+            chain_size: chain,
+            chain_rule: ChainRule::Trim,
+            ..Default::default()
+        };
+        // No waste at any length: the longest chain.
+        assert_eq!(pages_per_zspage(2048, &cfg(32)), 32);
+        assert_eq!(pages_per_zspage(32, &cfg(32)), 32);
+        // A page-sized class stays one page (the huge class).
+        assert_eq!(pages_per_zspage(4096, &cfg(32)), 1);
+        // 3000 bytes: 11 pages waste 56 bytes (0.12%), 22 pages 112: a tie
+        // per page, so 22; nothing up to 32 does better per page.
+        assert_eq!(pages_per_zspage(3000, &cfg(32)), 22);
+        assert_eq!(ChainRule::parse("trim").unwrap(), ChainRule::Trim);
+        assert_eq!(ChainRule::Trim.name(), "trim");
     }
 
     #[test]

@@ -38,8 +38,12 @@ pub(crate) struct Zspage {
     run: Run,
     /// Bit per object, set while it is free.
     free: Box<[u64]>,
-    /// Handle slot of each object, or `FREE_OBJ`.
-    owners: Box<[u32]>,
+    /// Handle slot of each object, or `FREE_OBJ`, up to the highest object
+    /// allocated since the zspage was last trimmed: the objects above are
+    /// free, and a trimmed zspage holds no owner entries for the slots in
+    /// its uncommitted pages.
+    owners: Vec<u32>,
+    objs: u32,
     inuse: u32,
     /// Pages committed from the start of the run.
     resident: u16,
@@ -57,7 +61,8 @@ impl Zspage {
         Zspage {
             run,
             free,
-            owners: vec![FREE_OBJ; objs].into_boxed_slice(),
+            owners: Vec::new(),
+            objs: objs as u32,
             inuse: 0,
             resident: resident as u16,
         }
@@ -73,7 +78,7 @@ impl Zspage {
     }
 
     pub(crate) fn objs(&self) -> usize {
-        self.owners.len()
+        self.objs as usize
     }
 
     /// Pages committed from the start of the run.
@@ -103,6 +108,14 @@ impl Zspage {
         let obj = self.next_free()?;
         let i = usize::from(obj);
         self.free[i / 64] &= !(1 << (i % 64));
+        if i >= self.owners.len() {
+            // Objects are taken lowest first, so the array grows at its
+            // end; by a quarter at a time, at most to `objs`.
+            let len = self.owners.len();
+            let new_len = (i + 1).max(len + len / 4 + 4).min(self.objs());
+            self.owners.reserve_exact(new_len - len);
+            self.owners.resize(new_len, FREE_OBJ);
+        }
         self.owners[i] = owner;
         self.inuse += 1;
         Some(obj)
@@ -117,6 +130,20 @@ impl Zspage {
         self.inuse -= 1;
     }
 
+    /// Drop the owner entries above the highest allocated object (after
+    /// the zspage's top pages were given back).
+    pub(crate) fn shrink_owners(&mut self) {
+        let keep = self
+            .owners
+            .iter()
+            .rposition(|&o| o != FREE_OBJ)
+            .map_or(0, |i| i + 1);
+        self.owners.truncate(keep);
+        if self.owners.capacity() > keep + keep / 4 + 4 {
+            self.owners.shrink_to(keep + keep / 8);
+        }
+    }
+
     /// Handle slot owning `obj`, if it is allocated.
     pub(crate) fn owner(&self, obj: u16) -> Option<u32> {
         let o = *self.owners.get(usize::from(obj))?;
@@ -125,7 +152,7 @@ impl Zspage {
 
     /// The highest allocated object below index `end`, with its owner.
     pub(crate) fn prev_allocated(&self, end: usize) -> Option<(u16, u32)> {
-        let i = self.owners[..end.min(self.objs())]
+        let i = self.owners[..end.min(self.owners.len())]
             .iter()
             .rposition(|&o| o != FREE_OBJ)?;
         Some((i as u16, self.owners[i]))
@@ -144,7 +171,7 @@ impl Zspage {
     pub(crate) fn metadata_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.free.len() * std::mem::size_of::<u64>()
-            + self.owners.len() * std::mem::size_of::<u32>()
+            + self.owners.capacity() * std::mem::size_of::<u32>()
     }
 
     /// The first `len` bytes of object `obj` of a class of `size` bytes.
@@ -201,11 +228,11 @@ impl Zspage {
                     if free {
                         return Err(format!("free bit {i} beyond {objs} objects"));
                     }
-                } else if free != (self.owners[i] == FREE_OBJ) {
-                    return Err(format!(
-                        "object {i}: free bit {free} but owner {:#x}",
-                        self.owners[i]
-                    ));
+                } else {
+                    let owner = self.owners.get(i).copied().unwrap_or(FREE_OBJ);
+                    if free != (owner == FREE_OBJ) {
+                        return Err(format!("object {i}: free bit {free} but owner {owner:#x}"));
+                    }
                 }
             }
         }

@@ -29,14 +29,14 @@ fn huge_objects_take_a_page_each() {
     assert_eq!(pool.stats().pages_held, 0);
     // Without the kernel's header, 3632-byte objects are not huge.
     let native = Pool::new(PoolConfig {
-        chain_size: 8,
-        ..PoolConfig::default()
+        kernel_handle_header: false,
+        ..PoolConfig::kernel()
     })
     .unwrap();
     assert_eq!(native.huge_class_size(), 3633);
     // Longer chains keep larger objects out of the one-per-page class.
     let long = Pool::new(PoolConfig::default()).unwrap();
-    assert_eq!(long.huge_class_size(), 3969);
+    assert_eq!(long.huge_class_size(), 4081);
 }
 
 #[test]
