@@ -20,10 +20,14 @@ fuzz_target!(|data: &[u8]| {
     let mut b = Bytes(data);
     let cfg = PoolConfig {
         page_size: [4096, 16384, 65536][usize::from(b.u8() % 3)],
-        chain_size: usize::from(b.u8() % 16) + 1,
+        chain_size: usize::from(b.u8() % 32) + 1,
         class_delta: 8 * (usize::from(b.u8() % 8) + 1),
-        chain_rule: [ChainRule::MinWaste, ChainRule::UsedPercent, ChainRule::SpanAware]
-            [usize::from(b.u8() % 3)],
+        chain_rule: [
+            ChainRule::MinWaste,
+            ChainRule::UsedPercent,
+            ChainRule::SpanAware,
+            ChainRule::Trim,
+        ][usize::from(b.u8() % 4)],
         kernel_handle_header: b.u8() & 1 == 1,
         memory_limit: match b.u8() % 4 {
             0 => Some(usize::from(b.u16()) * 4096 + 4096),
@@ -32,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
         compaction: match b.u8() % 3 {
             0 => CompactionPolicy::Off,
             n => CompactionPolicy::Auto {
-                min_freeable_zspages: usize::from(n),
+                min_freeable_pages: usize::from(n),
                 max_moves: usize::from(b.u8() % 64) + 1,
             },
         },
@@ -43,6 +47,7 @@ fuzz_target!(|data: &[u8]| {
                 max_pending_bytes: (usize::from(b.u8()) + 1) << 16,
             },
         },
+        trim_pages: b.u8() & 1 == 1,
     };
     let Ok(pool) = Pool::new(cfg) else { return };
     let page = pool.max_object_size();

@@ -1,4 +1,5 @@
-//! Freed zspages go back to the OS: the process's resident memory falls.
+//! Freed zspages, and the trimmed pages of live ones, go back to the OS:
+//! the process's resident memory falls.
 //! Alone in its own test binary so other tests do not disturb the figure.
 
 #[cfg(all(target_os = "linux", not(miri)))]
@@ -36,6 +37,39 @@ fn freeing_objects_lowers_resident_memory() {
     assert!(
         full - after >= held * 9 / 10,
         "RSS fell only {} of {held} bytes freed",
+        full.saturating_sub(after)
+    );
+
+    // Trimming gives back pages of zspages that still hold objects: fill
+    // zspages of 32 pages with 4000-byte objects (32 to a zspage, about a
+    // page each), free all but the first object of each, compact.
+    let pool = Pool::new(PoolConfig::default()).unwrap();
+    let data = vec![0xA5u8; 4000];
+    let hs: Vec<_> = (0..32 * 512).map(|_| pool.store(&data).unwrap()).collect();
+    let held = pool.stats().bytes_held();
+    let full = rss_bytes();
+    for (i, h) in hs.iter().enumerate() {
+        if i % 32 != 0 {
+            pool.free(*h).unwrap();
+        }
+    }
+    pool.compact();
+    pool.check_invariants().unwrap();
+    let s = pool.stats();
+    assert_eq!(s.objects, 512);
+    assert!(
+        s.bytes_held() <= 520 * 4096,
+        "{} bytes held for 512 page-sized objects",
+        s.bytes_held()
+    );
+    for h in hs.iter().step_by(32) {
+        assert_eq!(pool.read_vec(*h).unwrap(), data);
+    }
+    let after = rss_bytes();
+    let returned = held - s.bytes_held();
+    assert!(
+        full - after >= returned * 9 / 10,
+        "RSS fell only {} of {returned} bytes trimmed",
         full.saturating_sub(after)
     );
 }
