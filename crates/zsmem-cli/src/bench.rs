@@ -251,7 +251,7 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
         a.discard_percent
     );
     println!(
-        "{:<22} {:>10} {:>10} {:>12} {:>14} {:>12} {:>14} {:>10}",
+        "{:<30} {:>10} {:>10} {:>12} {:>14} {:>12} {:>14} {:>10}",
         "mode",
         "held MiB",
         "after MiB",
@@ -261,18 +261,48 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
         "copied/freed",
         "max hold"
     );
-    for (label, policy, explicit) in [
-        ("off, then compact()", CompactionPolicy::Off, true),
-        ("auto (default)", CompactionPolicy::default(), false),
-        ("auto, then compact()", CompactionPolicy::default(), true),
+    // The kernel's zspages (chain 8, all or nothing) and zsmem's (chain 32,
+    // trimmed page by page), each compacted on request and automatically.
+    let kernel = |compaction| PoolConfig {
+        compaction,
+        ..PoolConfig::kernel()
+    };
+    let zsmem = |compaction| PoolConfig {
+        compaction,
+        ..PoolConfig::default()
+    };
+    for (label, pool, explicit) in [
+        (
+            "kernel: off, then compact()",
+            kernel(CompactionPolicy::Off),
+            true,
+        ),
+        ("kernel: auto", kernel(CompactionPolicy::default()), false),
+        (
+            "kernel: auto, then compact()",
+            kernel(CompactionPolicy::default()),
+            true,
+        ),
+        (
+            "zsmem: off, then compact()",
+            zsmem(CompactionPolicy::Off),
+            true,
+        ),
+        (
+            "zsmem: auto (default)",
+            zsmem(CompactionPolicy::default()),
+            false,
+        ),
+        (
+            "zsmem: auto, then compact()",
+            zsmem(CompactionPolicy::default()),
+            true,
+        ),
     ] {
         let store = PageStore::new(PageStoreConfig {
             slots: pages.len(),
             codec: Codec::Lz4,
-            pool: PoolConfig {
-                compaction: policy,
-                ..PoolConfig::kernel()
-            },
+            pool,
             ..Default::default()
         })?;
         for (i, p) in pages.iter().enumerate() {
@@ -292,7 +322,7 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
         let c = store.pool().compaction_stats();
         let mib = |b: u64| b as f64 / (1 << 20) as f64;
         println!(
-            "{:<22} {:>10.2} {:>10.2} {:>12} {:>14} {:>12.2} {:>14.3} {:>8.1}us",
+            "{:<30} {:>10.2} {:>10.2} {:>12} {:>14} {:>12.2} {:>14.3} {:>8.1}us",
             label,
             mib(held),
             mib(after),
