@@ -413,15 +413,14 @@ fn print_tables(results: &[RunResult], skipped: &[(String, String)]) {
             );
         }
     }
-    println!(
-        "\nused = pool pages (zram's mem_used_total); ratio = (used - compr) / compr, split for zsmem into"
-    );
-    println!(
-        "rounding (slot over object size), partial (free slots), tail (end of zspage); meta = the allocator's"
-    );
-    println!(
-        "metadata (handle tables, zspage descriptors, free stacks; the kernel's is not visible); => counts it too."
-    );
+    for line in [
+        "\nused = pool pages (zram's mem_used_total); ratio = (used - compr) / compr, split for zsmem into",
+        "rounding (slot over object size), partial (free slots in held pages), tail (held bytes outside",
+        "whole slots); meta = the allocator's metadata (handle tables, zspage descriptors, free bitmaps,",
+        "owner arrays; the kernel's is not visible); => counts it too.",
+    ] {
+        println!("{line}");
+    }
     println!(
         "\n{:<14} {:>11} {:>11} {:>10} {:>10} {:>17} {:>17} {:>10} {:>8}",
         "contestant",
@@ -454,5 +453,34 @@ fn print_tables(results: &[RunResult], skipped: &[(String, String)]) {
     }
     for (name, why) in skipped {
         println!("{name:<14} skipped: {why}");
+    }
+    let costs: Vec<_> = results
+        .iter()
+        .filter_map(|r| {
+            let c = r.steps.last()?.figures.compaction?;
+            Some((&r.contestant, c))
+        })
+        .collect();
+    if !costs.is_empty() {
+        println!(
+            "
+{:<14} {:>14} {:>12} {:>14} {:>14} {:>10}",
+            "compaction",
+            "objects moved",
+            "MiB copied",
+            "pages returned",
+            "copied/freed",
+            "max hold"
+        );
+    }
+    for (name, c) in costs {
+        println!(
+            "{name:<14} {:>14} {:>12.2} {:>14} {:>14.3} {:>8.1}us",
+            c.objects_moved,
+            c.bytes_copied as f64 / (1 << 20) as f64,
+            c.pages_compacted,
+            c.copy_per_freed_byte(4096),
+            c.max_lock_hold_ns as f64 / 1000.0
+        );
     }
 }

@@ -538,6 +538,7 @@ impl<S: ObjectContestant> PageContestant for ZramFront<S> {
             same_pages: self.same_pages,
             huge_pages: self.huge_pages,
             pages_compacted: self.objects.pages_compacted(),
+            compaction: None,
         })
     }
 

@@ -59,6 +59,8 @@ pub struct Figures {
     pub huge_pages: u64,
     /// Pages freed by compaction so far.
     pub pages_compacted: u64,
+    /// What compaction cost so far, where the contestant can tell.
+    pub compaction: Option<zsmem::CompactionStats>,
 }
 
 impl Figures {
@@ -200,6 +202,7 @@ impl PageContestant for ZsmemContestant {
             same_pages: m.same_pages,
             huge_pages: m.huge_pages,
             pages_compacted: m.pages_compacted,
+            compaction: Some(self.store.pool().compaction_stats()),
         })
     }
 
@@ -274,6 +277,7 @@ impl PageContestant for KernelContestant {
             same_pages: m.same_pages,
             huge_pages: m.huge_pages,
             pages_compacted: m.pages_compacted,
+            compaction: None,
         })
     }
 

@@ -81,6 +81,7 @@ fn run(name: &str, labels: &[(usize, String)], overhead: f64, waste: bool) -> Ru
                     same_pages: 12,
                     huge_pages: 3,
                     pages_compacted: if label == "compact" { 42 } else { 0 },
+                    compaction: None,
                 },
             }
         })

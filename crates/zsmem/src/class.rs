@@ -205,6 +205,11 @@ impl Class {
         self.zspages * self.info.objs_per_zspage - self.handles.live()
     }
 
+    /// Page size of the pool.
+    pub(crate) fn page_size(&self) -> usize {
+        self.page_size
+    }
+
     /// Whether the class trims pages.
     pub(crate) fn trims(&self) -> bool {
         self.trim

@@ -26,8 +26,9 @@
 //! Readers never see an object torn or moved under them: a read holds its
 //! class's lock from resolving the handle to the end of the copy, and
 //! compaction moves objects only under that same lock. `Pool::compact`
-//! releases the lock after every [`STEP_ZSPAGES`] source zspage's worth of
-//! moves, so a reader waits for at most one zspage's migration.
+//! releases the lock after every source zspage's worth of moves (for a
+//! trimming class, whose zspages are longer, [`STEP_PAGES`] pages' worth),
+//! so a reader waits for at most one zspage's migration.
 //!
 //! The automatic policy runs on the freeing thread: after a free leaves its
 //! class able to give back `min_freeable_pages` pages (whole zspages' worth
@@ -46,8 +47,20 @@ use serde::Serialize;
 use crate::class::{Class, Migration};
 use crate::os::PageSource;
 
-/// Source zspages emptied per lock hold by `Pool::compact`.
-pub(crate) const STEP_ZSPAGES: usize = 1;
+/// Pages' worth of objects a trimming class moves per lock hold in
+/// `Pool::compact` (its zspages are up to 32 pages long).
+pub(crate) const STEP_PAGES: usize = 8;
+
+/// Objects `Pool::compact` moves per lock hold: one zspage's worth (the
+/// kernel's unit), or for a trimming class [`STEP_PAGES`] pages' worth.
+pub(crate) fn step_budget(class: &Class) -> usize {
+    let objs = class.info.objs_per_zspage;
+    if class.trims() {
+        (STEP_PAGES * class.page_size() / class.info.size).clamp(1, objs)
+    } else {
+        objs
+    }
+}
 
 /// When the pool compacts by itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -81,7 +94,7 @@ impl Default for CompactionPolicy {
 }
 
 /// What compaction has done since the pool was made.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CompactionStats {
     /// Pages returned by compaction (zram's `pages_compacted`), net of the
     /// pages it committed in destination zspages (with `trim_pages`).

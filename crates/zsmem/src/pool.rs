@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use crate::class::{Class, GROUP_FULL};
-use crate::compact::{self, CompactionPolicy, CompactionStats, Counters, STEP_ZSPAGES};
+use crate::compact::{self, CompactionPolicy, CompactionStats, Counters};
 use crate::deferred::{Push, Shards};
 use crate::error::{Error, HandleFault, Result};
 use crate::handle::{CLASS_BITS, Directory, Handle};
@@ -481,8 +481,8 @@ impl Pool {
     /// Compact every class as far as it goes (the kernel's `zs_compact`):
     /// returns the pages given back (net of pages committed in destination
     /// zspages when trimming). The class lock is released after every
-    /// source zspage's worth of moves, so readers and writers wait for at
-    /// most that.
+    /// source zspage's worth of moves (8 pages' worth when trimming), so
+    /// readers and writers wait for at most that.
     pub fn compact(&self) -> usize {
         let _pool = (self.cfg.free_mode == FreeMode::PoolLock)
             .then(|| self.pool_lock.write().unwrap_or_else(|e| e.into_inner()));
@@ -493,7 +493,7 @@ impl Pool {
                 if !c.compaction_due(1) {
                     break;
                 }
-                let budget = STEP_ZSPAGES * c.info.objs_per_zspage;
+                let budget = compact::step_budget(&c);
                 let m = compact::step(&mut c, budget, &self.pages, &self.compaction);
                 freed += m.pages_freed;
                 committed += m.pages_committed;
