@@ -25,15 +25,19 @@ pub struct StatsArgs {
     /// Page size (4K..64K, power of two).
     #[arg(long, default_value = "4K", value_parser = parse_size)]
     pub page_size: usize,
-    /// Most pages per zspage.
-    #[arg(long, default_value_t = 8)]
+    /// Most pages per zspage (zsmem's default; the kernel's is 8).
+    #[arg(long, default_value_t = zsmem::DEFAULT_CHAIN_SIZE)]
     pub chain: usize,
     /// Class delta in bytes, or `legacy` for page_size >> 8.
     #[arg(long, default_value = "16")]
     pub delta: String,
-    /// Chain rule: min-waste, used-percent or span-aware.
-    #[arg(long, default_value = "min-waste")]
+    /// Chain rule: trim (zsmem's), min-waste (the kernel's), used-percent or
+    /// span-aware.
+    #[arg(long, default_value = "trim")]
     pub rule: String,
+    /// Keep zspages all or nothing, as the kernel does (no page trimming).
+    #[arg(long)]
+    pub no_trim: bool,
     /// Count the kernel's 8-byte in-object handle in each object's size.
     #[arg(long)]
     pub kernel_header: bool,
@@ -92,6 +96,7 @@ pub fn run(a: &StatsArgs) -> CliResult {
         class_delta: delta,
         chain_rule: ChainRule::parse(&a.rule)?,
         kernel_handle_header: a.kernel_header,
+        trim_pages: !a.no_trim,
         memory_limit: None,
         compaction: match a.policy.as_str() {
             "auto" => CompactionPolicy::default(),

@@ -64,7 +64,7 @@ pub use codec::{Codec, CodecSpec, ZstdDictionary};
 pub use compact::{CompactionPolicy, CompactionStats};
 pub use error::{Error, HandleFault, Result};
 pub use handle::Handle;
-pub use pool::{FreeMode, Pool, PoolConfig};
+pub use pool::{DEFAULT_CHAIN_SIZE, FreeMode, Pool, PoolConfig};
 pub use size_class::{ChainRule, ClassInfo, SizeClassConfig, SizeClassTable};
 pub use stats::{ClassStats, PoolStats, Waste};
 pub use store::{
