@@ -118,6 +118,17 @@ fn default_config() -> zsmem_pool_config {
     }
 }
 
+/// A 0-or-1 field of a C configuration as a `bool`.
+fn flag(value: u32, name: &str) -> Result<bool, Fail> {
+    match value {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => Err(Fail::invalid(format!(
+            "invalid configuration: {name} is {other}, not 0 or 1"
+        ))),
+    }
+}
+
 /// The zsmem configuration a C configuration asks for; fields the C struct
 /// does not carry keep zsmem's defaults.
 pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
@@ -132,15 +143,7 @@ pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
             )));
         }
     };
-    let kernel_handle_header = match c.kernel_handle_header {
-        0 => false,
-        1 => true,
-        other => {
-            return Err(Fail::invalid(format!(
-                "invalid configuration: kernel_handle_header is {other}, not 0 or 1"
-            )));
-        }
-    };
+    let kernel_handle_header = flag(c.kernel_handle_header, "kernel_handle_header")?;
     let compaction = match c.compaction {
         ZSMEM_COMPACTION_OFF => CompactionPolicy::Off,
         ZSMEM_COMPACTION_AUTO => CompactionPolicy::Auto {
@@ -153,15 +156,7 @@ pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
             )));
         }
     };
-    let trim_pages = match c.trim_pages {
-        0 => false,
-        1 => true,
-        other => {
-            return Err(Fail::invalid(format!(
-                "invalid configuration: trim_pages is {other}, not 0 or 1"
-            )));
-        }
-    };
+    let trim_pages = flag(c.trim_pages, "trim_pages")?;
     // Start from the defaults so that fields added to PoolConfig later keep
     // their default here.
     #[allow(clippy::field_reassign_with_default)]

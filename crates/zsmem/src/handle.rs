@@ -1153,25 +1153,34 @@ mod loom_models {
     use super::*;
     use std::sync::{Arc, Mutex};
 
+    /// A deferred-free table (with its directory) holding one object.
+    fn one_object(
+        obj_bits: u32,
+        zspage: u32,
+        obj: u16,
+    ) -> (Arc<Directory>, Arc<Mutex<HandleTable>>, Handle) {
+        let d = Arc::new(Directory::default());
+        let mut t = HandleTable::new(Some(d.clone()), obj_bits);
+        let h = t
+            .insert(
+                0,
+                Location {
+                    zspage,
+                    obj,
+                    len: 8,
+                },
+            )
+            .unwrap();
+        (d, Arc::new(Mutex::new(t)), h)
+    }
+
     /// A deferred free (lock-free mark) races a free under the class lock
     /// and another deferred free of the same handle: exactly one wins, and
     /// the losers see the error a freed handle gets.
     #[test]
     fn loom_racing_frees_of_one_handle_one_wins() {
         loom::model(|| {
-            let d = Arc::new(Directory::default());
-            let mut t = HandleTable::new(Some(d.clone()), 1);
-            let h = t
-                .insert(
-                    0,
-                    Location {
-                        zspage: 0,
-                        obj: 0,
-                        len: 8,
-                    },
-                )
-                .unwrap();
-            let t = Arc::new(Mutex::new(t));
+            let (d, t, h) = one_object(1, 0, 0);
             let marker = {
                 let d = d.clone();
                 loom::thread::spawn(move || d.mark_dying(h).is_ok())
@@ -1209,19 +1218,7 @@ mod loom_models {
     #[test]
     fn loom_relocate_racing_a_mark_loses_neither() {
         loom::model(|| {
-            let d = Arc::new(Directory::default());
-            let mut t = HandleTable::new(Some(d.clone()), 4);
-            let h = t
-                .insert(
-                    0,
-                    Location {
-                        zspage: 1,
-                        obj: 2,
-                        len: 8,
-                    },
-                )
-                .unwrap();
-            let t = Arc::new(Mutex::new(t));
+            let (d, t, h) = one_object(4, 1, 2);
             let markers = [(); 2].map(|()| {
                 let d = d.clone();
                 loom::thread::spawn(move || d.mark_dying(h).is_ok())

@@ -107,21 +107,19 @@ impl PageSource {
 
     /// Take `pages` pages for a zspage.
     pub(crate) fn alloc_run(&self, pages: usize) -> Result<Run> {
-        debug_assert!((1..=MAX_CHAIN_SIZE).contains(&pages));
-        self.reserve(pages)?;
-        match self.arena.lock().alloc(pages) {
-            Ok(run) => Ok(run),
-            Err(e) => {
-                self.held_pages.fetch_sub(pages, Ordering::Relaxed);
-                Err(e)
-            }
-        }
+        debug_assert!(!self.lazy);
+        self.take_run(pages, pages)
     }
 
     /// Take a run of `pages` pages of which only the first `commit` are
     /// counted as held (a lazy source: the run's pages are all discarded).
     pub(crate) fn alloc_lazy_run(&self, pages: usize, commit: usize) -> Result<Run> {
         debug_assert!(self.lazy && (1..=pages).contains(&commit));
+        self.take_run(pages, commit)
+    }
+
+    fn take_run(&self, pages: usize, commit: usize) -> Result<Run> {
+        debug_assert!((1..=MAX_CHAIN_SIZE).contains(&pages));
         self.reserve(commit)?;
         match self.arena.lock().alloc(pages) {
             Ok(run) => Ok(run),
