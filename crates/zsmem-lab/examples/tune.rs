@@ -71,8 +71,14 @@ fn main() {
             add(chain, delta, ChainRule::MinWaste, true, 1);
         }
     }
+    // zsmem's default rule: the longest of the least wasteful chains.
+    for chain in [16, 32] {
+        for delta in [16, 32] {
+            add(chain, delta, ChainRule::Trim, true, 1);
+        }
+    }
     for min_pages in [2, 4, 8] {
-        add(32, 16, ChainRule::MinWaste, true, min_pages);
+        add(32, 16, ChainRule::Trim, true, min_pages);
     }
     for (label, cfg) in configs {
         let mut c = ZsmemContestant::new("tune", cfg, Codec::Lz4, slots).expect("config is valid");
