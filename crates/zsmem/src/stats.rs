@@ -49,8 +49,10 @@ pub struct PoolStats {
     pub pages_held: usize,
     /// Highest `pages_held` since the pool was made (`mem_used_max`).
     pub max_pages_held: usize,
-    /// Pages of freed zspages kept resident for quick reuse (at most 64);
-    /// held from the OS but not by any zspage. `Pool::trim` returns them.
+    /// Pages of freed zspages still resident: kept for quick reuse (at most
+    /// 64, without `trim_pages`) or waiting for their batch of up to 256
+    /// pages to be discarded; held from the OS but not by any zspage.
+    /// `Pool::trim` returns them.
     pub cached_pages: usize,
     /// Live objects.
     pub objects: usize,
