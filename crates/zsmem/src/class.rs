@@ -58,6 +58,11 @@ pub(crate) struct Migration {
     pub(crate) pages_freed: usize,
     /// Pages committed in destination zspages (trimming classes).
     pub(crate) pages_committed: usize,
+    /// The memory limit refused a page the destination needed.
+    pub(crate) blocked: bool,
+    /// The source emptied and was released (its id now names another
+    /// zspage).
+    pub(crate) released: bool,
 }
 
 /// A zspage descriptor slot with its list links.
@@ -318,7 +323,10 @@ impl Class {
             };
             match self.ensure_resident(to, new_obj, src) {
                 Ok(pages) => m.pages_committed += pages,
-                Err(_) => break,
+                Err(_) => {
+                    m.blocked = true;
+                    break;
+                }
             }
             cursor = usize::from(obj);
             let len = self
@@ -345,6 +353,7 @@ impl Class {
         self.regroup(to);
         if self.zspage(from).inuse() == 0 {
             m.pages_freed = self.zspage(from).resident();
+            m.released = true;
             self.release_zspage(from, src);
         } else {
             if self.trim {
@@ -487,12 +496,16 @@ impl Class {
             .zspage(id)
             .next_free()
             .expect("a zspage with room has a free object");
-        if let Err(e) = self.ensure_resident(id, obj, src) {
-            if self.zspage(id).inuse() == 0 {
+        let (id, obj) = match self.ensure_resident(id, obj, src) {
+            Ok(_) => (id, obj),
+            Err(e) if self.zspage(id).inuse() == 0 => {
                 self.release_zspage(id, src);
+                return Err(e);
             }
-            return Err(e);
-        }
+            // At the memory limit: a free slot in committed pages of another
+            // zspage will do (a trimming class; rare, so a plain scan).
+            Err(e) => self.committed_free_slot().ok_or(e)?,
+        };
         let loc = Location {
             zspage: id,
             obj,
@@ -518,6 +531,15 @@ impl Class {
         self.bytes_stored += len;
         self.regroup(id);
         Ok(handle)
+    }
+
+    /// A zspage whose lowest free slot lies in its committed pages.
+    fn committed_free_slot(&self) -> Option<(u32, u16)> {
+        self.nodes.iter().enumerate().find_map(|(id, n)| {
+            let z = n.zspage.as_ref()?;
+            let obj = z.next_free()?;
+            (self.pages_for(obj) <= z.resident()).then_some((id as u32, obj))
+        })
     }
 
     /// Where a handle's object is.
@@ -710,6 +732,13 @@ impl Class {
         }
         let (mut pages, mut slots) = (0, 0);
         for z in self.nodes.iter().filter_map(|n| n.zspage.as_ref()) {
+            if z.resident() == 0 || z.resident() > self.info.pages_per_zspage {
+                return Err(ctx(format!(
+                    "a zspage commits {} of its {} pages",
+                    z.resident(),
+                    self.info.pages_per_zspage
+                )));
+            }
             if !self.trim && z.resident() != self.info.pages_per_zspage {
                 return Err(ctx(format!(
                     "a zspage commits {} of {} pages in a class that does not trim",

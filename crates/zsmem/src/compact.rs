@@ -187,7 +187,23 @@ pub(crate) fn step(
         };
         let budget = max_moves - total.objects;
         let m = match class.emptiest_except(to) {
-            Some(from) => class.migrate(from, to, budget, src),
+            Some(from) => {
+                let m = class.migrate(from, to, budget, src);
+                if m.blocked && !m.released && m.objects < budget && class.trims() {
+                    // The destination needs a page the memory limit refuses:
+                    // the source can still fill its own holes and give back
+                    // its top pages.
+                    let within = class.compact_within(from, budget - m.objects, src);
+                    Migration {
+                        objects: m.objects + within.objects,
+                        bytes: m.bytes + within.bytes,
+                        pages_freed: m.pages_freed + within.pages_freed,
+                        ..m
+                    }
+                } else {
+                    m
+                }
+            }
             None if class.trims() => class.compact_within(to, budget, src),
             None => break,
         };

@@ -21,8 +21,9 @@
 //! of every run for an eager source), nothing else. Under Miri, which has no `mmap`, runs come from the
 //! Rust allocator instead, with the same accounting.
 //!
-//! Invariant: `held_pages` equals the sum of the lengths of runs handed out
-//! and not yet freed; it never passes `limit_pages`.
+//! Invariant: `held_pages` equals the committed pages of runs handed out and
+//! not yet freed (their whole lengths for an eager source); it never passes
+//! `limit_pages`.
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -39,6 +40,21 @@ pub(crate) const RUN_CACHE_PAGES: usize = 64;
 /// and outside the arena lock. Freeing a whole pool in allocation order
 /// then costs a few system calls per megabyte instead of one per zspage.
 const DISCARD_BATCH_PAGES: usize = 256;
+
+/// The operating system's page size: `madvise` works in whole OS pages, so
+/// a pool's pages must be at least this large.
+pub(crate) fn system_page_size() -> usize {
+    #[cfg(not(miri))]
+    {
+        // SAFETY: sysconf has no preconditions.
+        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(n).unwrap_or(4096).max(4096)
+    }
+    #[cfg(miri)]
+    {
+        4096
+    }
+}
 
 /// A run of pages handed to one zspage.
 #[derive(Debug)]
@@ -241,9 +257,10 @@ impl OsPages {
     /// A source of `page_size`-byte pages (a power of two, at least 4096),
     /// holding at most `limit_bytes` if given.
     pub fn new(page_size: usize, limit_bytes: Option<usize>) -> Result<OsPages> {
-        if !page_size.is_power_of_two() || page_size < 4096 {
+        let os = system_page_size();
+        if !page_size.is_power_of_two() || page_size < os {
             return Err(Error::InvalidConfig(format!(
-                "page size {page_size} is not a power of two of at least 4096"
+                "page size {page_size} is not a power of two of at least {os} (the system's page size)"
             )));
         }
         Ok(OsPages {

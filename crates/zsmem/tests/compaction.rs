@@ -200,3 +200,70 @@ fn readers_never_see_a_torn_or_moved_object() {
         "compaction never moved anything"
     );
 }
+
+/// A trimming pool at its memory limit: two zspages of the 2048-byte class,
+/// the second trimmed after its top objects were freed, then the first's
+/// lowest objects freed and the rest of the limit filled with page-sized
+/// objects. Returns the pool and the class's live objects.
+fn trimmed_class_at_the_limit() -> (Pool, Vec<(Handle, u8)>) {
+    let pool = Pool::new(PoolConfig {
+        memory_limit: Some(64 * 4096),
+        compaction: CompactionPolicy::Off,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let hs: Vec<(Handle, u8)> = (0..128u32)
+        .map(|i| (pool.store(&[i as u8; 2048]).unwrap(), i as u8))
+        .collect();
+    assert_eq!(pool.stats().pages_held, 64);
+    for (h, _) in &hs[64 + 44..] {
+        pool.free(*h).unwrap();
+    }
+    pool.compact();
+    for (h, _) in &hs[..30] {
+        pool.free(*h).unwrap();
+    }
+    while pool.stats().pages_held < 64 {
+        pool.store(&[7; 4096]).unwrap();
+    }
+    pool.check_invariants().unwrap();
+    let live = hs[30..64 + 44].to_vec();
+    (pool, live)
+}
+
+fn class_2048(pool: &Pool) -> zsmem::ClassStats {
+    pool.class_stats()
+        .into_iter()
+        .find(|c| c.size == 2048)
+        .unwrap()
+}
+
+#[test]
+fn at_the_memory_limit_a_store_uses_committed_free_slots() {
+    let (pool, live) = trimmed_class_at_the_limit();
+    assert!(class_2048(&pool).partial_bytes >= 2048);
+    // The fullest zspage's lowest free slot is in a page the limit refuses;
+    // another zspage has committed free slots.
+    let h = pool.store(&[9; 2048]).unwrap();
+    assert_eq!(pool.read_vec(h).unwrap(), vec![9; 2048]);
+    for (h, b) in live {
+        assert_eq!(pool.read_vec(h).unwrap(), vec![b; 2048]);
+    }
+    pool.check_invariants().unwrap();
+}
+
+#[test]
+fn at_the_memory_limit_compaction_still_gives_pages_back() {
+    let (pool, live) = trimmed_class_at_the_limit();
+    let freed = pool.compact();
+    assert!(freed > 0);
+    assert!(
+        class_2048(&pool).partial_bytes < 4096,
+        "{:?}",
+        class_2048(&pool)
+    );
+    for (h, b) in live {
+        assert_eq!(pool.read_vec(h).unwrap(), vec![b; 2048]);
+    }
+    pool.check_invariants().unwrap();
+}
