@@ -49,7 +49,7 @@ pub struct Figures {
     /// the contestant can see it (for the kernel: the same as `pool`).
     pub used: u64,
     /// The allocator's own metadata (handle tables, zspage descriptors,
-    /// free stacks), where visible: part of `used`.
+    /// free bitmaps, owner arrays), where visible: part of `used`.
     pub meta: u64,
     /// Where `pool - compr` goes, where the contestant can tell.
     pub waste: Option<zsmem::Waste>,

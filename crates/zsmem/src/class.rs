@@ -65,10 +65,10 @@ pub(crate) struct Migration {
     pub(crate) released: bool,
 }
 
-/// A zspage descriptor slot with its list links.
+/// A zspage descriptor with its list links.
 #[derive(Debug)]
 struct Node {
-    zspage: Option<Zspage>,
+    zspage: Zspage,
     group: u8,
     prev: u32,
     next: u32,
@@ -92,7 +92,6 @@ pub(crate) struct Class {
     /// Bit g set when group g has a zspage: finds the fullest group fast.
     nonempty: u16,
     handles: HandleTable,
-    zspages: usize,
     bytes_stored: usize,
 }
 
@@ -119,23 +118,16 @@ impl Class {
                 directory,
                 (usize::BITS - (info.objs_per_zspage - 1).leading_zeros()).max(1),
             ),
-            zspages: 0,
             bytes_stored: 0,
         }
     }
 
     fn zspage(&self, id: u32) -> &Zspage {
-        self.nodes[id as usize]
-            .zspage
-            .as_ref()
-            .expect("a handle entry points only at live zspages")
+        &self.nodes[id as usize].zspage
     }
 
     fn zspage_mut(&mut self, id: u32) -> &mut Zspage {
-        self.nodes[id as usize]
-            .zspage
-            .as_mut()
-            .expect("a handle entry points only at live zspages")
+        &mut self.nodes[id as usize].zspage
     }
 
     fn link(&mut self, id: u32, group: usize) {
@@ -207,7 +199,7 @@ impl Class {
 
     /// Free object slots over all zspages of the class.
     pub(crate) fn free_slots(&self) -> usize {
-        self.zspages * self.info.objs_per_zspage - self.handles.live()
+        self.nodes.len() * self.info.objs_per_zspage - self.handles.live()
     }
 
     /// Page size of the pool.
@@ -255,7 +247,10 @@ impl Class {
 
     /// Pages an object at index `obj` needs committed: up to its end.
     fn pages_for(&self, obj: u16) -> usize {
-        ((usize::from(obj) + 1) * self.info.size).div_ceil(self.page_size)
+        // The page size is a power of two: a shift, not a division, on
+        // every allocation.
+        ((usize::from(obj) + 1) * self.info.size + self.page_size - 1)
+            >> self.page_size.trailing_zeros()
     }
 
     /// Count a zspage's change from `old` to `new` committed pages.
@@ -299,10 +294,12 @@ impl Class {
 
     /// Move objects from zspage `from` into zspage `to`, at most `max`,
     /// highest first, until `from` is empty or `to` is full (or, trimming,
-    /// `to` cannot commit a page under the memory limit). Handles are
-    /// updated in place, so they stay valid; an emptied `from` goes back to
-    /// the OS, and in a trimming class the pages above `from`'s highest
-    /// remaining object do.
+    /// `to` cannot commit a page under the memory limit). With `from == to`
+    /// (a trimming class's last partly used zspage) objects move down into
+    /// the zspage's own lowest free slots while those lie below them.
+    /// Handles are updated in place, so they stay valid; an emptied `from`
+    /// goes back to the OS, and in a trimming class the pages above `from`'s
+    /// highest remaining object do.
     pub(crate) fn migrate(
         &mut self,
         from: u32,
@@ -310,6 +307,7 @@ impl Class {
         max: usize,
         src: &PageSource,
     ) -> Migration {
+        debug_assert!(from != to || self.trim);
         let size = self.info.size;
         let mut m = Migration::default();
         // Objects at or above `cursor` have been moved already.
@@ -321,6 +319,9 @@ impl Class {
             let Some(new_obj) = self.zspage(to).next_free() else {
                 break;
             };
+            if from == to && new_obj > obj {
+                break;
+            }
             match self.ensure_resident(to, new_obj, src) {
                 Ok(pages) => m.pages_committed += pages,
                 Err(_) => {
@@ -334,18 +335,21 @@ impl Class {
                 .live_entry(slot)
                 .expect("an owned object has a live handle")
                 .len;
-            let [a, b] = self
-                .nodes
-                .get_disjoint_mut([from as usize, to as usize])
-                .expect("migration needs two distinct zspages");
-            let (from_z, to_z) = (
-                a.zspage.as_mut().expect("live source zspage"),
-                b.zspage.as_mut().expect("live destination zspage"),
-            );
-            let taken = to_z.take(slot);
-            debug_assert_eq!(taken, Some(new_obj));
-            to_z.write(new_obj, size, 0, from_z.bytes(obj, size, len));
-            from_z.put(obj);
+            if from == to {
+                let z = self.zspage_mut(to);
+                z.take(new_obj, slot);
+                z.move_within(obj, new_obj, size, len);
+                z.put(obj);
+            } else {
+                let [a, b] = self
+                    .nodes
+                    .get_disjoint_mut([from as usize, to as usize])
+                    .expect("two distinct live zspages");
+                b.zspage.take(new_obj, slot);
+                b.zspage
+                    .write(new_obj, size, 0, a.zspage.bytes(obj, size, len));
+                a.zspage.put(obj);
+            }
             self.handles.relocate(slot, to, new_obj);
             m.objects += 1;
             m.bytes += len;
@@ -361,39 +365,6 @@ impl Class {
             }
             self.regroup(from);
         }
-        m
-    }
-
-    /// In a trimming class's only partly used zspage `id`: move its highest
-    /// objects down into its lowest free slots, at most `max`, then give
-    /// back the pages above the highest object.
-    pub(crate) fn compact_within(&mut self, id: u32, max: usize, src: &PageSource) -> Migration {
-        debug_assert!(self.trim);
-        let size = self.info.size;
-        let mut m = Migration::default();
-        while m.objects < max {
-            let z = self.zspage(id);
-            let (Some((top, slot)), Some(low)) = (z.prev_allocated(z.objs()), z.next_free()) else {
-                break;
-            };
-            if low > top {
-                break;
-            }
-            let len = self
-                .handles
-                .live_entry(slot)
-                .expect("an owned object has a live handle")
-                .len;
-            let z = self.zspage_mut(id);
-            let taken = z.take(slot);
-            debug_assert_eq!(taken, Some(low));
-            z.move_within(top, low, size, len);
-            z.put(top);
-            self.handles.relocate(slot, id, low);
-            m.objects += 1;
-            m.bytes += len;
-        }
-        m.pages_freed = self.trim_zspage(id, src);
         m
     }
 
@@ -422,13 +393,12 @@ impl Class {
             self.nodes.reserve_exact((self.nodes.len() / 4).max(2));
         }
         self.nodes.push(Node {
-            zspage: Some(zspage),
+            zspage,
             group: 0,
             prev: NIL,
             next: NIL,
         });
         let id = (self.nodes.len() - 1) as u32;
-        self.zspages += 1;
         self.link(id, 0);
         Ok(id)
     }
@@ -455,17 +425,9 @@ impl Class {
                 self.nodes[next as usize].prev = id;
             }
         }
-        let z = self
-            .nodes
-            .swap_remove(id as usize)
-            .zspage
-            .expect("only live zspages are released");
+        let z = self.nodes.swap_remove(id as usize).zspage;
         if id != last {
-            let moved = self.nodes[id as usize]
-                .zspage
-                .as_ref()
-                .expect("the last zspage is live");
-            for (obj, slot) in moved.allocated() {
+            for (obj, slot) in self.nodes[id as usize].zspage.allocated() {
                 self.handles.relocate(slot, id, obj);
             }
         }
@@ -476,7 +438,6 @@ impl Class {
         let resident = z.resident();
         self.account_resident(resident, 0);
         src.free_run(z.into_run(), self.info.pages_per_zspage, resident);
-        self.zspages -= 1;
     }
 
     /// Allocate an object of `len` bytes and, if given, write `data` to its
@@ -523,8 +484,7 @@ impl Class {
         };
         let size = self.info.size;
         let z = self.zspage_mut(id);
-        let taken = z.take(handle.slot());
-        debug_assert_eq!(taken, Some(obj));
+        z.take(obj, handle.slot());
         if let Some(d) = data {
             z.write(obj, size, 0, d);
         }
@@ -536,9 +496,8 @@ impl Class {
     /// A zspage whose lowest free slot lies in its committed pages.
     fn committed_free_slot(&self) -> Option<(u32, u16)> {
         self.nodes.iter().enumerate().find_map(|(id, n)| {
-            let z = n.zspage.as_ref()?;
-            let obj = z.next_free()?;
-            (self.pages_for(obj) <= z.resident()).then_some((id as u32, obj))
+            let obj = n.zspage.next_free()?;
+            (self.pages_for(obj) <= n.zspage.resident()).then_some((id as u32, obj))
         })
     }
 
@@ -608,7 +567,7 @@ impl Class {
     }
 
     pub(crate) fn zspage_count(&self) -> usize {
-        self.zspages
+        self.nodes.len()
     }
 
     pub(crate) fn objects(&self) -> usize {
@@ -624,14 +583,13 @@ impl Class {
         self.counts
     }
 
-    /// Heap bytes of descriptors, free stacks, owner arrays and handles.
+    /// Heap bytes of descriptors, free bitmaps, owner arrays and handles.
     pub(crate) fn metadata_bytes(&self) -> usize {
         let nodes = self.nodes.capacity() * std::mem::size_of::<Node>();
         let buffers: usize = self
             .nodes
             .iter()
-            .filter_map(|n| n.zspage.as_ref())
-            .map(|z| z.metadata_bytes() - std::mem::size_of::<Zspage>())
+            .map(|n| n.zspage.metadata_bytes() - std::mem::size_of::<Zspage>())
             .sum();
         nodes + buffers + self.handles.metadata_bytes()
     }
@@ -654,10 +612,7 @@ impl Class {
                 if std::mem::replace(&mut listed[id as usize], true) {
                     return Err(ctx(format!("zspage {id} is listed twice")));
                 }
-                let z = node
-                    .zspage
-                    .as_ref()
-                    .ok_or_else(|| ctx(format!("group {g} lists dead zspage {id}")))?;
+                let z = &node.zspage;
                 if node.prev != prev || usize::from(node.group) != g {
                     return Err(ctx(format!("zspage {id} has broken links or group")));
                 }
@@ -695,16 +650,8 @@ impl Class {
                 )));
             }
         }
-        let live: Vec<usize> = (0..self.nodes.len())
-            .filter(|&i| self.nodes[i].zspage.is_some())
-            .collect();
-        if live.iter().any(|&i| !listed[i])
-            || live.len() != self.zspages
-            || live.len() != self.nodes.len()
-        {
-            return Err(ctx(
-                "a live zspage is on no list, the zspage count is off, or a node is dead".into(),
-            ));
+        if let Some(id) = listed.iter().position(|&l| !l) {
+            return Err(ctx(format!("zspage {id} is on no list")));
         }
         // Owners and live entries point at each other (checked above, one
         // owner per entry), so equal counts make it a bijection: every live
@@ -712,7 +659,7 @@ impl Class {
         let mut stored = 0;
         let mut owned = 0;
         for node in &self.nodes {
-            for (_, slot) in node.zspage.iter().flat_map(|z| z.allocated()) {
+            for (_, slot) in node.zspage.allocated() {
                 let l = self.handles.live_entry(slot).expect("checked above");
                 if l.len > self.info.size {
                     return Err(ctx(format!(
@@ -731,7 +678,7 @@ impl Class {
             )));
         }
         let (mut pages, mut slots) = (0, 0);
-        for z in self.nodes.iter().filter_map(|n| n.zspage.as_ref()) {
+        for z in self.nodes.iter().map(|n| &n.zspage) {
             if z.resident() == 0 || z.resident() > self.info.pages_per_zspage {
                 return Err(ctx(format!(
                     "a zspage commits {} of its {} pages",

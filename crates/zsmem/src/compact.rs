@@ -193,7 +193,7 @@ pub(crate) fn step(
                     // The destination needs a page the memory limit refuses:
                     // the source can still fill its own holes and give back
                     // its top pages.
-                    let within = class.compact_within(from, budget - m.objects, src);
+                    let within = class.migrate(from, from, budget - m.objects, src);
                     Migration {
                         objects: m.objects + within.objects,
                         bytes: m.bytes + within.bytes,
@@ -204,7 +204,7 @@ pub(crate) fn step(
                     m
                 }
             }
-            None if class.trims() => class.compact_within(to, budget, src),
+            None if class.trims() => class.migrate(to, to, budget, src),
             None => break,
         };
         if m.objects == 0 && m.pages_freed == 0 {

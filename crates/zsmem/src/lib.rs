@@ -24,7 +24,7 @@
 //! | module | concern |
 //! |---|---|
 //! | [`size_class`] | class sizes, chain lengths, merging, huge threshold |
-//! | `zspage` | one zspage's pages, free stack and owners |
+//! | `zspage` | one zspage's pages, free bitmap, owners and committed pages |
 //! | `handle` | handle encoding and the per-class handle table |
 //! | `class` | one class: fullness groups, alloc, free, object migration |
 //! | `compact` | compaction: the kernel's algorithm, the automatic policy, its costs |

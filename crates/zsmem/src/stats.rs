@@ -34,7 +34,7 @@ pub struct ClassStats {
     /// Sum of the lengths of the objects in use.
     pub bytes_stored: usize,
     /// Heap bytes of the class's metadata (handle table, zspage
-    /// descriptors, free stacks, owner arrays).
+    /// descriptors, free bitmaps, owner arrays).
     pub metadata_bytes: usize,
 }
 
@@ -61,7 +61,7 @@ pub struct PoolStats {
     /// Live objects in huge classes (one per page).
     pub huge_objects: usize,
     /// Heap bytes of allocator metadata: handle tables, zspage descriptors,
-    /// free stacks, owner arrays, the class array.
+    /// free bitmaps, owner arrays, the class array.
     pub metadata_bytes: usize,
     /// Where the bytes of `pages_held` that hold no object byte go.
     pub waste: Waste,

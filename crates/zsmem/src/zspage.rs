@@ -24,6 +24,7 @@
 //! Invariants (checked by [`Zspage::check`]):
 //! - bit `i` of `free` is set exactly when object `i < objs` has owner
 //!   [`FREE_OBJ`]; bits at `objs` and above are clear;
+//! - every word of `free` below `low_word` is zero;
 //! - `inuse` counts the objects with an owner;
 //! - every allocated object lies inside the first `resident` pages.
 
@@ -38,6 +39,9 @@ pub(crate) struct Zspage {
     run: Run,
     /// Bit per object, set while it is free.
     free: Box<[u64]>,
+    /// Every word of `free` below this one is zero: where the search for
+    /// the lowest free object starts.
+    low_word: u16,
     /// Handle slot of each object, or `FREE_OBJ`, up to the highest object
     /// allocated since the zspage was last trimmed: the objects above are
     /// free, and a trimmed zspage holds no owner entries for the slots in
@@ -61,6 +65,7 @@ impl Zspage {
         Zspage {
             run,
             free,
+            low_word: 0,
             owners: Vec::new(),
             objs: objs as u32,
             inuse: 0,
@@ -97,17 +102,30 @@ impl Zspage {
         unsafe { std::ptr::NonNull::new_unchecked(self.run.as_ptr().add(page * page_size)) }
     }
 
-    /// The object the next `take` will hand out: the lowest free one.
+    /// The lowest free object: the one allocation takes.
     pub(crate) fn next_free(&self) -> Option<u16> {
-        let (w, bits) = self.free.iter().enumerate().find(|(_, b)| **b != 0)?;
-        Some((w * 64 + bits.trailing_zeros() as usize) as u16)
+        let start = usize::from(self.low_word);
+        let (w, bits) = self.free[start..]
+            .iter()
+            .enumerate()
+            .find(|(_, b)| **b != 0)?;
+        Some(((start + w) * 64 + bits.trailing_zeros() as usize) as u16)
     }
 
-    /// Take the lowest free object for handle slot `owner`.
-    pub(crate) fn take(&mut self, owner: u32) -> Option<u16> {
-        let obj = self.next_free()?;
+    /// Take free object `obj` (found with `next_free`) for handle slot
+    /// `owner`.
+    pub(crate) fn take(&mut self, obj: u16, owner: u32) {
         let i = usize::from(obj);
+        debug_assert!(
+            self.free[i / 64] & (1 << (i % 64)) != 0,
+            "object {i} is not free"
+        );
         self.free[i / 64] &= !(1 << (i % 64));
+        while usize::from(self.low_word) < self.free.len()
+            && self.free[usize::from(self.low_word)] == 0
+        {
+            self.low_word += 1;
+        }
         if i >= self.owners.len() {
             // Objects are taken lowest first, so the array grows at its
             // end; by a quarter at a time, at most to `objs`.
@@ -118,7 +136,6 @@ impl Zspage {
         }
         self.owners[i] = owner;
         self.inuse += 1;
-        Some(obj)
     }
 
     /// Return an object to the free objects.
@@ -127,6 +144,7 @@ impl Zspage {
         debug_assert_ne!(self.owners[i], FREE_OBJ);
         self.owners[i] = FREE_OBJ;
         self.free[i / 64] |= 1 << (i % 64);
+        self.low_word = self.low_word.min((i / 64) as u16);
         self.inuse -= 1;
     }
 
@@ -235,6 +253,15 @@ impl Zspage {
                     }
                 }
             }
+        }
+        if let Some(w) = self.free[..usize::from(self.low_word)]
+            .iter()
+            .position(|&b| b != 0)
+        {
+            return Err(format!(
+                "free word {w} is below the search start {}",
+                self.low_word
+            ));
         }
         let owned = self.owners.iter().filter(|&&o| o != FREE_OBJ).count();
         if owned != self.inuse() {
