@@ -41,9 +41,21 @@ pub(crate) const RUN_CACHE_PAGES: usize = 64;
 /// then costs a few system calls per megabyte instead of one per zspage.
 const DISCARD_BATCH_PAGES: usize = 256;
 
-/// The operating system's page size: `madvise` works in whole OS pages, so
-/// a pool's pages must be at least this large.
-pub(crate) fn system_page_size() -> usize {
+/// Refuse a page size that is not a power of two at least as large as the
+/// system's: `madvise` gives back whole OS pages, so a smaller page could
+/// take a neighbour's bytes with it.
+pub(crate) fn check_page_size(page_size: usize) -> Result<()> {
+    let os = system_page_size();
+    if !page_size.is_power_of_two() || page_size < os {
+        return Err(Error::InvalidConfig(format!(
+            "page size {page_size} is not a power of two of at least {os} (the system's page size)"
+        )));
+    }
+    Ok(())
+}
+
+/// The operating system's page size.
+fn system_page_size() -> usize {
     #[cfg(not(miri))]
     {
         // SAFETY: sysconf has no preconditions.
@@ -257,12 +269,7 @@ impl OsPages {
     /// A source of `page_size`-byte pages (a power of two, at least 4096),
     /// holding at most `limit_bytes` if given.
     pub fn new(page_size: usize, limit_bytes: Option<usize>) -> Result<OsPages> {
-        let os = system_page_size();
-        if !page_size.is_power_of_two() || page_size < os {
-            return Err(Error::InvalidConfig(format!(
-                "page size {page_size} is not a power of two of at least {os} (the system's page size)"
-            )));
-        }
+        check_page_size(page_size)?;
         Ok(OsPages {
             src: std::sync::Arc::new(PageSource::new(page_size, limit_bytes, false)),
         })

@@ -204,14 +204,7 @@ impl Pool {
     /// parameter.
     pub fn new(cfg: PoolConfig) -> Result<Pool> {
         let table = SizeClassTable::new(cfg.size_classes())?;
-        let os_page = crate::os::system_page_size();
-        if cfg.page_size < os_page {
-            return Err(Error::InvalidConfig(format!(
-                "page size {} is below the system's page size {os_page}: pages are given back \
-                 to the OS whole",
-                cfg.page_size
-            )));
-        }
+        crate::os::check_page_size(cfg.page_size)?;
         if table.len() > 1 << CLASS_BITS {
             return Err(Error::InvalidConfig(format!(
                 "{} size classes do not fit the handle's {CLASS_BITS}-bit class field",

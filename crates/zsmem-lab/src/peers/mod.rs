@@ -140,6 +140,17 @@ impl<T> HandleTable<T> {
         }
     }
 
+    /// The value `handle` names, or the error `who` gives for a bad handle.
+    pub fn lookup(&self, who: &str, handle: u64) -> Result<&T, LabError> {
+        self.get(handle).ok_or_else(|| bad_handle(who, handle))
+    }
+
+    /// Forget `handle` and return its value, or the error `who` gives for a
+    /// bad handle.
+    pub fn take(&mut self, who: &str, handle: u64) -> Result<T, LabError> {
+        self.remove(handle).ok_or_else(|| bad_handle(who, handle))
+    }
+
     /// The value `handle` names, writable.
     pub fn get_mut(&mut self, handle: u64) -> Option<&mut T> {
         let (i, g) = Self::split(handle)?;

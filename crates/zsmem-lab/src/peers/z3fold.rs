@@ -30,7 +30,7 @@
 
 use zsmem::os::{OsPages, PageBlock};
 
-use super::{HandleTable, IdVec, Lists, PeerAllocator, bad_handle, check_len};
+use super::{HandleTable, IdVec, Lists, PeerAllocator, check_len};
 use crate::contestant::LabError;
 use crate::corpus::PAGE_SIZE;
 
@@ -197,18 +197,11 @@ impl Z3fold {
 
     /// Which place of its page `handle`'s object is in now.
     pub fn buddy_of(&self, handle: u64) -> Result<Buddy, LabError> {
-        let l = self.loc(handle)?;
+        let l = *self.handles.lookup("z3fold", handle)?;
         if l.index == HEADLESS_INDEX {
             return Ok(Buddy::Headless);
         }
         Ok(Header::read(self.pages.get(l.page).expect("live page")).buddy(l.index))
-    }
-
-    fn loc(&self, handle: u64) -> Result<Loc, LabError> {
-        self.handles
-            .get(handle)
-            .copied()
-            .ok_or_else(|| bad_handle("z3fold", handle))
     }
 
     fn add_to_unbuddied(&mut self, id: u32, h: &Header) {
@@ -330,7 +323,7 @@ impl PeerAllocator for Z3fold {
     }
 
     fn read(&self, handle: u64, buf: &mut Vec<u8>) -> Result<(), LabError> {
-        let l = self.loc(handle)?;
+        let l = *self.handles.lookup("z3fold", handle)?;
         let page = self.pages.get(l.page).expect("live page");
         let at = if l.index == HEADLESS_INDEX {
             0
@@ -344,10 +337,7 @@ impl PeerAllocator for Z3fold {
     }
 
     fn free(&mut self, handle: u64) -> Result<(), LabError> {
-        let l = self
-            .handles
-            .remove(handle)
-            .ok_or_else(|| bad_handle("z3fold", handle))?;
+        let l = self.handles.take("z3fold", handle)?;
         if l.index == HEADLESS_INDEX {
             self.pages.remove(l.page);
             return Ok(());
@@ -501,7 +491,7 @@ mod tests {
         // against the first.
         z.free(c).unwrap();
         assert_eq!(z.moves(), before + 1);
-        let page = z.pages.get(z.loc(b).unwrap().page).unwrap();
+        let page = z.pages.get(z.handles.get(b).unwrap().page).unwrap();
         assert_eq!(Header::read(page).start_middle, ZHDR_CHUNKS + 1);
         assert_eq!(read(&z, b), vec![2; 256]);
         assert_eq!(read(&z, a2), vec![4; 64]);

@@ -15,7 +15,7 @@
 
 use zsmem::os::{OsPages, PageBlock};
 
-use super::{HandleTable, IdVec, Lists, PeerAllocator, bad_handle, check_len, too_large};
+use super::{HandleTable, IdVec, Lists, PeerAllocator, check_len, too_large};
 use crate::contestant::LabError;
 use crate::corpus::PAGE_SIZE;
 
@@ -180,13 +180,6 @@ impl Zblock {
         }
         v
     }
-
-    fn loc(&self, handle: u64) -> Result<Loc, LabError> {
-        self.handles
-            .get(handle)
-            .copied()
-            .ok_or_else(|| bad_handle("zblock", handle))
-    }
 }
 
 impl PeerAllocator for Zblock {
@@ -246,7 +239,7 @@ impl PeerAllocator for Zblock {
     }
 
     fn read(&self, handle: u64, buf: &mut Vec<u8>) -> Result<(), LabError> {
-        let l = self.loc(handle)?;
+        let l = *self.handles.lookup("zblock", handle)?;
         let b = self.blocks.get(l.block).expect("live block");
         let at = b.offset(l.slot as usize);
         buf.clear();
@@ -255,10 +248,7 @@ impl PeerAllocator for Zblock {
     }
 
     fn free(&mut self, handle: u64) -> Result<(), LabError> {
-        let l = self
-            .handles
-            .remove(handle)
-            .ok_or_else(|| bad_handle("zblock", handle))?;
+        let l = self.handles.take("zblock", handle)?;
         let b = self.blocks.get_mut(l.block).expect("live block");
         b.set_occupied(l.slot as usize, false);
         let free = b.free_slots() + 1;
@@ -368,7 +358,7 @@ mod tests {
         assert_eq!(z.pages().held_pages(), 2, "the emptied block went back");
         z.free(hs[3]).unwrap();
         let again = z.alloc(&[42; 1010]).unwrap();
-        assert_eq!(z.loc(again).unwrap().slot, 3, "the first free slot");
+        assert_eq!(z.handles.get(again).unwrap().slot, 3, "the first free slot");
         z.check_invariants().unwrap();
     }
 }

@@ -14,7 +14,7 @@
 
 use zsmem::os::{OsPages, PageBlock};
 
-use super::{HandleTable, IdVec, Lists, PeerAllocator, bad_handle, check_len};
+use super::{HandleTable, IdVec, Lists, PeerAllocator, check_len};
 use crate::contestant::LabError;
 use crate::corpus::PAGE_SIZE;
 
@@ -102,13 +102,6 @@ impl Zbud {
             handles: HandleTable::new(),
         })
     }
-
-    fn loc(&self, handle: u64) -> Result<Loc, LabError> {
-        self.handles
-            .get(handle)
-            .copied()
-            .ok_or_else(|| bad_handle("zbud", handle))
-    }
 }
 
 impl PeerAllocator for Zbud {
@@ -165,7 +158,7 @@ impl PeerAllocator for Zbud {
     }
 
     fn read(&self, handle: u64, buf: &mut Vec<u8>) -> Result<(), LabError> {
-        let l = self.loc(handle)?;
+        let l = *self.handles.lookup("zbud", handle)?;
         let page = self.pages.get(l.page).expect("a live handle's page");
         let at = offset(page, l.buddy);
         buf.clear();
@@ -174,10 +167,7 @@ impl PeerAllocator for Zbud {
     }
 
     fn free(&mut self, handle: u64) -> Result<(), LabError> {
-        let l = self
-            .handles
-            .remove(handle)
-            .ok_or_else(|| bad_handle("zbud", handle))?;
+        let l = self.handles.take("zbud", handle)?;
         let page = self.pages.get_mut(l.page).expect("a live handle's page");
         set_chunks(page, l.buddy, 0);
         let free = free_chunks(page);
@@ -257,7 +247,7 @@ mod tests {
         let mut z = Zbud::new().unwrap();
         let a = z.alloc(&[1; 100]).unwrap();
         let b = z.alloc(&[2; 200]).unwrap();
-        let (la, lb) = (z.loc(a).unwrap(), z.loc(b).unwrap());
+        let (la, lb) = (*z.handles.get(a).unwrap(), *z.handles.get(b).unwrap());
         assert_eq!(la.page, lb.page);
         let page = z.pages.get(la.page).unwrap();
         assert_eq!(offset(page, Buddy::First), 64);
@@ -272,7 +262,7 @@ mod tests {
         z.free(a).unwrap();
         assert_eq!(z.unbuddied.key_of(la.page), Some(NCHUNKS - 4));
         let d = z.alloc(&[4; 3000]).unwrap();
-        assert_eq!(z.loc(d).unwrap().page, la.page);
+        assert_eq!(z.handles.get(d).unwrap().page, la.page);
         for h in [b, c, d] {
             z.free(h).unwrap();
         }
