@@ -39,21 +39,23 @@
 //! |LIVE|DYING| generation | len - 1 (16) | place (32)                     |
 //! |    |     |    (14)    |              |                                |
 //! +----+-----+------------+--------------+--------------------------------+
-//!  live entry:  place = zspage << obj_bits | obj
-//!  free entry:  place = next free slot of the chunk (or NIL); LIVE, DYING,
-//!               len - 1 are 0; generation is the next object's
-//!  retired entry: the word 0 (generation 0, not live): never handed out
+//!  live entry:    place = zspage << obj_bits | obj
+//!  free entry:    place = next free slot of the chunk (or NIL); LIVE,
+//!                 DYING, len - 1 are 0; generation is the next object's
+//!  retired entry: the word 0 (generation 0): on no free list, never
+//!                 handed out again
 //! ```
 //!
 //! `obj_bits` is fixed per table (the class's `ceil(log2(objs per zspage))`,
 //! 1..=16), so a class can name `2^(32 - obj_bits)` zspages
 //! ([`HandleTable::max_zspages`]).
 //!
-//! The tag bits (`LIVE`, `DYING`, generation) are what a deferred free
+//! The state bits (`LIVE`, `DYING`, generation) are what a deferred free
 //! reads and changes without the class lock (see `deferred.rs`): through
 //! the [`Directory`], a lock-free map from chunk number to the chunk's
 //! entries, which pools with deferred free keep, it sets `DYING` by a
-//! compare-and-swap of the whole word. Everything else about an entry is
+//! compare-and-swap of the whole word, after checking the handle's pool
+//! tag against the directory's. Everything else about an entry is
 //! written under the class lock only, and every such write either finds the
 //! entry free (no lock-free mark changes a free word) or is itself a
 //! read-modify-write, so a concurrently set `DYING` bit is never lost.
@@ -371,6 +373,8 @@ pub(crate) struct HandleTable {
     with_room: Vec<u64>,
     /// Every word of `with_room` below this index is zero.
     room_hint: usize,
+    /// Every chunk index below this one is present or retired.
+    absent_hint: usize,
     live: usize,
     /// Retired entries of present chunks.
     retired_slots: usize,
@@ -400,6 +404,7 @@ impl HandleTable {
             base_gen: Vec::new(),
             with_room: Vec::new(),
             room_hint: 0,
+            absent_hint: 0,
             live: 0,
             retired_slots: 0,
             retired_chunks: 0,
@@ -511,11 +516,13 @@ impl HandleTable {
         let c = match self.lowest_with_room() {
             Some(c) => c,
             None => {
-                // The lowest chunk index never made or released and not
-                // retired.
-                let c = (0..self.chunks.len())
+                // The lowest released chunk index that is not retired, else
+                // a new one. The search starts at `absent_hint`, so retired
+                // indices are passed once, not at every new chunk.
+                let c = (self.absent_hint..self.chunks.len())
                     .find(|&c| self.chunks[c].is_none() && self.base_gen[c] != RETIRED_CHUNK)
                     .unwrap_or(self.chunks.len());
+                self.absent_hint = c + 1;
                 if c >= self.max_chunks {
                     return Err(Error::HandlesExhausted { class });
                 }
@@ -556,11 +563,11 @@ impl HandleTable {
     /// Resolve a handle whose class has already been checked.
     pub(crate) fn get(&self, h: Handle) -> Result<Location> {
         let e = self.find(h)?;
-        // Acquire, as every read of a tag: it pairs with the Release of the
+        // Acquire, as every read of an entry's state: it pairs with the Release of the
         // transition that wrote it (a free, a mark), so the entry is seen
         // as that writer left it.
         let word = e.word.load(Ordering::Acquire);
-        check_tag(h, word, false)?;
+        check_state(h, word, false)?;
         Ok(self.location(word))
     }
 
@@ -580,11 +587,11 @@ impl HandleTable {
         let e = self.find(h)?;
         // Acquire: pairs with the mark's Release (as in `get`).
         let word = e.word.load(Ordering::Acquire);
-        check_tag(h, word, true)?;
+        check_state(h, word, true)?;
         Ok(self.location(word))
     }
 
-    /// The entry a handle's slot names, before its tag is checked.
+    /// The entry a handle's slot names, before its state is checked.
     fn find(&self, h: Handle) -> Result<&Entry> {
         if h.generation() == 0 {
             return Err(h.fault(HandleFault::Null));
@@ -658,6 +665,7 @@ impl HandleTable {
                 self.retired_chunks += 1;
             } else {
                 self.base_gen[c] = base;
+                self.absent_hint = self.absent_hint.min(c);
             }
             self.chunks[c] = None;
             self.set_room(c, false);
@@ -677,7 +685,7 @@ impl HandleTable {
         // undo it (the object would then never be freed, or freed twice).
         // The mark, in turn, retries its compare-and-swap when this changed
         // the word. Relaxed: the place is read only under the class lock,
-        // which orders it; the mark reads only the tag bits.
+        // which orders it; the mark reads only the state bits.
         let update = e
             .word
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
@@ -730,6 +738,12 @@ impl HandleTable {
             let Some(chunk) = chunk else {
                 if room_bit {
                     return Err(format!("released chunk {c} is marked as having room"));
+                }
+                if c < self.absent_hint && base != RETIRED_CHUNK {
+                    return Err(format!(
+                        "released chunk {c} is below the search start {}",
+                        self.absent_hint
+                    ));
                 }
                 retired_chunks += usize::from(base == RETIRED_CHUNK);
                 continue;
@@ -813,7 +827,7 @@ impl HandleTable {
 /// Check an entry's word against a handle: live, of the handle's
 /// generation, and dying exactly when `dying` (a dying handle is dead for
 /// every caller but the drain).
-fn check_tag(h: Handle, word: u64, dying: bool) -> Result<()> {
+fn check_state(h: Handle, word: u64, dying: bool) -> Result<()> {
     let g = h.generation();
     if g == 0 {
         return Err(h.fault(HandleFault::Null));
@@ -849,20 +863,20 @@ fn check_tag(h: Handle, word: u64, dying: bool) -> Result<()> {
 /// too), so of any number of racing frees of one handle exactly one
 /// succeeds.
 fn mark(e: &Entry, h: Handle) -> Result<u64> {
-    // Acquire: pairs with the Release of the last tag transition (a free),
+    // Acquire: pairs with the Release of the last state transition (a free),
     // as in `HandleTable::get`.
     let mut word = e.word.load(Ordering::Acquire);
     loop {
-        check_tag(h, word, false)?;
+        check_state(h, word, false)?;
         // The whole word is compared, so the swap fails when anything in it
         // changed since the load: another mark won, the slot was freed, or a
-        // relocate under the class lock moved the object. Then the tag is
+        // relocate under the class lock moved the object. Then the state is
         // checked again on the new word; a relocate alone leaves it valid,
         // so a mark is never refused because the object moved.
         //
         // AcqRel: the drain that later frees this slot learns of the mark
         // through the deferred-free shard (Release/Acquire there); ordering
-        // here keeps the mark and the tag's history coherent for anyone who
+        // here keeps the mark and the state's history coherent for anyone who
         // reads the word directly.
         match e
             .word
