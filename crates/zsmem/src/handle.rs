@@ -104,7 +104,9 @@ const RETIRED: u64 = 0;
 /// An opaque reference to an object in a [`Pool`](crate::Pool).
 ///
 /// Copyable and cheap; it stays valid across compaction until the object is
-/// freed. Using it after that is an error, never another object's data.
+/// freed. Using it after that, however often its slot has been reused since,
+/// is an error, never another object's data; so is using it with another
+/// pool.
 ///
 /// ```
 /// use zsmem::{Pool, PoolConfig};
