@@ -1,7 +1,7 @@
 /* Tests of the zsmem C API from C: every function, its success and its
- * error paths (NULL arguments, stale and double-freed handles, short
- * buffers, the memory limit, slots out of range, bad configurations), and
- * threads sharing one pool with every byte checked.
+ * error paths (NULL arguments, stale and double-freed handles, other pools'
+ * handles, short buffers, the memory limit, slots out of range, bad
+ * configurations), and threads sharing one pool with every byte checked.
  *
  * Prints one line per test and closes with "N passed, N failed"; exits 0
  * only if every test passed. ZSMEM_TEST_OPS sets the operations per thread
@@ -269,6 +269,47 @@ static void test_handle_misuse(void) {
     zsmem_pool_destroy(pool);
 }
 
+/* Two pools with the same objects in the same order: each object has the
+ * same class, slot and generation in both, and still a handle of one pool is
+ * -EBADF on the other, for every call, and changes nothing there. */
+static void test_cross_pool_handles(void) {
+    zsmem_pool *a = new_pool(0);
+    zsmem_pool *b = new_pool(0);
+    uint64_t ha[8], hb[8];
+    char buf[64], want[64];
+    for (int i = 0; i < 8; i++) {
+        snprintf(want, sizeof want, "pool a object %d", i);
+        CHECK_RC(zsmem_pool_store(a, want, strlen(want), &ha[i]), 0);
+        snprintf(want, sizeof want, "pool b object %d", i);
+        CHECK_RC(zsmem_pool_store(b, want, strlen(want), &hb[i]), 0);
+        CHECK(ha[i] != hb[i]);
+    }
+    for (int i = 0; i < 8; i++) {
+        CHECK_RC(zsmem_pool_read(b, ha[i], buf, sizeof buf, NULL), -EBADF);
+        CHECK(strstr(zsmem_last_error_message(), "another pool") != NULL);
+        CHECK_RC(zsmem_pool_object_len(b, ha[i]), -EBADF);
+        CHECK_RC(zsmem_pool_write(b, ha[i], "XXXX", 4), -EBADF);
+        CHECK_RC(zsmem_pool_free(b, ha[i]), -EBADF);
+        CHECK_RC(zsmem_pool_free(a, hb[i]), -EBADF);
+    }
+    /* Both pools' objects untouched, and all still there. */
+    for (int i = 0; i < 8; i++) {
+        int n = snprintf(want, sizeof want, "pool b object %d", i);
+        CHECK_RC(zsmem_pool_read(b, hb[i], buf, sizeof buf, NULL), n);
+        CHECK(memcmp(buf, want, (size_t)n) == 0);
+        n = snprintf(want, sizeof want, "pool a object %d", i);
+        CHECK_RC(zsmem_pool_read(a, ha[i], buf, sizeof buf, NULL), n);
+        CHECK(memcmp(buf, want, (size_t)n) == 0);
+    }
+    zsmem_pool_stats s;
+    CHECK_RC(zsmem_pool_get_stats(b, &s, sizeof s), 0);
+    CHECK(s.objects == 8);
+    CHECK_RC(zsmem_pool_check_invariants(a), 0);
+    CHECK_RC(zsmem_pool_check_invariants(b), 0);
+    zsmem_pool_destroy(b);
+    zsmem_pool_destroy(a);
+}
+
 static void test_lengths(void) {
     zsmem_pool *pool = new_pool(0);
     uint64_t h = 0;
@@ -499,8 +540,8 @@ static void *fail_once(void *arg) {
 }
 
 static void test_errors_and_messages(void) {
-    const int codes[] = {0,      -EINVAL, -E2BIG, -EMSGSIZE, -ENOBUFS,
-                         -ENOMEM, -EBADF,  -ERANGE, -EIO,     -ENOTRECOVERABLE};
+    const int codes[] = {0,       -EINVAL, -E2BIG,  -EMSGSIZE, -ENOBUFS,        -ENOMEM,
+                         -EMFILE, -EBADF,  -ERANGE, -EIO,      -ENOTRECOVERABLE};
     const size_t n = sizeof codes / sizeof codes[0];
     for (size_t i = 0; i < n; i++) {
         const char *s = zsmem_strerror(codes[i]);
@@ -623,6 +664,7 @@ int main(void) {
         {"compaction_keeps_handles", test_compaction_keeps_handles},
         {"null_arguments", test_null_arguments},
         {"handle_misuse", test_handle_misuse},
+        {"cross_pool_handles", test_cross_pool_handles},
         {"lengths", test_lengths},
         {"memory_limit", test_memory_limit},
         {"bad_configurations", test_bad_configurations},

@@ -256,8 +256,9 @@ const char *zsmem_version(void);
 // | `-E2BIG` | an object larger than the pool's page size |
 // | `-EMSGSIZE` | a write that runs past the end of its object |
 // | `-ENOBUFS` | a read buffer smaller than the object |
-// | `-ENOMEM` | the memory limit is reached, or the OS refused memory |
-// | `-EBADF` | a handle that names no live object: freed (use after free, double free), stale, forged, or 0 |
+// | `-ENOMEM` | the memory limit is reached, the OS refused memory, or a size class has no handle slot left |
+// | `-EMFILE` | 255 pools (stores included) are alive, the most a process can have |
+// | `-EBADF` | a handle that names no live object of this pool: freed (use after free, double free), stale, forged, 0, or another pool's |
 // | `-ERANGE` | a store slot beyond the store |
 // | `-EIO` | compressed data that does not decompress, a broken invariant, any other failure |
 // | `-ENOTRECOVERABLE` | a bug in zsmem was caught (a Rust panic); do not trust the object any more |
@@ -284,7 +285,8 @@ int zsmem_pool_config_init(struct zsmem_pool_config *config, size_t size);
 // Make a pool from `*config` and store it in `*pool_out`. Returns 0, or
 // `-EINVAL` for a NULL argument, a configuration not initialised by
 // `zsmem_pool_config_default`, or an out-of-range field (the message says
-// which).
+// which), or `-EMFILE` if 255 pools (stores included) are alive: each
+// pool's handles carry its own tag, so that another pool refuses them.
 //
 // # Safety
 // `config` is NULL or points to an initialised `zsmem_pool_config`;
@@ -426,7 +428,8 @@ int zsmem_store_config_init(struct zsmem_store_config *config, size_t size);
 // (whose `page_size` is the store's page size and whose `memory_limit`
 // bounds it), and store it in `*store_out`. Returns 0, or `-EINVAL` for a
 // NULL argument, a configuration not initialised by its `_default` macro,
-// or an out-of-range field (the message says which).
+// or an out-of-range field (the message says which), or `-EMFILE` if 255
+// pools (stores included) are alive.
 //
 // # Safety
 // `config` and `pool_config` are NULL or point to initialised structs;

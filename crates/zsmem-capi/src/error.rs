@@ -36,7 +36,10 @@ pub(crate) fn code_of(e: &Error) -> c_int {
         Error::TooLarge { .. } => libc::E2BIG,
         Error::WriteTooLong { .. } => libc::EMSGSIZE,
         Error::BufferTooSmall { .. } => libc::ENOBUFS,
-        Error::MemoryLimit { .. } | Error::OsOutOfMemory { .. } => libc::ENOMEM,
+        Error::MemoryLimit { .. }
+        | Error::OsOutOfMemory { .. }
+        | Error::HandlesExhausted { .. } => libc::ENOMEM,
+        Error::TooManyPools { .. } => libc::EMFILE,
         Error::InvalidHandle { .. } => libc::EBADF,
         Error::SlotOutOfRange { .. } => libc::ERANGE,
         // Codec (corrupt data), InvariantViolated, and any error added to
@@ -175,8 +178,9 @@ pub(crate) fn out_ptr<T>(p: *mut T, what: &str) -> Result<*mut T, Fail> {
 /// | `-E2BIG` | an object larger than the pool's page size |
 /// | `-EMSGSIZE` | a write that runs past the end of its object |
 /// | `-ENOBUFS` | a read buffer smaller than the object |
-/// | `-ENOMEM` | the memory limit is reached, or the OS refused memory |
-/// | `-EBADF` | a handle that names no live object: freed (use after free, double free), stale, forged, or 0 |
+/// | `-ENOMEM` | the memory limit is reached, the OS refused memory, or a size class has no handle slot left |
+/// | `-EMFILE` | 255 pools (stores included) are alive, the most a process can have |
+/// | `-EBADF` | a handle that names no live object of this pool: freed (use after free, double free), stale, forged, 0, or another pool's |
 /// | `-ERANGE` | a store slot beyond the store |
 /// | `-EIO` | compressed data that does not decompress, a broken invariant, any other failure |
 /// | `-ENOTRECOVERABLE` | a bug in zsmem was caught (a Rust panic); do not trust the object any more |
@@ -189,7 +193,8 @@ pub extern "C" fn zsmem_strerror(code: c_int) -> *const c_char {
         libc::EMSGSIZE => c"write past the end of the object",
         libc::ENOBUFS => c"buffer smaller than the object",
         libc::ENOMEM => c"out of memory: the memory limit is reached or the OS refused memory",
-        libc::EBADF => c"invalid handle: freed, stale or forged",
+        libc::EMFILE => c"too many pools: 255 are alive",
+        libc::EBADF => c"invalid handle: freed, stale, forged or another pool's",
         libc::ERANGE => c"slot out of range",
         libc::EIO => c"corrupt data or internal inconsistency",
         libc::ENOTRECOVERABLE => c"internal error in zsmem (a caught panic)",

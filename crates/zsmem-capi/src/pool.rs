@@ -197,7 +197,8 @@ pub unsafe extern "C" fn zsmem_pool_config_init(
 /// Make a pool from `*config` and store it in `*pool_out`. Returns 0, or
 /// `-EINVAL` for a NULL argument, a configuration not initialised by
 /// `zsmem_pool_config_default`, or an out-of-range field (the message says
-/// which).
+/// which), or `-EMFILE` if 255 pools (stores included) are alive: each
+/// pool's handles carry its own tag, so that another pool refuses them.
 ///
 /// # Safety
 /// `config` is NULL or points to an initialised `zsmem_pool_config`;

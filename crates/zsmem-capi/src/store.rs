@@ -77,7 +77,8 @@ pub unsafe extern "C" fn zsmem_store_config_init(
 /// (whose `page_size` is the store's page size and whose `memory_limit`
 /// bounds it), and store it in `*store_out`. Returns 0, or `-EINVAL` for a
 /// NULL argument, a configuration not initialised by its `_default` macro,
-/// or an out-of-range field (the message says which).
+/// or an out-of-range field (the message says which), or `-EMFILE` if 255
+/// pools (stores included) are alive.
 ///
 /// # Safety
 /// `config` and `pool_config` are NULL or point to initialised structs;

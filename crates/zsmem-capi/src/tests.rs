@@ -9,7 +9,7 @@ use std::ffi::{CStr, c_int, c_void};
 use std::mem::{MaybeUninit, size_of};
 use std::ptr::{null, null_mut};
 
-use libc::{E2BIG, EBADF, EINVAL, EIO, EMSGSIZE, ENOBUFS, ENOMEM, ENOTRECOVERABLE, ERANGE};
+use libc::{E2BIG, EBADF, EINVAL, EIO, EMFILE, EMSGSIZE, ENOBUFS, ENOMEM, ENOTRECOVERABLE, ERANGE};
 
 use crate::*;
 
@@ -274,9 +274,17 @@ fn handle_misuse_is_ebadf_never_data() {
         // sized as set up above; invalid ones are the error paths under test.
         assert_eq!(unsafe { zsmem_pool_free(pool.0, forged) }, -EBADF);
     }
-    // A handle of another pool.
+    // A handle of another pool, even where that pool has an object in the
+    // same class, slot and generation.
     let other = TestPool::new(&pool_config());
+    let o = other.store(b"OTHER!");
     assert_eq!(other.read(h2, &mut buf).0, -EBADF);
+    assert!(last_error().contains("another pool"), "{}", last_error());
+    // SAFETY: live pools; the handles are the error paths under test.
+    assert_eq!(unsafe { zsmem_pool_free(other.0, h2) }, -EBADF);
+    assert_eq!(unsafe { zsmem_pool_free(pool.0, o) }, -EBADF);
+    assert_eq!(other.read(o, &mut buf).0, 6);
+    assert_eq!(&buf[..6], b"OTHER!");
     assert_eq!(pool.read(h2, &mut buf).0, 6);
     pool.check();
 }
@@ -689,6 +697,7 @@ fn strerror_names_every_code_and_messages_are_per_thread() {
         EMSGSIZE,
         ENOBUFS,
         ENOMEM,
+        EMFILE,
         EBADF,
         ERANGE,
         EIO,

@@ -20,6 +20,9 @@ pub enum HandleFault {
     Freed,
     /// The slot was freed and now holds a newer object: the handle is stale.
     Stale,
+    /// The handle's pool tag is not this pool's: it came from another pool
+    /// (live or dropped), or it is forged.
+    ForeignPool,
 }
 
 impl fmt::Display for HandleFault {
@@ -30,6 +33,9 @@ impl fmt::Display for HandleFault {
             HandleFault::UnknownSlot => "forged handle: no such slot in its size class",
             HandleFault::Freed => "the object was already freed (use after free or double free)",
             HandleFault::Stale => "stale handle: the object was freed and its slot reused",
+            HandleFault::ForeignPool => {
+                "handle of another pool: its pool tag is not this pool's (or it is forged)"
+            }
         })
     }
 }
@@ -72,6 +78,25 @@ pub enum Error {
         held: usize,
         /// Bytes the allocation would add.
         needed: usize,
+    },
+    /// Every handle slot of a size class is in use or retired (a slot is
+    /// retired after its 16383rd object, so that no stale handle ever
+    /// matches again): no object of this class can be added.
+    #[error(
+        "size class {class} has no handle slot left: all 2^29 are in use or retired after 16383 objects each"
+    )]
+    HandlesExhausted {
+        /// The size class (its index, as in `ClassStats::index`).
+        class: usize,
+    },
+    /// `Pool::new` while the most pools a process may have are alive: each
+    /// live pool has its own tag in its handles.
+    #[error(
+        "{max} pools are alive, the most one process can have (each pool's handles carry its own 8-bit tag): drop a pool first"
+    )]
+    TooManyPools {
+        /// The limit.
+        max: usize,
     },
     /// The handle does not name a live object of this pool.
     #[error("invalid handle {handle:#018x}: {fault}")]

@@ -19,7 +19,7 @@ use crate::class::{Class, GROUP_FULL};
 use crate::compact::{self, CompactionPolicy, CompactionStats, Counters};
 use crate::deferred::{Push, Shards};
 use crate::error::{Error, HandleFault, Result};
-use crate::handle::{CLASS_BITS, Directory, Handle};
+use crate::handle::{CLASS_BITS, Directory, Handle, PoolTag};
 use crate::os::PageSource;
 use crate::size_class::{ChainRule, KERNEL_HANDLE_SIZE, SizeClassConfig, SizeClassTable};
 use crate::stats::{ClassStats, PoolStats, Waste};
@@ -157,6 +157,14 @@ const NO_CLASS: u16 = u16::MAX;
 ///
 /// `Send + Sync`: share it between threads by reference or `Arc`.
 ///
+/// Each live pool has a tag of its own that all its handles carry, so a
+/// handle of one pool given to another is an [`Error::InvalidHandle`]
+/// ([`HandleFault::ForeignPool`]), never the other pool's object. There are
+/// 255 tags: at most 255 pools live at once in a process ([`Pool::new`]
+/// fails with [`Error::TooManyPools`] beyond that). A dropped pool's tag is
+/// given again only after every other free tag, so a handle of a dropped
+/// pool is refused by the pools made soon after it, though not forever.
+///
 /// ```
 /// use zsmem::{Pool, PoolConfig};
 /// let pool = Pool::new(PoolConfig::default()).unwrap();
@@ -187,6 +195,8 @@ pub struct Pool {
     compaction: Counters,
     /// Runs of deferred frees drained, each under one class lock.
     deferred_batches: std::sync::atomic::AtomicU64,
+    /// In every handle of this pool.
+    tag: PoolTag,
 }
 
 impl std::fmt::Debug for Pool {
@@ -201,7 +211,7 @@ impl std::fmt::Debug for Pool {
 
 impl Pool {
     /// Make a pool; fails with [`Error::InvalidConfig`] naming the bad
-    /// parameter.
+    /// parameter, or [`Error::TooManyPools`] if 255 pools are alive.
     pub fn new(cfg: PoolConfig) -> Result<Pool> {
         let table = SizeClassTable::new(cfg.size_classes())?;
         crate::os::check_page_size(cfg.page_size)?;
@@ -243,12 +253,13 @@ impl Pool {
                 "memory limit of 0 bytes: use None for no limit".into(),
             ));
         }
+        let tag = PoolTag::acquire()?;
         let mut dense = vec![NO_CLASS; table.len()].into_boxed_slice();
         let directories: Box<[Arc<Directory>]> = if deferred.is_some() {
             table
                 .physical_indices()
                 .iter()
-                .map(|_| Arc::new(Directory::default()))
+                .map(|_| Arc::new(Directory::new(tag.get())))
                 .collect()
         } else {
             Box::new([])
@@ -280,6 +291,7 @@ impl Pool {
             classes,
             compaction: Counters::default(),
             deferred_batches: Default::default(),
+            tag,
         })
     }
 
@@ -323,8 +335,10 @@ impl Pool {
         (index, &self.classes[usize::from(self.dense[index])])
     }
 
-    /// Position in `classes` of the class a handle names.
+    /// Position in `classes` of the class a handle names, after its tag is
+    /// found to be this pool's (the first check of every use of a handle).
     fn dense_class(&self, h: Handle) -> Result<usize> {
+        h.check_pool(self.tag.get())?;
         self.dense
             .get(h.class())
             .filter(|&&d| d != NO_CLASS)
@@ -342,7 +356,8 @@ impl Pool {
     pub fn alloc(&self, len: usize) -> Result<Handle> {
         self.check_len(len)?;
         let (index, class) = self.class_for_len(len);
-        class.lock().alloc(index, len, None, &self.pages)
+        let h = class.lock().alloc(index, len, None, &self.pages)?;
+        Ok(h.tagged(self.tag.get()))
     }
 
     /// Allocate an object holding a copy of `data`, under one lock
@@ -350,9 +365,10 @@ impl Pool {
     pub fn store(&self, data: &[u8]) -> Result<Handle> {
         self.check_len(data.len())?;
         let (index, class) = self.class_for_len(data.len());
-        class
+        let h = class
             .lock()
-            .alloc(index, data.len(), Some(data), &self.pages)
+            .alloc(index, data.len(), Some(data), &self.pages)?;
+        Ok(h.tagged(self.tag.get()))
     }
 
     /// Write `data` to the start of the object.

@@ -60,20 +60,38 @@ fn stale_handle_never_reads_the_new_object() {
     all_intact(&pool, &objs);
 }
 
+/// The handle layout (docs/DESIGN.md), for forging handles:
+/// `spare (1) | tag (8) | generation (14) | class (12) | slot (29)`.
+const SLOT_BITS: u32 = 29;
+const CLASS_SHIFT: u32 = SLOT_BITS;
+const GEN_SHIFT: u32 = CLASS_SHIFT + 12;
+const TAG_SHIFT: u32 = GEN_SHIFT + 14;
+
 #[test]
 fn forged_handles_are_refused() {
     let (pool, objs) = populated();
     let live: std::collections::HashSet<u64> = objs.iter().map(|(h, _)| h.to_raw()).collect();
     assert_eq!(fault(pool.read_vec(Handle::from_raw(0))), HandleFault::Null);
+    let real = objs[0].0.to_raw();
+    let tag = real & (0xff << TAG_SHIFT);
     // Class 4095 does not exist in a 4K pool (255 classes).
-    let bad_class = (1u64 << 42) | (4095 << 30);
+    let bad_class = tag | (1u64 << GEN_SHIFT) | (4095 << CLASS_SHIFT);
     assert_eq!(
         fault(pool.free(Handle::from_raw(bad_class))),
         HandleFault::UnknownClass
     );
+    // Generation 0 with the pool's tag.
+    assert_eq!(
+        fault(pool.read_vec(Handle::from_raw(real & !(0x3fff << GEN_SHIFT)))),
+        HandleFault::Null
+    );
+    // The spare bit set: refused with the tag, before anything else.
+    assert_eq!(
+        fault(pool.read_vec(Handle::from_raw(real | 1 << 63))),
+        HandleFault::ForeignPool
+    );
     // A real class, a slot far beyond anything handed out.
-    let real = objs[0].0.to_raw();
-    let far_slot = (real & !((1 << 30) - 1)) | ((1 << 30) - 1);
+    let far_slot = (real & !((1 << SLOT_BITS) - 1)) | ((1 << SLOT_BITS) - 1);
     assert_eq!(
         fault(pool.free(Handle::from_raw(far_slot))),
         HandleFault::UnknownSlot
@@ -82,16 +100,20 @@ fn forged_handles_are_refused() {
     // is merged into a larger one with 4K pages and chain 8? Find one.
     let t = pool.size_classes();
     if let Some(merged) = t.classes().iter().find(|c| c.physical != c.index) {
-        let raw = (1u64 << 42) | ((merged.index as u64) << 30);
+        let raw = tag | (1u64 << GEN_SHIFT) | ((merged.index as u64) << CLASS_SHIFT);
         assert_eq!(
             fault(pool.read_vec(Handle::from_raw(raw))),
             HandleFault::UnknownClass
         );
     }
-    // Random values: never a panic, never a live object's data.
+    // Random values: never a panic, never a live object's data. Half of
+    // them carry the pool's tag, so they get past its check.
     let mut r = Rng(42);
-    for _ in 0..if cfg!(miri) { 300 } else { 100_000 } {
-        let raw = r.next();
+    for i in 0..if cfg!(miri) { 300 } else { 100_000 } {
+        let mut raw = r.next();
+        if i % 2 == 0 {
+            raw = raw & !(0x1ff << TAG_SHIFT) | tag;
+        }
         if live.contains(&raw) {
             continue;
         }
@@ -99,6 +121,123 @@ fn forged_handles_are_refused() {
         assert!(pool.free(Handle::from_raw(raw)).is_err());
     }
     all_intact(&pool, &objs);
+}
+
+/// Alloc and free one slot `cycles` times, keeping the first handle: it is
+/// refused every time, never reads or frees the new object.
+fn reuse_one_slot(pool: &Pool, cycles: usize) {
+    let first_data = pattern(1, 100);
+    let first = pool.store(&first_data).unwrap();
+    pool.free(first).unwrap();
+    pool.flush();
+    let slot = |h: Handle| h.to_raw() & ((1 << SLOT_BITS) - 1);
+    let mut previous = first;
+    let mut same_slot = 0;
+    for i in 0..cycles {
+        let data = [(i % 251) as u8; 100];
+        let h = pool.store(&data).unwrap();
+        assert_ne!(h, first, "cycle {i}: the first handle came back");
+        same_slot += usize::from(slot(h) == slot(first));
+        assert!(
+            matches!(
+                fault(pool.read_vec(first)),
+                HandleFault::Stale | HandleFault::Freed
+            ),
+            "cycle {i}"
+        );
+        assert!(pool.write(first, b"overwrite").is_err(), "cycle {i}");
+        assert!(pool.object_len(first).is_err(), "cycle {i}");
+        assert!(pool.free(first).is_err(), "cycle {i}");
+        assert!(pool.free(previous).is_err(), "cycle {i}");
+        assert_eq!(pool.read_vec(h).unwrap(), data, "cycle {i}");
+        pool.free(h).unwrap();
+        pool.flush();
+        previous = h;
+    }
+    // The slot was reused until its last generation (16383, the first
+    // handle had 1), past where a generation used to repeat; then retired.
+    assert_eq!(same_slot, cycles.min(16382));
+    pool.check_invariants().unwrap();
+}
+
+/// Past the old limits: a generation used to repeat after 16383 reuses of
+/// a slot (8191 when alone in its chunk, which skipped one at every
+/// release). Now a slot is retired instead.
+const REUSES: usize = if cfg!(miri) { 200 } else { 40_000 };
+
+/// A neighbour keeps the slot's chunk of handles present.
+#[test]
+fn a_stale_handle_stays_refused_past_every_reuse() {
+    let pool = Pool::new(PoolConfig::default()).unwrap();
+    let neighbour = pool.store(&[0x5a; 100]).unwrap();
+    reuse_one_slot(&pool, REUSES);
+    assert_eq!(pool.read_vec(neighbour).unwrap(), [0x5a; 100]);
+}
+
+/// Alone, the slot's chunk of handles is released and made again at every
+/// cycle.
+#[test]
+fn a_stale_handle_alone_in_its_chunk_stays_refused() {
+    let pool = Pool::new(PoolConfig::default()).unwrap();
+    reuse_one_slot(&pool, REUSES);
+    // Deferred free (flushed at every cycle): the lock-free mark refuses it
+    // too; chunks are never released in this mode.
+    let pool = Pool::new(PoolConfig {
+        free_mode: zsmem::FreeMode::deferred(),
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    reuse_one_slot(&pool, REUSES / 4);
+}
+
+#[test]
+fn a_handle_of_another_pool_is_refused() {
+    for free_mode in [zsmem::FreeMode::ClassLock, zsmem::FreeMode::deferred()] {
+        let cfg = PoolConfig {
+            free_mode,
+            ..PoolConfig::default()
+        };
+        let (a, b) = (Pool::new(cfg.clone()).unwrap(), Pool::new(cfg).unwrap());
+        // The same sizes in the same order: the same class, slot and
+        // generation in both pools.
+        let objs_a: Vec<(Handle, Vec<u8>)> = (0..20)
+            .map(|i| {
+                let d = pattern(i, 300 + i as usize);
+                (a.store(&d).unwrap(), d)
+            })
+            .collect();
+        let objs_b: Vec<(Handle, Vec<u8>)> = (0..20)
+            .map(|i| {
+                let d = pattern(100 + i, 300 + i as usize);
+                (b.store(&d).unwrap(), d)
+            })
+            .collect();
+        for ((ha, _), (hb, _)) in objs_a.iter().zip(&objs_b) {
+            assert_ne!(ha, hb);
+            let mut buf = [0u8; 4096];
+            assert_eq!(fault(b.read(*ha, &mut buf)), HandleFault::ForeignPool);
+            assert_eq!(fault(b.read_vec(*ha)), HandleFault::ForeignPool);
+            assert_eq!(fault(b.write(*ha, b"x")), HandleFault::ForeignPool);
+            assert_eq!(fault(b.write_at(*ha, 1, b"x")), HandleFault::ForeignPool);
+            assert_eq!(fault(b.object_len(*ha)), HandleFault::ForeignPool);
+            assert_eq!(
+                fault(b.with_object(*ha, |o| o.len())),
+                HandleFault::ForeignPool
+            );
+            assert_eq!(fault(b.free(*ha)), HandleFault::ForeignPool);
+            let msg = b.free(*ha).unwrap_err().to_string();
+            assert!(msg.contains("another pool"), "{msg}");
+        }
+        b.flush();
+        all_intact(&b, &objs_b);
+        all_intact(&a, &objs_a);
+        // A handle of a dropped pool is refused by the pools after it.
+        let (h, _) = objs_a[0];
+        drop(a);
+        let c = Pool::new(PoolConfig::default()).unwrap();
+        c.store(&[1; 300]).unwrap();
+        assert_eq!(fault(c.read_vec(h)), HandleFault::ForeignPool);
+    }
 }
 
 #[test]
