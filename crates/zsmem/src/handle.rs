@@ -384,6 +384,14 @@ pub(crate) struct HandleTable {
     retired_chunks: usize,
     /// Chunk indices the slot field can name (lower in tests).
     max_chunks: usize,
+    /// One emptied chunk kept present instead of released (without a
+    /// directory): an object allocated and freed over and over alone in its
+    /// chunk then cycles through the chunk's 64 slots instead of retiring
+    /// a chunk index every 16383 cycles (and allocating a chunk each time).
+    spare: Option<usize>,
+    /// Whether an emptied chunk may be kept as the spare (off only in tests
+    /// of chunk release).
+    keep_spare: bool,
 }
 
 /// `base_gen` of a retired chunk index.
@@ -411,6 +419,8 @@ impl HandleTable {
             retired_slots: 0,
             retired_chunks: 0,
             max_chunks: 1 << (SLOT_BITS - CHUNK_BITS),
+            spare: None,
+            keep_spare: true,
         }
     }
 
@@ -419,6 +429,14 @@ impl HandleTable {
     #[cfg(test)]
     fn with_chunk_limit(mut self, chunks: usize) -> Self {
         self.max_chunks = chunks;
+        self
+    }
+
+    /// A table that releases every emptied chunk (no spare), to test
+    /// release and re-make.
+    #[cfg(test)]
+    fn without_spare(mut self) -> Self {
+        self.keep_spare = false;
         self
     }
 
@@ -532,6 +550,9 @@ impl HandleTable {
                 c
             }
         };
+        if self.spare == Some(c) {
+            self.spare = None;
+        }
         let chunk = self.chunks[c].as_mut().expect("a chunk with room exists");
         let i = chunk.free_head as usize;
         let e = &chunk.entries[i];
@@ -644,7 +665,12 @@ impl HandleTable {
         }
         chunk.live -= 1;
         self.live -= 1;
-        if chunk.live == 0 && self.directory.is_none() {
+        let keep =
+            self.keep_spare && chunk.live == 0 && chunk.free_head != NIL && self.spare.is_none();
+        if keep && self.directory.is_none() {
+            self.spare = Some(c);
+            self.set_room(c, true);
+        } else if chunk.live == 0 && self.directory.is_none() {
             // Invariant: the chunk made again at `c` starts above every
             // generation any of its slots had (a free entry's generation is
             // one above its last object's; a retired one had the maximum).
@@ -790,8 +816,11 @@ impl HandleTable {
                     chunk.live
                 ));
             }
-            if chunk_live == 0 && self.directory.is_none() {
+            if chunk_live == 0 && self.directory.is_none() && self.spare != Some(c) {
                 return Err(format!("chunk {c} is empty but was not released"));
+            }
+            if self.spare == Some(c) && chunk_live != 0 {
+                return Err(format!("spare chunk {c} holds {chunk_live} objects"));
             }
             if room_bit != (free > 0) {
                 return Err(format!(
@@ -1103,7 +1132,7 @@ mod tests {
 
     #[test]
     fn empty_chunks_are_released_and_old_handles_stay_stale() {
-        let mut t = HandleTable::new(None, OBJ_BITS);
+        let mut t = HandleTable::new(None, OBJ_BITS).without_spare();
         let hs: Vec<Handle> = (0..3 * CHUNK)
             .map(|_| t.insert(1, loc(10)).unwrap())
             .collect();
@@ -1340,7 +1369,7 @@ mod tests {
 
     #[test]
     fn a_chunk_made_again_starts_above_every_generation_it_had() {
-        let mut t = HandleTable::new(None, OBJ_BITS);
+        let mut t = HandleTable::new(None, OBJ_BITS).without_spare();
         let a = t.insert(1, loc(5)).unwrap();
         let b = t.insert(1, loc(5)).unwrap();
         // Slot a to generation 10; b stays at 1.
@@ -1381,11 +1410,34 @@ mod tests {
     }
 
     #[test]
+    fn a_lone_slot_cycles_through_its_kept_chunk() {
+        // The default table keeps one emptied chunk: an object allocated and
+        // freed alone reuses the chunk's slots, and no chunk index retires
+        // until all 64 slots have reached the last generation.
+        let mut t = HandleTable::new(None, OBJ_BITS);
+        let first = t.insert(1, loc(8)).unwrap();
+        t.claim(first).unwrap();
+        t.remove(first.slot());
+        let bytes = t.metadata_bytes();
+        for _ in 0..3 * MAX_GENERATION as usize {
+            let h = t.insert(1, loc(8)).unwrap();
+            assert_eq!(h.slot() >> CHUNK_BITS, 0, "the kept chunk is reused");
+            t.claim(h).unwrap();
+            t.remove(h.slot());
+            assert_eq!(fault(t.get(first)), HandleFault::Stale);
+        }
+        assert_eq!(t.metadata_bytes(), bytes, "no chunk was made or released");
+        assert_eq!(t.retired_chunks, 0);
+        assert_eq!(t.retired_slots, 3);
+        t.check().unwrap();
+    }
+
+    #[test]
     fn a_lone_slot_reused_to_the_end_retires_its_chunk_index() {
         // The chunk is released and made again at every free; its
         // generations go up by one each time, none skipped.
         let start = if cfg!(miri) { MAX_GENERATION - 50 } else { 1 };
-        let mut t = HandleTable::new(None, OBJ_BITS);
+        let mut t = HandleTable::new(None, OBJ_BITS).without_spare();
         set_base(&mut t, 0, start);
         let hs = reuse_to_the_end(&mut t, start);
         assert_eq!(hs.len() as u32, MAX_GENERATION - start + 1);
@@ -1405,7 +1457,9 @@ mod tests {
     fn a_class_with_every_slot_retired_refuses_new_objects() {
         // Without a directory: two chunk indices, each retired by a lone
         // slot at the top generation.
-        let mut t = HandleTable::new(None, OBJ_BITS).with_chunk_limit(2);
+        let mut t = HandleTable::new(None, OBJ_BITS)
+            .without_spare()
+            .with_chunk_limit(2);
         for c in 0..2 {
             set_base(&mut t, c, MAX_GENERATION);
             let h = t.insert(4, loc(5)).unwrap();
