@@ -31,6 +31,7 @@ use zsmem::Codec;
 use crate::contestant::{Figures, LabError, PageContestant};
 use crate::corpus::Page;
 use crate::objects::ObjectContestant;
+use crate::text::shown;
 
 /// Largest object a trace may hold.
 pub const MAX_TRACE_SIZE: usize = 65536;
@@ -63,7 +64,7 @@ impl fmt::Display for TraceOp {
 
 /// A malformed trace: where and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{source_name}:{line}: {message}")]
+#[error("{}:{line}: {message}", shown(source_name))]
 pub struct TraceError {
     /// The file (or `<input>`).
     pub source_name: String,
@@ -97,15 +98,19 @@ impl Trace {
             }
             let fields: Vec<&str> = line.split_whitespace().collect();
             let id = |s: &str| {
-                s.parse::<u64>()
-                    .map_err(|_| err(format!("`{s}` is not an object id (a decimal number)")))
+                s.parse::<u64>().map_err(|_| {
+                    err(format!(
+                        "`{}` is not an object id (a decimal number)",
+                        shown(s)
+                    ))
+                })
             };
             let op = match fields.as_slice() {
                 ["alloc", i, s] => {
                     let id = id(i)?;
                     let size: usize = s
                         .parse()
-                        .map_err(|_| err(format!("`{s}` is not a size in bytes")))?;
+                        .map_err(|_| err(format!("`{}` is not a size in bytes", shown(s))))?;
                     if size == 0 || size > MAX_TRACE_SIZE {
                         return Err(err(format!("size {size} is outside 1..={MAX_TRACE_SIZE}")));
                     }
@@ -127,7 +132,8 @@ impl Trace {
                 ["free", ..] => return Err(err("`free` takes one id: `free ID`".into())),
                 [other, ..] => {
                     return Err(err(format!(
-                        "unknown operation `{other}`: use `alloc ID SIZE` or `free ID`"
+                        "unknown operation `{}`: use `alloc ID SIZE` or `free ID`",
+                        shown(other)
                     )));
                 }
                 [] => unreachable!("empty lines were skipped"),
