@@ -338,11 +338,14 @@ impl Pool {
     }
 
     /// Allocate an object of `len` bytes (1..=page size). Its bytes are
-    /// unspecified until written.
+    /// not cleared: until written they may be a freed object's old bytes
+    /// (as `malloc`'s are); use [`Pool::store`] to allocate and write at
+    /// once, and do not hand an unwritten object to someone who must not
+    /// see earlier contents.
     pub fn alloc(&self, len: usize) -> Result<Handle> {
         self.check_len(len)?;
         let (index, class) = self.class_for_len(len);
-        class.lock().alloc(index, len, None, &self.pages)
+        self.at_limit_drain_and_retry(|| class.lock().alloc(index, len, None, &self.pages))
     }
 
     /// Allocate an object holding a copy of `data`, under one lock
@@ -350,9 +353,24 @@ impl Pool {
     pub fn store(&self, data: &[u8]) -> Result<Handle> {
         self.check_len(data.len())?;
         let (index, class) = self.class_for_len(data.len());
-        class
-            .lock()
-            .alloc(index, data.len(), Some(data), &self.pages)
+        self.at_limit_drain_and_retry(|| {
+            class
+                .lock()
+                .alloc(index, data.len(), Some(data), &self.pages)
+        })
+    }
+
+    /// Refused at the memory limit with deferred frees pending: their
+    /// memory is the pool's to reuse, so drain them and try once more
+    /// (a store must not fail while the pool holds nothing live).
+    fn at_limit_drain_and_retry(&self, alloc: impl Fn() -> Result<Handle>) -> Result<Handle> {
+        match alloc() {
+            Err(Error::MemoryLimit { .. }) if self.deferred.is_some() => {
+                self.flush();
+                alloc()
+            }
+            r => r,
+        }
     }
 
     /// Write `data` to the start of the object.
