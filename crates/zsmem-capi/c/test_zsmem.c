@@ -498,6 +498,23 @@ static void *fail_once(void *arg) {
     return (void *)(intptr_t)(empty && rc == -EINVAL && own);
 }
 
+/* Issue 16: slot counts no memory can hold aborted the process (2^32) or
+ * came back as "a bug in zsmem" (SIZE_MAX); now they are -ENOMEM. */
+static void test_huge_slot_counts(void) {
+    size_t counts[] = {SIZE_MAX, SIZE_MAX / 2, (size_t)1 << 44};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        zsmem_pool_config cfg;
+        zsmem_store_config scfg;
+        zsmem_store *store = NULL;
+        zsmem_pool_config_default(&cfg);
+        zsmem_store_config_default(&scfg);
+        scfg.slots = counts[i];
+        CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), -ENOMEM);
+        CHECK(store == NULL);
+        CHECK(strstr(zsmem_last_error_message(), "slot table") != NULL);
+    }
+}
+
 static void test_errors_and_messages(void) {
     const int codes[] = {0,      -EINVAL, -E2BIG, -EMSGSIZE, -ENOBUFS,
                          -ENOMEM, -EBADF,  -ERANGE, -EIO,     -ENOTRECOVERABLE};
@@ -628,6 +645,7 @@ int main(void) {
         {"bad_configurations", test_bad_configurations},
         {"store", test_store},
         {"store_memory_limit", test_store_memory_limit},
+        {"huge_slot_counts", test_huge_slot_counts},
         {"errors_and_messages", test_errors_and_messages},
         {"threads", test_threads},
     };

@@ -870,3 +870,22 @@ proptest! {
         prop_assert_eq!(s.io_stat().failed_reads, 0);
     }
 }
+
+/// Issue 16: a slot count no memory can hold was an abort of the host
+/// process (2^32 slots) or a capacity-overflow panic (usize::MAX); now it
+/// is an error.
+#[test]
+fn a_slot_table_too_large_for_memory_is_an_error() {
+    for slots in [usize::MAX, usize::MAX / 2, 1 << 44] {
+        let e = PageStore::new(PageStoreConfig {
+            slots,
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(
+            matches!(e, zsmem::Error::OsOutOfMemory { .. }),
+            "{slots}: {e}"
+        );
+        assert!(e.to_string().contains("slot table"), "{e}");
+    }
+}

@@ -156,7 +156,8 @@ impl Backing {
             nonce,
             generation: AtomicU64::new(1),
             bitmap: Mutex::new(Bitmap {
-                words: vec![0; blocks.div_ceil(64)],
+                words: super::try_table(blocks.div_ceil(64), "the backing file's bitmap", || 0)?
+                    .into_vec(),
                 hint: 0,
                 blocks,
             }),
