@@ -111,15 +111,6 @@ pub(crate) fn guard<R: Ret>(function: &str, body: impl FnOnce() -> Result<R, Fai
     }
 }
 
-/// `p` as a reference, or `EINVAL` naming the argument if it is NULL.
-///
-/// # Safety
-/// A non-NULL `p` must point to a live, properly aligned `T` for `'a`.
-pub(crate) unsafe fn non_null<'a, T>(p: *const T, what: &str) -> Result<&'a T, Fail> {
-    // SAFETY: the caller promises a non-NULL `p` is a valid `T` for 'a.
-    unsafe { p.as_ref() }.ok_or_else(|| Fail::invalid(format!("{what} is NULL")))
-}
-
 /// `len` bytes at `p` as a slice, or `EINVAL` if `p` is NULL or `len` is
 /// larger than any object can be.
 ///
