@@ -405,7 +405,15 @@ impl Pool {
 
     /// Call `f` with the object's bytes in place, without copying (the
     /// kernel's `zs_map_object` for reading). The object's class is locked
-    /// while `f` runs: `f` must not call back into this pool.
+    /// while `f` runs.
+    ///
+    /// **`f` must not call back into this pool: that deadlocks.** The class
+    /// lock is not re-entrant, so a call from `f` that needs it (any
+    /// operation on an object of the same class, a store routed to it,
+    /// `flush`, `compact`, `trim`, `stats`, `class_stats`,
+    /// `check_invariants`) blocks forever; it is not detected (see
+    /// docs/DESIGN.md, "Locks and their order"). Copy the bytes out with
+    /// [`read`](Pool::read) when the work needs the pool.
     pub fn with_object<R>(&self, h: Handle, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
         let class = self.lock_class(h)?;
         let loc = class.resolve(h)?;
