@@ -255,11 +255,11 @@ const char *zsmem_version(void);
 // | code | meaning |
 // |---|---|
 // | `0` | success |
-// | `-EINVAL` | a NULL pointer, a bad argument (zero length, a store buffer that is not one page), a bad or uninitialised configuration |
+// | `-EINVAL` | a NULL pointer, a pool or store pointer that is not live (destroyed, forged, or the other kind), a bad argument (zero length, a store buffer that is not one page), a bad or uninitialised configuration |
 // | `-E2BIG` | an object larger than the pool's page size |
 // | `-EMSGSIZE` | a write that runs past the end of its object |
 // | `-ENOBUFS` | a read buffer smaller than the object |
-// | `-ENOMEM` | the memory limit is reached, or the OS refused memory |
+// | `-ENOMEM` | the memory limit is reached, or the OS refused memory (a slot table too large for memory) |
 // | `-EBADF` | a handle that names no live object: freed (use after free, double free), stale, forged, or 0 |
 // | `-ERANGE` | a store slot beyond the store |
 // | `-EIO` | compressed data that does not decompress, a broken invariant, any other failure |
