@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -539,6 +540,109 @@ static void *fail_once(void *arg) {
     return (void *)(intptr_t)(empty && rc == -EINVAL && own);
 }
 
+/* Issue 16: slot counts no memory can hold aborted the process (2^32) or
+ * came back as "a bug in zsmem" (SIZE_MAX); now they are -ENOMEM. */
+static void test_huge_slot_counts(void) {
+    size_t counts[] = {SIZE_MAX, SIZE_MAX / 2, (size_t)1 << 44};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        zsmem_pool_config cfg;
+        zsmem_store_config scfg;
+        zsmem_store *store = NULL;
+        zsmem_pool_config_default(&cfg);
+        zsmem_store_config_default(&scfg);
+        scfg.slots = counts[i];
+        CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), -ENOMEM);
+        CHECK(store == NULL);
+        CHECK(strstr(zsmem_last_error_message(), "slot table") != NULL);
+    }
+}
+
+/* Issue 16: calls after destroy said "a bug in zsmem", a double destroy or
+ * stats after destroy hung, and destroy while another thread used the pool
+ * crashed. Pointers are now looked up in a registry, never dereferenced. */
+static void test_use_after_destroy(void) {
+    zsmem_pool *pool = new_pool(0);
+    uint64_t h;
+    zsmem_pool_stats st;
+    CHECK_RC(zsmem_pool_store(pool, "abc", 3, &h), 0);
+    zsmem_pool_destroy(pool);
+    CHECK_RC(zsmem_pool_store(pool, "abc", 3, &h), -EINVAL);
+    CHECK_MSG("zsmem_pool_store: pool ");
+    CHECK(strstr(zsmem_last_error_message(), "not a live pool") != NULL);
+    CHECK_RC(zsmem_pool_get_stats(pool, &st, sizeof st), -EINVAL);
+    CHECK_RC(zsmem_pool_free(pool, h), -EINVAL);
+    CHECK_RC(zsmem_pool_compact(pool), -EINVAL);
+    zsmem_pool_destroy(pool); /* a second destroy: reported, not a hang */
+    CHECK_MSG("zsmem_pool_destroy: pool ");
+
+    /* Forged pointers and a store passed as a pool. */
+    int local;
+    CHECK_RC(zsmem_pool_trim((zsmem_pool *)&local), -EINVAL);
+    CHECK_RC(zsmem_pool_trim((zsmem_pool *)(uintptr_t)0x1234560), -EINVAL);
+    zsmem_pool_config cfg;
+    zsmem_store_config scfg;
+    zsmem_store *store = NULL;
+    zsmem_pool_config_default(&cfg);
+    zsmem_store_config_default(&scfg);
+    scfg.slots = 4;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), 0);
+    CHECK_RC(zsmem_pool_trim((zsmem_pool *)store), -EINVAL);
+    zsmem_store_destroy(store);
+    zsmem_mm_stat mm;
+    CHECK_RC(zsmem_store_mm_stat(store, &mm), -EINVAL);
+    CHECK_MSG("zsmem_store_mm_stat: store ");
+    zsmem_store_destroy(store);
+    CHECK_MSG("zsmem_store_destroy: store ");
+}
+
+struct racer {
+    zsmem_pool *pool;
+    long ok, refused, other;
+};
+
+static void *race_calls(void *arg) {
+    struct racer *r = arg;
+    unsigned char buf[64];
+    for (;;) {
+        uint64_t h;
+        int rc = zsmem_pool_store(r->pool, "0123456789abcdef", 16, &h);
+        if (rc == 0)
+            rc = zsmem_pool_read(r->pool, h, buf, sizeof buf, NULL);
+        /* -EINVAL once the destroy has happened, between any two calls. */
+        if (rc == -EINVAL)
+            break;
+        if (rc != 16 || memcmp(buf, "0123456789abcdef", 16) != 0) {
+            r->other++;
+            break;
+        }
+        __atomic_fetch_add(&r->ok, 1, __ATOMIC_RELAXED);
+    }
+    r->refused++;
+    return NULL;
+}
+
+static void test_destroy_while_in_use(void) {
+    struct racer r[4];
+    pthread_t t[4];
+    zsmem_pool *pool = new_pool(0);
+    for (int i = 0; i < 4; i++) {
+        r[i] = (struct racer){pool, 0, 0, 0};
+        CHECK(pthread_create(&t[i], NULL, race_calls, &r[i]) == 0);
+    }
+    /* Let the threads get going, then pull the pool from under them. */
+    for (;;) {
+        long done = 0;
+        for (int i = 0; i < 4; i++) done += __atomic_load_n(&r[i].ok, __ATOMIC_RELAXED);
+        if (done > 1000) break;
+        sched_yield();
+    }
+    zsmem_pool_destroy(pool);
+    for (int i = 0; i < 4; i++) {
+        CHECK(pthread_join(t[i], NULL) == 0);
+        CHECK(r[i].refused == 1 && r[i].other == 0);
+    }
+}
+
 static void test_errors_and_messages(void) {
     const int codes[] = {0,       -EINVAL, -E2BIG,  -EMSGSIZE, -ENOBUFS,        -ENOMEM,
                          -EMFILE, -EBADF,  -ERANGE, -EIO,      -ENOTRECOVERABLE};
@@ -670,6 +774,9 @@ int main(void) {
         {"bad_configurations", test_bad_configurations},
         {"store", test_store},
         {"store_memory_limit", test_store_memory_limit},
+        {"huge_slot_counts", test_huge_slot_counts},
+        {"use_after_destroy", test_use_after_destroy},
+        {"destroy_while_in_use", test_destroy_while_in_use},
         {"errors_and_messages", test_errors_and_messages},
         {"threads", test_threads},
     };

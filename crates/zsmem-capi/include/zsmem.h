@@ -76,12 +76,15 @@
 #define ZSMEM_CODEC_ZSTD 1
 
 // A pool (opaque). Made by `zsmem_pool_new`, released by
-// `zsmem_pool_destroy`. Safe to use from several threads at once.
+// `zsmem_pool_destroy`. Safe to use from several threads at once. The
+// pointer is a token for a registry entry, never dereferenced: a
+// destroyed or forged pointer is `-EINVAL`.
 typedef struct zsmem_pool zsmem_pool;
 
 // A page store (opaque). Made by `zsmem_store_new`, released by
 // `zsmem_store_destroy`. Safe to use from several threads at once; slots
-// have their own locks.
+// have their own locks. The pointer is a token for a registry entry,
+// never dereferenced: a destroyed or forged pointer is `-EINVAL`.
 typedef struct zsmem_store zsmem_store;
 
 // How to make a pool. Initialise it with `zsmem_pool_config_default`
@@ -252,11 +255,11 @@ const char *zsmem_version(void);
 // | code | meaning |
 // |---|---|
 // | `0` | success |
-// | `-EINVAL` | a NULL pointer, a bad argument (zero length, a store buffer that is not one page), a bad or uninitialised configuration |
+// | `-EINVAL` | a NULL pointer, a pool or store pointer that is not live (destroyed, forged, or the other kind), a bad argument (zero length, a store buffer that is not one page), a bad or uninitialised configuration |
 // | `-E2BIG` | an object larger than the pool's page size |
 // | `-EMSGSIZE` | a write that runs past the end of its object |
 // | `-ENOBUFS` | a read buffer smaller than the object |
-// | `-ENOMEM` | the memory limit is reached, the OS refused memory, or a size class has no handle slot left |
+// | `-ENOMEM` | the memory limit is reached, the OS refused memory (a slot table too large for memory), or a size class has no handle slot left |
 // | `-EMFILE` | 255 pools (stores included) are alive, the most a process can have |
 // | `-EBADF` | a handle that names no live object of this pool: freed (use after free, double free), stale, forged, 0, or another pool's |
 // | `-ERANGE` | a store slot beyond the store |
@@ -293,11 +296,15 @@ int zsmem_pool_config_init(struct zsmem_pool_config *config, size_t size);
 // `pool_out` is NULL or points to writable storage for a pointer.
 int zsmem_pool_new(const struct zsmem_pool_config *config, struct zsmem_pool **pool_out);
 
-// Release a pool and every object in it. NULL is ignored. No other call on
-// the pool may be running or follow.
+// Release a pool and every object in it. NULL is ignored. A pool already
+// destroyed (or a pointer not from `zsmem_pool_new`) is left alone and
+// the last error message says so. Calls that start after the destroy get
+// `-EINVAL`; calls already running on other threads finish on the pool,
+// which is freed when the last of them returns.
 //
 // # Safety
-// `pool` is NULL or a pool from `zsmem_pool_new` not yet destroyed.
+// None beyond the signature: the pointer is only looked up, never
+// dereferenced.
 void zsmem_pool_destroy(struct zsmem_pool *pool);
 
 // Allocate an object of `len` bytes (1 to the page size) and store its
@@ -306,7 +313,7 @@ void zsmem_pool_destroy(struct zsmem_pool *pool);
 // page size) or `-ENOMEM` (memory limit or OS).
 //
 // # Safety
-// `pool` is NULL or a live pool; `handle_out` is NULL or writable.
+// `pool` may be any value (it is looked up, never dereferenced); `handle_out` is NULL or writable.
 int zsmem_pool_alloc(struct zsmem_pool *pool, size_t len, uint64_t *handle_out);
 
 // Allocate an object holding a copy of the `len` bytes at `data` (alloc
@@ -314,18 +321,24 @@ int zsmem_pool_alloc(struct zsmem_pool *pool, size_t len, uint64_t *handle_out);
 // as `zsmem_pool_alloc`.
 //
 // # Safety
-// `pool` is NULL or a live pool; `data` is NULL or readable for `len`
+// `pool` may be any value (it is looked up, never dereferenced); `data` is NULL or readable for `len`
 // bytes; `handle_out` is NULL or writable.
-int zsmem_pool_store(struct zsmem_pool *pool, const void *data, size_t len, uint64_t *handle_out);
+int zsmem_pool_store(struct zsmem_pool *pool,
+                     const void *data,
+                     size_t len,
+                     uint64_t *handle_out);
 
 // Write the `len` bytes at `data` to the start of the object. Returns 0,
 // `-EINVAL` (NULL argument), `-EBADF` (no live object has this handle) or
 // `-EMSGSIZE` (longer than the object).
 //
 // # Safety
-// `pool` is NULL or a live pool; `data` is NULL or readable for `len`
+// `pool` may be any value (it is looked up, never dereferenced); `data` is NULL or readable for `len`
 // bytes.
-int zsmem_pool_write(struct zsmem_pool *pool, uint64_t handle, const void *data, size_t len);
+int zsmem_pool_write(struct zsmem_pool *pool,
+                     uint64_t handle,
+                     const void *data,
+                     size_t len);
 
 // Write the `len` bytes at `data` at byte `offset` of the object; the
 // write must fit. Errors as `zsmem_pool_write`.
@@ -345,7 +358,7 @@ int zsmem_pool_write_at(struct zsmem_pool *pool,
 // receives the object's length, and `buf` is untouched).
 //
 // # Safety
-// `pool` is NULL or a live pool; `buf` is NULL or writable for `buf_len`
+// `pool` may be any value (it is looked up, never dereferenced); `buf` is NULL or writable for `buf_len`
 // bytes; `needed` is NULL or writable.
 int zsmem_pool_read(const struct zsmem_pool *pool,
                     uint64_t handle,
@@ -357,7 +370,7 @@ int zsmem_pool_read(const struct zsmem_pool *pool,
 // (no live object has this handle).
 //
 // # Safety
-// `pool` is NULL or a live pool.
+// `pool` may be any value: it is looked up, never dereferenced.
 int zsmem_pool_object_len(const struct zsmem_pool *pool, uint64_t handle);
 
 // Free the object. The handle is dead at once: using it again, freeing it
@@ -365,21 +378,21 @@ int zsmem_pool_object_len(const struct zsmem_pool *pool, uint64_t handle);
 // `-EBADF`.
 //
 // # Safety
-// `pool` is NULL or a live pool.
+// `pool` may be any value: it is looked up, never dereferenced.
 int zsmem_pool_free(struct zsmem_pool *pool, uint64_t handle);
 
 // Compact every size class as far as it goes (handles stay valid).
 // Returns the number of pages freed, or `-EINVAL` (NULL `pool`).
 //
 // # Safety
-// `pool` is NULL or a live pool.
+// `pool` may be any value: it is looked up, never dereferenced.
 int64_t zsmem_pool_compact(struct zsmem_pool *pool);
 
 // Return the pages of recently freed zspages, kept resident for quick
 // reuse (`cached_pages`), to the OS. Returns 0 or `-EINVAL` (NULL `pool`).
 //
 // # Safety
-// `pool` is NULL or a live pool.
+// `pool` may be any value: it is looked up, never dereferenced.
 int zsmem_pool_trim(struct zsmem_pool *pool);
 
 // Check every internal invariant of the pool (for tests and debugging: it
@@ -388,7 +401,7 @@ int zsmem_pool_trim(struct zsmem_pool *pool);
 // invariant.
 //
 // # Safety
-// `pool` is NULL or a live pool.
+// `pool` may be any value: it is looked up, never dereferenced.
 int zsmem_pool_check_invariants(const struct zsmem_pool *pool);
 
 // Fill `*out` with the pool's totals; `out_size` is `sizeof *out` as the
@@ -396,7 +409,7 @@ int zsmem_pool_check_invariants(const struct zsmem_pool *pool);
 // concurrent use the totals are a sum of per-class snapshots.
 //
 // # Safety
-// `pool` is NULL or a live pool; `out` is NULL or writable for `out_size`
+// `pool` may be any value (it is looked up, never dereferenced); `out` is NULL or writable for `out_size`
 // bytes.
 int zsmem_pool_get_stats(const struct zsmem_pool *pool,
                          struct zsmem_pool_stats *out,
@@ -408,7 +421,7 @@ int zsmem_pool_get_stats(const struct zsmem_pool *pool,
 // `pool`, or a NULL `out` with a non-zero `count`.
 //
 // # Safety
-// `pool` is NULL or a live pool; `out` is NULL or writable for `count`
+// `pool` may be any value (it is looked up, never dereferenced); `out` is NULL or writable for `count`
 // elements.
 int zsmem_pool_class_stats(const struct zsmem_pool *pool,
                            struct zsmem_class_stats *out,
@@ -438,11 +451,15 @@ int zsmem_store_new(const struct zsmem_store_config *config,
                     const struct zsmem_pool_config *pool_config,
                     struct zsmem_store **store_out);
 
-// Release a store and everything in it. NULL is ignored. No other call on
-// the store may be running or follow.
+// Release a store and everything in it. NULL is ignored. A store already
+// destroyed (or a pointer not from `zsmem_store_new`) is left alone and
+// the last error message says so. Calls that start after the destroy get
+// `-EINVAL`; calls already running on other threads finish on the store,
+// which is freed when the last of them returns.
 //
 // # Safety
-// `store` is NULL or a store from `zsmem_store_new` not yet destroyed.
+// None beyond the signature: the pointer is only looked up, never
+// dereferenced.
 void zsmem_store_destroy(struct zsmem_store *store);
 
 // Store the page at `page` (`len` must be the page size) in slot `index`,
@@ -451,9 +468,12 @@ void zsmem_store_destroy(struct zsmem_store *store);
 // pool's memory limit: the slot keeps its previous content).
 //
 // # Safety
-// `store` is NULL or a live store; `page` is NULL or readable for `len`
+// `store` may be any value (it is looked up, never dereferenced); `page` is NULL or readable for `len`
 // bytes.
-int zsmem_store_write(struct zsmem_store *store, size_t index, const void *page, size_t len);
+int zsmem_store_write(struct zsmem_store *store,
+                      size_t index,
+                      const void *page,
+                      size_t len);
 
 // Read slot `index` into `buf` (`len` must be the page size); a slot never
 // written or discarded reads as zeros. Returns 0, `-EINVAL` (NULL
@@ -461,30 +481,33 @@ int zsmem_store_write(struct zsmem_store *store, size_t index, const void *page,
 // or `-EIO` (the stored data does not decompress).
 //
 // # Safety
-// `store` is NULL or a live store; `buf` is NULL or writable for `len`
+// `store` may be any value (it is looked up, never dereferenced); `buf` is NULL or writable for `len`
 // bytes.
-int zsmem_store_read(const struct zsmem_store *store, size_t index, void *buf, size_t len);
+int zsmem_store_read(const struct zsmem_store *store,
+                     size_t index,
+                     void *buf,
+                     size_t len);
 
 // Discard slots `index .. index + count`: they read as zeros after.
 // Returns 0, `-EINVAL` (NULL `store`) or `-ERANGE` (the range passes the
 // end of the store; nothing is discarded then).
 //
 // # Safety
-// `store` is NULL or a live store.
+// `store` may be any value: it is looked up, never dereferenced.
 int zsmem_store_discard(struct zsmem_store *store, size_t index, size_t count);
 
 // Compact the store's pool. Returns the pages freed, or `-EINVAL` (NULL
 // `store`).
 //
 // # Safety
-// `store` is NULL or a live store.
+// `store` may be any value: it is looked up, never dereferenced.
 int64_t zsmem_store_compact(struct zsmem_store *store);
 
 // Fill `*out` with the store's `mm_stat`. Returns 0 or `-EINVAL` (NULL
 // argument).
 //
 // # Safety
-// `store` is NULL or a live store; `out` is NULL or writable.
+// `store` may be any value (it is looked up, never dereferenced); `out` is NULL or writable.
 int zsmem_store_mm_stat(const struct zsmem_store *store, struct zsmem_mm_stat *out);
 
 #ifdef __cplusplus

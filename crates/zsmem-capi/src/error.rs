@@ -114,15 +114,6 @@ pub(crate) fn guard<R: Ret>(function: &str, body: impl FnOnce() -> Result<R, Fai
     }
 }
 
-/// `p` as a reference, or `EINVAL` naming the argument if it is NULL.
-///
-/// # Safety
-/// A non-NULL `p` must point to a live, properly aligned `T` for `'a`.
-pub(crate) unsafe fn non_null<'a, T>(p: *const T, what: &str) -> Result<&'a T, Fail> {
-    // SAFETY: the caller promises a non-NULL `p` is a valid `T` for 'a.
-    unsafe { p.as_ref() }.ok_or_else(|| Fail::invalid(format!("{what} is NULL")))
-}
-
 /// `len` bytes at `p` as a slice, or `EINVAL` if `p` is NULL or `len` is
 /// larger than any object can be.
 ///
@@ -174,11 +165,11 @@ pub(crate) fn out_ptr<T>(p: *mut T, what: &str) -> Result<*mut T, Fail> {
 /// | code | meaning |
 /// |---|---|
 /// | `0` | success |
-/// | `-EINVAL` | a NULL pointer, a bad argument (zero length, a store buffer that is not one page), a bad or uninitialised configuration |
+/// | `-EINVAL` | a NULL pointer, a pool or store pointer that is not live (destroyed, forged, or the other kind), a bad argument (zero length, a store buffer that is not one page), a bad or uninitialised configuration |
 /// | `-E2BIG` | an object larger than the pool's page size |
 /// | `-EMSGSIZE` | a write that runs past the end of its object |
 /// | `-ENOBUFS` | a read buffer smaller than the object |
-/// | `-ENOMEM` | the memory limit is reached, the OS refused memory, or a size class has no handle slot left |
+/// | `-ENOMEM` | the memory limit is reached, the OS refused memory (a slot table too large for memory), or a size class has no handle slot left |
 /// | `-EMFILE` | 255 pools (stores included) are alive, the most a process can have |
 /// | `-EBADF` | a handle that names no live object of this pool: freed (use after free, double free), stale, forged, 0, or another pool's |
 /// | `-ERANGE` | a store slot beyond the store |

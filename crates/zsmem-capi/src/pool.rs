@@ -3,18 +3,23 @@
 
 use std::ffi::{c_int, c_void};
 use std::mem::size_of;
+use std::sync::Arc;
 
 use zsmem_core::{ChainRule, CompactionPolicy, Handle, Pool, PoolConfig};
 
-use crate::error::{
-    Fail, bytes, guard, init_sized, non_null, out_buffer, out_ptr, read_sized, write_sized,
-};
+use crate::error::{Fail, bytes, guard, init_sized, out_buffer, out_ptr, read_sized, write_sized};
+use crate::registry::Registry;
 
 /// A pool (opaque). Made by `zsmem_pool_new`, released by
-/// `zsmem_pool_destroy`. Safe to use from several threads at once.
+/// `zsmem_pool_destroy`. Safe to use from several threads at once. The
+/// pointer is a token for a registry entry, never dereferenced: a
+/// destroyed or forged pointer is `-EINVAL`.
 pub struct zsmem_pool {
-    pub(crate) inner: Pool,
+    _opaque: [u8; 0],
 }
+
+/// The live pools.
+static POOLS: Registry<Pool> = Registry::new("pool");
 
 /// `zsmem_pool_config.chain_rule`: the kernel's rule since Linux 6.3, the
 /// chain length with the least tail waste (the default).
@@ -213,35 +218,34 @@ pub unsafe extern "C" fn zsmem_pool_new(
         // SAFETY: the caller promises a NULL or initialised config.
         let c = unsafe { read_sized(config, "config", "zsmem_pool_config_default") }?;
         let inner = Pool::new(pool_config(&c)?)?;
-        let boxed = Box::into_raw(Box::new(zsmem_pool { inner }));
+        let token = POOLS.insert(inner) as *mut zsmem_pool;
         // SAFETY: `pool_out` is non-NULL and, per the caller, writable.
-        unsafe { pool_out.write(boxed) };
+        unsafe { pool_out.write(token) };
         Ok(0)
     })
 }
 
-/// Release a pool and every object in it. NULL is ignored. No other call on
-/// the pool may be running or follow.
+/// Release a pool and every object in it. NULL is ignored. A pool already
+/// destroyed (or a pointer not from `zsmem_pool_new`) is left alone and
+/// the last error message says so. Calls that start after the destroy get
+/// `-EINVAL`; calls already running on other threads finish on the pool,
+/// which is freed when the last of them returns.
 ///
 /// # Safety
-/// `pool` is NULL or a pool from `zsmem_pool_new` not yet destroyed.
+/// None beyond the signature: the pointer is only looked up, never
+/// dereferenced.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_pool_destroy(pool: *mut zsmem_pool) {
     let _: c_int = guard("zsmem_pool_destroy", || {
-        if !pool.is_null() {
-            // SAFETY: made by Box::into_raw in zsmem_pool_new and, per the
-            // caller, not destroyed before nor in use.
-            drop(unsafe { Box::from_raw(pool) });
-        }
+        POOLS.remove(pool as usize)?;
         Ok(0)
     });
 }
 
-/// # Safety
-/// `pool` is NULL or a live pool.
-unsafe fn pool_ref<'a>(pool: *const zsmem_pool) -> Result<&'a Pool, Fail> {
-    // SAFETY: forwarded from the caller.
-    Ok(&unsafe { non_null(pool, "pool") }?.inner)
+/// The live pool `pool` names, held for one call; NULL, destroyed or
+/// forged is `EINVAL`.
+fn pool_ref(pool: *const zsmem_pool) -> Result<Arc<Pool>, Fail> {
+    POOLS.get(pool as usize)
 }
 
 /// Allocate an object of `len` bytes (1 to the page size) and store its
@@ -250,7 +254,7 @@ unsafe fn pool_ref<'a>(pool: *const zsmem_pool) -> Result<&'a Pool, Fail> {
 /// page size) or `-ENOMEM` (memory limit or OS).
 ///
 /// # Safety
-/// `pool` is NULL or a live pool; `handle_out` is NULL or writable.
+/// `pool` may be any value (it is looked up, never dereferenced); `handle_out` is NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_pool_alloc(
     pool: *mut zsmem_pool,
@@ -258,8 +262,7 @@ pub unsafe extern "C" fn zsmem_pool_alloc(
     handle_out: *mut u64,
 ) -> c_int {
     guard("zsmem_pool_alloc", || {
-        // SAFETY: the caller promises a NULL or live pool.
-        let pool = unsafe { pool_ref(pool) }?;
+        let pool = pool_ref(pool)?;
         let out = out_ptr(handle_out, "handle_out")?;
         let h = pool.alloc(len)?;
         // SAFETY: non-NULL and, per the caller, writable.
@@ -273,7 +276,7 @@ pub unsafe extern "C" fn zsmem_pool_alloc(
 /// as `zsmem_pool_alloc`.
 ///
 /// # Safety
-/// `pool` is NULL or a live pool; `data` is NULL or readable for `len`
+/// `pool` may be any value (it is looked up, never dereferenced); `data` is NULL or readable for `len`
 /// bytes; `handle_out` is NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_pool_store(
@@ -283,8 +286,7 @@ pub unsafe extern "C" fn zsmem_pool_store(
     handle_out: *mut u64,
 ) -> c_int {
     guard("zsmem_pool_store", || {
-        // SAFETY: the caller promises a NULL or live pool.
-        let pool = unsafe { pool_ref(pool) }?;
+        let pool = pool_ref(pool)?;
         // SAFETY: the caller promises `len` readable bytes at non-NULL `data`.
         let data = unsafe { bytes(data, len, "data") }?;
         let out = out_ptr(handle_out, "handle_out")?;
@@ -300,7 +302,7 @@ pub unsafe extern "C" fn zsmem_pool_store(
 /// `-EMSGSIZE` (longer than the object).
 ///
 /// # Safety
-/// `pool` is NULL or a live pool; `data` is NULL or readable for `len`
+/// `pool` may be any value (it is looked up, never dereferenced); `data` is NULL or readable for `len`
 /// bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_pool_write(
@@ -341,8 +343,7 @@ unsafe fn write_at(
     len: usize,
 ) -> c_int {
     guard(function, || {
-        // SAFETY: the caller promises a NULL or live pool.
-        let pool = unsafe { pool_ref(pool) }?;
+        let pool = pool_ref(pool)?;
         // SAFETY: the caller promises `len` readable bytes at non-NULL `data`.
         let data = unsafe { bytes(data, len, "data") }?;
         pool.write_at(Handle::from_raw(handle), offset, data)?;
@@ -357,7 +358,7 @@ unsafe fn write_at(
 /// receives the object's length, and `buf` is untouched).
 ///
 /// # Safety
-/// `pool` is NULL or a live pool; `buf` is NULL or writable for `buf_len`
+/// `pool` may be any value (it is looked up, never dereferenced); `buf` is NULL or writable for `buf_len`
 /// bytes; `needed` is NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_pool_read(
@@ -368,8 +369,7 @@ pub unsafe extern "C" fn zsmem_pool_read(
     needed: *mut usize,
 ) -> c_int {
     guard("zsmem_pool_read", || {
-        // SAFETY: the caller promises a NULL or live pool.
-        let pool = unsafe { pool_ref(pool) }?;
+        let pool = pool_ref(pool)?;
         let buf = out_buffer(buf, buf_len, "buf")?;
         let copied = pool.with_object(Handle::from_raw(handle), |object| {
             if object.len() > buf_len {
@@ -402,12 +402,11 @@ pub unsafe extern "C" fn zsmem_pool_read(
 /// (no live object has this handle).
 ///
 /// # Safety
-/// `pool` is NULL or a live pool.
+/// `pool` may be any value: it is looked up, never dereferenced.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_pool_object_len(pool: *const zsmem_pool, handle: u64) -> c_int {
     guard("zsmem_pool_object_len", || {
-        // SAFETY: the caller promises a NULL or live pool.
-        let pool = unsafe { pool_ref(pool) }?;
+        let pool = pool_ref(pool)?;
         Ok(pool.object_len(Handle::from_raw(handle))? as c_int)
     })
 }
@@ -417,12 +416,11 @@ pub unsafe extern "C" fn zsmem_pool_object_len(pool: *const zsmem_pool, handle: 
 /// `-EBADF`.
 ///
 /// # Safety
-/// `pool` is NULL or a live pool.
+/// `pool` may be any value: it is looked up, never dereferenced.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_pool_free(pool: *mut zsmem_pool, handle: u64) -> c_int {
     guard("zsmem_pool_free", || {
-        // SAFETY: the caller promises a NULL or live pool.
-        let pool = unsafe { pool_ref(pool) }?;
+        let pool = pool_ref(pool)?;
         pool.free(Handle::from_raw(handle))?;
         Ok(0)
     })
@@ -432,12 +430,11 @@ pub unsafe extern "C" fn zsmem_pool_free(pool: *mut zsmem_pool, handle: u64) -> 
 /// Returns the number of pages freed, or `-EINVAL` (NULL `pool`).
 ///
 /// # Safety
-/// `pool` is NULL or a live pool.
+/// `pool` may be any value: it is looked up, never dereferenced.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_pool_compact(pool: *mut zsmem_pool) -> i64 {
     guard("zsmem_pool_compact", || {
-        // SAFETY: the caller promises a NULL or live pool.
-        let pool = unsafe { pool_ref(pool) }?;
+        let pool = pool_ref(pool)?;
         Ok(i64::try_from(pool.compact()).unwrap_or(i64::MAX))
     })
 }
@@ -446,12 +443,11 @@ pub unsafe extern "C" fn zsmem_pool_compact(pool: *mut zsmem_pool) -> i64 {
 /// reuse (`cached_pages`), to the OS. Returns 0 or `-EINVAL` (NULL `pool`).
 ///
 /// # Safety
-/// `pool` is NULL or a live pool.
+/// `pool` may be any value: it is looked up, never dereferenced.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_pool_trim(pool: *mut zsmem_pool) -> c_int {
     guard("zsmem_pool_trim", || {
-        // SAFETY: the caller promises a NULL or live pool.
-        unsafe { pool_ref(pool) }?.trim();
+        pool_ref(pool)?.trim();
         Ok(0)
     })
 }
@@ -462,12 +458,11 @@ pub unsafe extern "C" fn zsmem_pool_trim(pool: *mut zsmem_pool) -> c_int {
 /// invariant.
 ///
 /// # Safety
-/// `pool` is NULL or a live pool.
+/// `pool` may be any value: it is looked up, never dereferenced.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_pool_check_invariants(pool: *const zsmem_pool) -> c_int {
     guard("zsmem_pool_check_invariants", || {
-        // SAFETY: the caller promises a NULL or live pool.
-        unsafe { pool_ref(pool) }?.check_invariants()?;
+        pool_ref(pool)?.check_invariants()?;
         Ok(0)
     })
 }
@@ -524,7 +519,7 @@ fn u64_of(n: usize) -> u64 {
 /// concurrent use the totals are a sum of per-class snapshots.
 ///
 /// # Safety
-/// `pool` is NULL or a live pool; `out` is NULL or writable for `out_size`
+/// `pool` may be any value (it is looked up, never dereferenced); `out` is NULL or writable for `out_size`
 /// bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_pool_get_stats(
@@ -533,8 +528,7 @@ pub unsafe extern "C" fn zsmem_pool_get_stats(
     out_size: usize,
 ) -> c_int {
     guard("zsmem_pool_get_stats", || {
-        // SAFETY: the caller promises a NULL or live pool.
-        let pool = unsafe { pool_ref(pool) }?;
+        let pool = pool_ref(pool)?;
         out_ptr(out, "out")?;
         let s = pool.stats();
         let c = pool.compaction_stats();
@@ -597,7 +591,7 @@ pub struct zsmem_class_stats {
 /// `pool`, or a NULL `out` with a non-zero `count`.
 ///
 /// # Safety
-/// `pool` is NULL or a live pool; `out` is NULL or writable for `count`
+/// `pool` may be any value (it is looked up, never dereferenced); `out` is NULL or writable for `count`
 /// elements.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_pool_class_stats(
@@ -606,8 +600,7 @@ pub unsafe extern "C" fn zsmem_pool_class_stats(
     count: usize,
 ) -> c_int {
     guard("zsmem_pool_class_stats", || {
-        // SAFETY: the caller promises a NULL or live pool.
-        let pool = unsafe { pool_ref(pool) }?;
+        let pool = pool_ref(pool)?;
         if out.is_null() && count != 0 {
             return Err(Fail::invalid("out is NULL but count is not 0"));
         }

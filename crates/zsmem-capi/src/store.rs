@@ -3,18 +3,24 @@
 
 use std::ffi::{c_int, c_void};
 use std::mem::size_of;
+use std::sync::Arc;
 
 use zsmem_core::{Codec, MmStat, PageStore, PageStoreConfig};
 
-use crate::error::{Fail, bytes, guard, init_sized, non_null, out_buffer, out_ptr, read_sized};
+use crate::error::{Fail, bytes, guard, init_sized, out_buffer, out_ptr, read_sized};
 use crate::pool::{self, zsmem_pool_config};
+use crate::registry::Registry;
 
 /// A page store (opaque). Made by `zsmem_store_new`, released by
 /// `zsmem_store_destroy`. Safe to use from several threads at once; slots
-/// have their own locks.
+/// have their own locks. The pointer is a token for a registry entry,
+/// never dereferenced: a destroyed or forged pointer is `-EINVAL`.
 pub struct zsmem_store {
-    inner: PageStore,
+    _opaque: [u8; 0],
 }
+
+/// The live stores.
+static STORES: Registry<PageStore> = Registry::new("store");
 
 /// `zsmem_store_config.codec`: LZ4 (liblz4, zram's `lz4`; the default).
 pub const ZSMEM_CODEC_LZ4: u32 = 0;
@@ -123,35 +129,34 @@ pub unsafe extern "C" fn zsmem_store_new(
             cfg
         };
         let inner = PageStore::new(cfg)?;
-        let boxed = Box::into_raw(Box::new(zsmem_store { inner }));
+        let token = STORES.insert(inner) as *mut zsmem_store;
         // SAFETY: `store_out` is non-NULL and, per the caller, writable.
-        unsafe { store_out.write(boxed) };
+        unsafe { store_out.write(token) };
         Ok(0)
     })
 }
 
-/// Release a store and everything in it. NULL is ignored. No other call on
-/// the store may be running or follow.
+/// Release a store and everything in it. NULL is ignored. A store already
+/// destroyed (or a pointer not from `zsmem_store_new`) is left alone and
+/// the last error message says so. Calls that start after the destroy get
+/// `-EINVAL`; calls already running on other threads finish on the store,
+/// which is freed when the last of them returns.
 ///
 /// # Safety
-/// `store` is NULL or a store from `zsmem_store_new` not yet destroyed.
+/// None beyond the signature: the pointer is only looked up, never
+/// dereferenced.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_store_destroy(store: *mut zsmem_store) {
     let _: c_int = guard("zsmem_store_destroy", || {
-        if !store.is_null() {
-            // SAFETY: made by Box::into_raw in zsmem_store_new and, per the
-            // caller, not destroyed before nor in use.
-            drop(unsafe { Box::from_raw(store) });
-        }
+        STORES.remove(store as usize)?;
         Ok(0)
     });
 }
 
-/// # Safety
-/// `store` is NULL or a live store.
-unsafe fn store_ref<'a>(store: *const zsmem_store) -> Result<&'a PageStore, Fail> {
-    // SAFETY: forwarded from the caller.
-    Ok(&unsafe { non_null(store, "store") }?.inner)
+/// The live store `store` names, held for one call; NULL, destroyed or
+/// forged is `EINVAL`.
+fn store_ref(store: *const zsmem_store) -> Result<Arc<PageStore>, Fail> {
+    STORES.get(store as usize)
 }
 
 /// Store the page at `page` (`len` must be the page size) in slot `index`,
@@ -160,7 +165,7 @@ unsafe fn store_ref<'a>(store: *const zsmem_store) -> Result<&'a PageStore, Fail
 /// pool's memory limit: the slot keeps its previous content).
 ///
 /// # Safety
-/// `store` is NULL or a live store; `page` is NULL or readable for `len`
+/// `store` may be any value (it is looked up, never dereferenced); `page` is NULL or readable for `len`
 /// bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_store_write(
@@ -170,8 +175,7 @@ pub unsafe extern "C" fn zsmem_store_write(
     len: usize,
 ) -> c_int {
     guard("zsmem_store_write", || {
-        // SAFETY: the caller promises a NULL or live store.
-        let store = unsafe { store_ref(store) }?;
+        let store = store_ref(store)?;
         // SAFETY: the caller promises `len` readable bytes at non-NULL `page`.
         let page = unsafe { bytes(page, len, "page") }?;
         store.write(index, page)?;
@@ -185,7 +189,7 @@ pub unsafe extern "C" fn zsmem_store_write(
 /// or `-EIO` (the stored data does not decompress).
 ///
 /// # Safety
-/// `store` is NULL or a live store; `buf` is NULL or writable for `len`
+/// `store` may be any value (it is looked up, never dereferenced); `buf` is NULL or writable for `len`
 /// bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_store_read(
@@ -195,8 +199,7 @@ pub unsafe extern "C" fn zsmem_store_read(
     len: usize,
 ) -> c_int {
     guard("zsmem_store_read", || {
-        // SAFETY: the caller promises a NULL or live store.
-        let store = unsafe { store_ref(store) }?;
+        let store = store_ref(store)?;
         let buf = out_buffer(buf, len, "buf")?;
         if len != store.page_size() {
             // Refused before the buffer is touched.
@@ -225,7 +228,7 @@ pub unsafe extern "C" fn zsmem_store_read(
 /// end of the store; nothing is discarded then).
 ///
 /// # Safety
-/// `store` is NULL or a live store.
+/// `store` may be any value: it is looked up, never dereferenced.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_store_discard(
     store: *mut zsmem_store,
@@ -233,8 +236,7 @@ pub unsafe extern "C" fn zsmem_store_discard(
     count: usize,
 ) -> c_int {
     guard("zsmem_store_discard", || {
-        // SAFETY: the caller promises a NULL or live store.
-        unsafe { store_ref(store) }?.discard(index, count)?;
+        store_ref(store)?.discard(index, count)?;
         Ok(0)
     })
 }
@@ -243,12 +245,11 @@ pub unsafe extern "C" fn zsmem_store_discard(
 /// `store`).
 ///
 /// # Safety
-/// `store` is NULL or a live store.
+/// `store` may be any value: it is looked up, never dereferenced.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_store_compact(store: *mut zsmem_store) -> i64 {
     guard("zsmem_store_compact", || {
-        // SAFETY: the caller promises a NULL or live store.
-        let store = unsafe { store_ref(store) }?;
+        let store = store_ref(store)?;
         Ok(i64::try_from(store.compact()).unwrap_or(i64::MAX))
     })
 }
@@ -298,15 +299,14 @@ impl From<MmStat> for zsmem_mm_stat {
 /// argument).
 ///
 /// # Safety
-/// `store` is NULL or a live store; `out` is NULL or writable.
+/// `store` may be any value (it is looked up, never dereferenced); `out` is NULL or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn zsmem_store_mm_stat(
     store: *const zsmem_store,
     out: *mut zsmem_mm_stat,
 ) -> c_int {
     guard("zsmem_store_mm_stat", || {
-        // SAFETY: the caller promises a NULL or live store.
-        let store = unsafe { store_ref(store) }?;
+        let store = store_ref(store)?;
         let out = out_ptr(out, "out")?;
         // SAFETY: non-NULL and, per the caller, writable and aligned.
         unsafe { out.write(store.mm_stat().into()) };

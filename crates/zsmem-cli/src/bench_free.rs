@@ -32,7 +32,7 @@ pub struct FreeBenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub threads: Vec<usize>,
     /// MiB of objects each thread stores before the frees.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 20))]
     pub mib: usize,
     /// Runs per cell; the median is printed.
     #[arg(long, default_value_t = 3)]
@@ -232,9 +232,12 @@ pub fn bench_free(a: &FreeBenchArgs) -> CliResult {
     } else {
         a.threads.clone()
     };
-    if a.mib == 0 || a.repeats == 0 || threads.iter().any(|&n| n == 0 || n > 256) {
+    if !(1..=1 << 20).contains(&a.mib)
+        || a.repeats == 0
+        || threads.iter().any(|&n| n == 0 || n > 256)
+    {
         return Err(CliError::Usage(
-            "--mib and --repeats must be at least 1, --threads 1..=256".into(),
+            "--mib must be 1..=1048576, --repeats at least 1, --threads 1..=256".into(),
         ));
     }
     let sizes = object_sizes(a.seed);

@@ -19,6 +19,7 @@ use zsmem::{Codec, PageStore, PageStoreConfig, PoolConfig};
 use zsmem_lab::contestant::{KernelContestant, LabError, PageContestant, ZsmemContestant};
 use zsmem_lab::corpus::{FileEntry, FileTree, PAGE_SIZE, Page};
 use zsmem_lab::kernel_zram::ZramError;
+use zsmem_lab::text::shown_path;
 
 use crate::{CliError, CliResult};
 
@@ -236,8 +237,17 @@ fn load_input(p: &std::path::Path) -> CliResult<FileTree> {
         .iter()
         .any(|e| name.ends_with(e));
     if p.is_file() && !tar {
+        let limit = zsmem_lab::corpus::default_input_limit();
+        let too_big = std::fs::metadata(p).is_ok_and(|m| m.len() > limit);
+        if too_big {
+            return Err(CliError::Usage(format!(
+                "{}: larger than the input limit of {} MiB (half the memory available)",
+                shown_path(p),
+                limit >> 20
+            )));
+        }
         let data = std::fs::read(p)
-            .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", p.display())))?;
+            .map_err(|e| CliError::Usage(format!("cannot read {}: {e}", shown_path(p))))?;
         return Ok(FileTree::new(vec![FileEntry::new(name, data)]));
     }
     FileTree::load(p).map_err(|e| CliError::Usage(e.to_string()))

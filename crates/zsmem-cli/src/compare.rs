@@ -11,6 +11,7 @@ use zsmem_lab::contestant::{Figures, KernelContestant, LabError, PageContestant,
 use zsmem_lab::corpus::FileTree;
 use zsmem_lab::kernel_zram::ZramError;
 use zsmem_lab::report::{ReportContext, log2_histogram, write_report};
+use zsmem_lab::text::{shown, shown_path};
 use zsmem_lab::trace::TraceRecorder;
 use zsmem_lab::workload::{RunResult, UntarRm, slots_needed};
 
@@ -53,8 +54,8 @@ pub struct CompareArgs {
     /// (needs ptrace permission); at most --max-mib of it.
     #[arg(long, conflicts_with = "input")]
     pub pid: Option<u32>,
-    /// With --pid: most MiB of the process's memory to take.
-    #[arg(long, default_value_t = 1024)]
+    /// With --pid: most MiB of the process's memory to take (1..=2^24).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
     pub max_mib: u64,
     /// Seed of the embedded corpus.
     #[arg(long, default_value_t = 1)]
@@ -225,21 +226,27 @@ pub fn run(a: &CompareArgs) -> CliResult {
     let format = a.format.as_str();
     if !["table", "csv", "json"].contains(&format) {
         return Err(CliError::Usage(format!(
-            "unknown format `{format}`: use table, csv or json"
+            "unknown format `{}`: use table, csv or json",
+            shown(format)
         )));
     }
     for c in &a.contestants {
         if !CONTESTANTS.contains(&c.as_str()) {
             return Err(CliError::Usage(format!(
-                "unknown contestant `{c}`: use {}",
+                "unknown contestant `{}`: use {}",
+                shown(c),
                 CONTESTANTS.join(", ")
             )));
         }
     }
+    if !a.no_report {
+        // Found unwritable now, not after the whole run.
+        probe_report_dir(&a.report)?;
+    }
     let t = Instant::now();
     let (tree, source) = match (&a.input, a.pid) {
         (_, Some(pid)) => (
-            zsmem_lab::procmem::process_tree(pid, a.max_mib << 20)
+            zsmem_lab::procmem::process_tree(pid, a.max_mib.saturating_mul(1 << 20))
                 .map_err(|e| CliError::Usage(e.to_string()))?,
             format!("anonymous memory of process {pid}"),
         ),
@@ -253,6 +260,12 @@ pub fn run(a: &CompareArgs) -> CliResult {
         ),
     };
     let total = tree.total_pages() as u64;
+    if total == 0 {
+        return Err(CliError::Usage(format!(
+            "{}: no pages to store (no regular file with contents)",
+            shown(&source)
+        )));
+    }
     eprintln!(
         "workload: untar/rm, {} rounds, on {source}: {} files, {} pages ({:.1} MiB), loaded in {:.1}s",
         a.rounds,
@@ -265,8 +278,9 @@ pub fn run(a: &CompareArgs) -> CliResult {
         let present: Vec<String> = tree.top_level_dirs().into_iter().map(|(d, _)| d).collect();
         if let Some(missing) = names.iter().find(|n| !present.contains(n)) {
             return Err(CliError::Usage(format!(
-                "--remove: the input has no top-level directory `{missing}` (it has: {})",
-                present.join(", ")
+                "--remove: the input has no top-level directory `{}` (it has: {})",
+                shown(missing),
+                shown(&present.join(", "))
             )));
         }
     }
@@ -302,7 +316,10 @@ pub fn run(a: &CompareArgs) -> CliResult {
                 let mut rec = TraceRecorder::new(c.as_mut(), codec);
                 let r = work.run(&tree, &mut rec, |done| bar.set_position(done));
                 let file = std::fs::File::create(path).map_err(|e| {
-                    CliError::Usage(format!("cannot create trace file {}: {e}", path.display()))
+                    CliError::Usage(format!(
+                        "cannot create trace file {}: {e}",
+                        shown_path(path)
+                    ))
                 })?;
                 rec.trace.write_to(std::io::BufWriter::new(file))?;
                 eprintln!(
@@ -397,10 +414,31 @@ pub fn run(a: &CompareArgs) -> CliResult {
             generated_by: std::env::args().collect::<Vec<_>>().join(" "),
             skipped: skipped.clone(),
         };
-        let index = write_report(&a.report, &ctx, &results)?;
+        let index = write_report(&a.report, &ctx, &results).map_err(|e| {
+            CliError::Usage(format!(
+                "cannot write the report to {}: {e}",
+                shown_path(&a.report)
+            ))
+        })?;
         eprintln!("report: {}", index.display());
     }
     Ok(())
+}
+
+/// Create the report directory and a probe file in it (then remove the
+/// probe), so that an unwritable `--report` fails before the run, naming
+/// the path.
+fn probe_report_dir(dir: &std::path::Path) -> CliResult {
+    let fail = |e: std::io::Error| {
+        CliError::Usage(format!(
+            "--report {}: cannot write there: {e}",
+            shown_path(dir)
+        ))
+    };
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let probe = dir.join(format!(".zsmem-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(fail)?;
+    std::fs::remove_file(&probe).map_err(fail)
 }
 
 fn print_tables(results: &[RunResult], skipped: &[(String, String)]) {

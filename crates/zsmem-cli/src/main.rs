@@ -36,6 +36,15 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A closed stdout (`zsmem replay t | head -1`) ends the process quietly,
+    // as it does any command-line tool, instead of a panic in println!.
+    // The kernel zram contestant catches SIGPIPE while its device exists,
+    // to remove the device first.
+    // SAFETY: setting a signal's disposition to the default at the start
+    // of main, before any thread exists, has no preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let result = match cli
         .command

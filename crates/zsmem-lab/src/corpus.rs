@@ -12,6 +12,8 @@ use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use crate::text::{shown, shown_path};
+
 /// Size of one page, as zram and the filesystem above it see it.
 pub const PAGE_SIZE: usize = 4096;
 
@@ -22,19 +24,19 @@ pub type Page = [u8; PAGE_SIZE];
 #[derive(Debug, thiserror::Error)]
 pub enum CorpusError {
     /// The path does not exist.
-    #[error("{}: not found", path.display())]
+    #[error("{}: not found", shown_path(path))]
     NotFound {
         /// The path asked for.
         path: PathBuf,
     },
     /// The path exists but is neither a directory nor a regular file.
-    #[error("{}: neither a directory nor a regular file", path.display())]
+    #[error("{}: neither a directory nor a regular file", shown_path(path))]
     Unsupported {
         /// The path asked for.
         path: PathBuf,
     },
     /// Reading a file or directory failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {}", shown_path(path), shown(&source.to_string()))]
     Io {
         /// The file or directory that could not be read.
         path: PathBuf,
@@ -43,15 +45,31 @@ pub enum CorpusError {
         source: io::Error,
     },
     /// The file does not hold a tar archive at all.
-    #[error("{}: not a tar archive: {reason}", path.display())]
+    #[error("{}: not a tar archive: {reason}", shown_path(path))]
     NotATar {
         /// The file asked for.
         path: PathBuf,
         /// Why it was not recognised.
         reason: String,
     },
+    /// The input holds more than the load may keep in memory (see
+    /// [`default_input_limit`]): refused before it is read, not after the
+    /// memory is gone.
+    #[error(
+        "{}: {reason}: more than the input limit of {} MiB ({limit} bytes; by default half the memory available)",
+        shown_path(path),
+        limit >> 20
+    )]
+    TooLarge {
+        /// The file, directory or archive.
+        path: PathBuf,
+        /// What would not fit.
+        reason: String,
+        /// The limit, in bytes.
+        limit: u64,
+    },
     /// The archive started well but is damaged or cut short.
-    #[error("{}: corrupt or truncated archive: {reason}", path.display())]
+    #[error("{}: corrupt or truncated archive: {reason}", shown_path(path))]
     Corrupt {
         /// The archive.
         path: PathBuf,
@@ -158,14 +176,24 @@ impl FileTree {
         tree
     }
 
-    /// Load a directory or a tar archive, whichever `path` is.
+    /// Load a directory or a tar archive, whichever `path` is, keeping at
+    /// most [`default_input_limit`] bytes.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, CorpusError> {
+        Self::load_limited(path, default_input_limit())
+    }
+
+    /// Load a directory or a tar archive, whichever `path` is, keeping at
+    /// most `limit` bytes (file contents padded to whole pages, plus a
+    /// little per file): more is [`CorpusError::TooLarge`], found before
+    /// the memory is taken. A declared size is never trusted: contents are
+    /// read in pieces of at most 1 MiB as they arrive.
+    pub fn load_limited(path: impl AsRef<Path>, limit: u64) -> Result<Self, CorpusError> {
         let path = path.as_ref();
         let meta = std::fs::metadata(path).map_err(|e| io_error(path, e))?;
         if meta.is_dir() {
-            Self::from_dir(path)
+            Self::from_dir_limited(path, limit)
         } else if meta.is_file() {
-            Self::from_tar(path)
+            Self::from_tar_limited(path, limit)
         } else {
             Err(CorpusError::Unsupported {
                 path: path.to_owned(),
@@ -177,6 +205,12 @@ impl FileTree {
     /// (so the result does not depend on the filesystem's readdir order).
     /// Symbolic links and special files are skipped.
     pub fn from_dir(dir: impl AsRef<Path>) -> Result<Self, CorpusError> {
+        Self::from_dir_limited(dir, default_input_limit())
+    }
+
+    /// [`FileTree::from_dir`] keeping at most `limit` bytes (see
+    /// [`FileTree::load_limited`]).
+    pub fn from_dir_limited(dir: impl AsRef<Path>, limit: u64) -> Result<Self, CorpusError> {
         let dir = dir.as_ref();
         let meta = std::fs::metadata(dir).map_err(|e| io_error(dir, e))?;
         if !meta.is_dir() {
@@ -188,9 +222,14 @@ impl FileTree {
         let mut found = Vec::new();
         walk(dir, String::new(), &mut found)?;
         found.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut files = Vec::with_capacity(found.len());
+        let mut budget = Budget::new(dir, limit);
+        let mut files = Vec::new();
         for (rel, full) in found {
-            let data = std::fs::read(&full).map_err(|e| io_error(&full, e))?;
+            let mut file = File::open(&full).map_err(|e| io_error(&full, e))?;
+            let len = file.metadata().map_err(|e| io_error(&full, e))?.len();
+            budget.take(&rel, len)?;
+            // A file that grows while it is read is read as it was.
+            let data = read_in_pieces(&mut file, len).map_err(|e| io_error(&full, e))?;
             files.push(FileEntry::new(rel, data));
         }
         Ok(Self::new(files))
@@ -204,6 +243,14 @@ impl FileTree {
     /// contents, as extraction would. A single top-level directory shared by
     /// every file (`linux-source-6.1/`) is stripped.
     pub fn from_tar(path: impl AsRef<Path>) -> Result<Self, CorpusError> {
+        Self::from_tar_limited(path, default_input_limit())
+    }
+
+    /// [`FileTree::from_tar`] keeping at most `limit` bytes (see
+    /// [`FileTree::load_limited`]): an entry declaring more than is left
+    /// is refused from its header, and a small compressed archive cannot
+    /// expand past the limit.
+    pub fn from_tar_limited(path: impl AsRef<Path>, limit: u64) -> Result<Self, CorpusError> {
         let path = path.as_ref();
         let mut file = File::open(path).map_err(|e| io_error(path, e))?;
         let meta = file.metadata().map_err(|e| io_error(path, e))?;
@@ -244,7 +291,7 @@ impl FileTree {
                 BufReader::with_capacity(1 << 20, file),
             )),
         };
-        read_tar(path, reader, kind)
+        read_tar(path, reader, kind, limit)
     }
 
     /// Total number of pages over all files.
@@ -355,6 +402,92 @@ fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(got)
 }
 
+/// The most bytes [`FileTree::load`], [`FileTree::from_dir`] and
+/// [`FileTree::from_tar`] keep: half of the memory available when called
+/// (`MemAvailable` in `/proc/meminfo`), or 4 GiB where that cannot be read.
+/// The `_limited` variants take another limit.
+pub fn default_input_limit() -> u64 {
+    let available = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        kib.checked_mul(1024)
+    });
+    available.map_or(4 << 30, |b| b / 2)
+}
+
+/// What is left of a load's limit. A file costs its contents padded to
+/// whole pages (what the tree holds) plus its name and bookkeeping, so
+/// that many tiny files cannot hold more than the limit either.
+struct Budget<'a> {
+    path: &'a Path,
+    limit: u64,
+    left: u64,
+}
+
+impl<'a> Budget<'a> {
+    /// Per file, beyond its pages: the entry and its name's allocation.
+    const PER_FILE: u64 = 64;
+
+    fn new(path: &'a Path, limit: u64) -> Self {
+        Budget {
+            path,
+            limit,
+            left: limit,
+        }
+    }
+
+    /// Take what `name` of `len` bytes costs, or refuse it.
+    fn take(&mut self, name: &str, len: u64) -> Result<(), CorpusError> {
+        let cost = len
+            .div_ceil(PAGE_SIZE as u64)
+            .checked_mul(PAGE_SIZE as u64)
+            .and_then(|c| c.checked_add(Self::PER_FILE + name.len() as u64));
+        match cost {
+            Some(c) if c <= self.left => {
+                self.left -= c;
+                Ok(())
+            }
+            _ => Err(CorpusError::TooLarge {
+                path: self.path.to_owned(),
+                reason: format!(
+                    "{} holds {len} bytes, after {} bytes of earlier files",
+                    shown(name),
+                    self.limit - self.left
+                ),
+                limit: self.limit,
+            }),
+        }
+    }
+}
+
+/// Read `len` bytes of `r` (fewer if it ends first) in pieces of at most
+/// 1 MiB: memory grows with the bytes that arrive, never with a size a
+/// header declares, and never past `len` rounded up to whole pages (so
+/// [`FileEntry::new`]'s padding does not reallocate). `len` must be within
+/// a [`Budget`], so it fits in memory.
+fn read_in_pieces(r: &mut impl Read, len: u64) -> io::Result<Vec<u8>> {
+    const PIECE: usize = 1 << 20;
+    let len = usize::try_from(len).map_err(|_| io::Error::other("too large for memory"))?;
+    let padded = len.div_ceil(PAGE_SIZE).saturating_mul(PAGE_SIZE);
+    let mut data: Vec<u8> = Vec::new();
+    while data.len() < len {
+        let want = (len - data.len()).min(PIECE);
+        if data.capacity() - data.len() < want {
+            // Double, but never past the padded length.
+            let target = (data.len() * 2).max(PIECE).min(padded);
+            data.reserve_exact(target - data.len());
+        }
+        let start = data.len();
+        data.resize(start + want, 0);
+        let got = read_up_to(r, &mut data[start..])?;
+        data.truncate(start + got);
+        if got < want {
+            break;
+        }
+    }
+    Ok(data)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Compression {
     None,
@@ -399,7 +532,9 @@ fn read_tar(
     path: &Path,
     reader: Box<dyn Read>,
     kind: Compression,
+    limit: u64,
 ) -> Result<FileTree, CorpusError> {
+    let mut budget = Budget::new(path, limit);
     let mut archive = tar::Archive::new(reader);
     let mut files: Vec<FileEntry> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -407,6 +542,7 @@ fn read_tar(
     // An error before the first entry means this was never a tar (for a
     // plain file) or the compressed stream is bad from the start.
     let fail = |seen: bool, what: String| {
+        let what = shown(&what);
         if !seen && kind == Compression::None {
             CorpusError::NotATar {
                 path: path.to_owned(),
@@ -437,20 +573,19 @@ fn read_tar(
             continue;
         }
         let size = entry.size();
-        let size_usize = usize::try_from(size)
-            .map_err(|_| fail(true, format!("{name}: size {size} too large")))?;
-        // Reserve the padded size up front: no reallocation, no doubling.
-        let mut data = Vec::with_capacity(size_usize.div_ceil(PAGE_SIZE) * PAGE_SIZE);
-        entry
-            .read_to_end(&mut data)
-            .map_err(|e| fail(true, format!("{name}: {e}")))?;
+        // The header's size is a claim: it is checked against what is left
+        // of the limit, and the contents are read as they arrive.
+        budget.take(&name, size)?;
+        let data = read_in_pieces(&mut entry, size)
+            .map_err(|e| fail(true, format!("{}: {e}", shown(&name))))?;
         // The tar crate ends an entry quietly at end of input: a short read
         // is how a truncated archive shows.
         if data.len() as u64 != size {
             return Err(fail(
                 true,
                 format!(
-                    "{name}: expected {size} bytes, archive ends after {}",
+                    "{}: expected {size} bytes, archive ends after {}",
+                    shown(&name),
                     data.len()
                 ),
             ));

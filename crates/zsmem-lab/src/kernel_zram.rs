@@ -72,18 +72,25 @@
 //! - the process gets `SIGINT`: a `ctrlc` handler, installed lazily by the
 //!   first `create`, removes every device of the registry and exits with
 //!   status 130;
-//! - the process gets `SIGTERM`: a `sigaction` handler that writes to a pipe
-//!   wakes a thread that does the same and exits with status 143
-//!   (128 + `SIGTERM`). It is installed only if `SIGTERM` still has its
-//!   default disposition;
+//! - the process gets `SIGHUP`, `SIGQUIT`, `SIGTERM` or `SIGPIPE`: a
+//!   `sigaction` handler that writes to a pipe wakes a thread that does the
+//!   same and exits with status 128 + the signal. Each is installed only if
+//!   the signal still has its default disposition (an ignored `SIGPIPE`
+//!   needs none); with no device left, the handler takes the default
+//!   action at once;
 //! - the process calls `exit` (returning from `main`, `std::process::exit`)
 //!   while a handle is leaked: an `atexit` hook removes what is left.
 //!
 //! If another part of the program already owns the `SIGINT` handler,
 //! [`install_signal_cleanup`] reports that as text and that program's handler
 //! should call [`remove_registered_devices`] before it exits. Nothing can
-//! clean up after `SIGKILL` or `panic = "abort"`; such a device is left for
-//! `echo N > /sys/class/zram-control/hot_remove` by hand.
+//! clean up after `SIGKILL` or `panic = "abort"` in the process itself, so
+//! every device created is recorded in `/run/zsmem/zramN.pid` (the
+//! creator's pid and start time; removed with the device), and
+//! [`KernelZram::create`] first removes, saying so on stderr, each recorded
+//! device whose creator is gone ([`remove_stale_devices`]). A device without
+//! a record is never touched; a recorded one that is open (in use: its
+//! number was reused after a removal by hand) is left with a warning.
 //!
 //! The registry lock is held while a device is created, torn down, or has
 //! its sysfs files touched, and the signal path keeps it until the process
@@ -104,7 +111,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{DirBuilderExt, FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -388,12 +395,19 @@ impl KernelZram {
         let _ = install_signal_cleanup();
 
         let mut reg = registry();
+        remove_stale_locked(&reg);
         let device = hot_add()?;
         reg.push(Registered {
             device,
             fd: None,
             node_dir: None,
         });
+        publish(&reg);
+        if let Err(e) = write_record(device) {
+            warn(format_args!(
+                "warning: zram{device} has no record in {RECORD_DIR} ({e}); if this process is killed, a later run cannot remove it"
+            ));
+        }
         let at = reg.len() - 1;
         match configure(device, cfg, &mut reg[at]) {
             Ok((file, path)) => {
@@ -410,6 +424,7 @@ impl KernelZram {
             }
             Err(e) => {
                 let entry = reg.swap_remove(at);
+                publish(&reg);
                 if let Err(msg) = teardown(&entry) {
                     warn(format_args!(
                         "warning: could not remove zram{device}: {msg}"
@@ -609,6 +624,7 @@ impl Drop for KernelZram {
         drop(self.file.take());
         if let Some(at) = reg.iter().position(|r| r.device == self.device) {
             let mut entry = reg.swap_remove(at);
+            publish(&reg);
             entry.fd = None;
             if let Err(msg) = teardown(&entry) {
                 warn(format_args!(
@@ -649,6 +665,120 @@ struct Registered {
 }
 
 static REGISTRY: Mutex<Vec<Registered>> = Mutex::new(Vec::new());
+
+/// The registry's length, for the signal handler (which cannot lock it):
+/// with no device to remove, a signal takes its default action at once.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Publish the registry's length; call after every change, lock held.
+fn publish(reg: &[Registered]) {
+    LIVE.store(reg.len(), Ordering::SeqCst);
+}
+
+// ---------------------------------------------------------------------------
+// Records: which devices are ours, for a later run after a SIGKILL.
+
+/// Where each device this module creates is recorded, as `zramN.pid`
+/// holding the creator's pid and its start time (`/proc/PID/stat` field
+/// 22, so a reused pid is not mistaken for the creator).
+pub const RECORD_DIR: &str = "/run/zsmem";
+
+fn record_path(device: u32) -> PathBuf {
+    PathBuf::from(format!("{RECORD_DIR}/zram{device}.pid"))
+}
+
+/// The start time of process `pid` in clock ticks since boot, if it runs.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count
+    // fields after its closing one. Field 22 is the 20th after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn write_record(device: u32) -> io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(RECORD_DIR)?;
+    let pid = std::process::id();
+    let text = format!("{pid} {}\n", start_time(pid).unwrap_or(0));
+    let tmp = PathBuf::from(format!("{RECORD_DIR}/.zram{device}.pid.{pid}"));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, record_path(device))
+}
+
+fn remove_record(device: u32) {
+    let _ = std::fs::remove_file(record_path(device));
+}
+
+/// The creator recorded for `device`: (pid, start time), or None if the
+/// record is missing or unreadable.
+fn read_record(device: u32) -> Option<(u32, u64)> {
+    let text = std::fs::read_to_string(record_path(device)).ok()?;
+    let mut f = text.split_whitespace();
+    Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+}
+
+/// Removes the zram devices that a process of this module created and
+/// that outlived it (it was killed by `SIGKILL`, or aborted): each has a
+/// record in [`RECORD_DIR`] whose creator is gone. Says so on stderr for
+/// each, and returns their numbers. A device without a record, or whose
+/// creator still runs, is never touched; a recorded device that is open
+/// (the kernel refuses to reset it: someone uses it, e.g. as swap after
+/// its number was reused) is left alone with a warning. [`KernelZram::create`]
+/// calls this first.
+pub fn remove_stale_devices() -> Vec<u32> {
+    remove_stale_locked(&registry())
+}
+
+fn remove_stale_locked(reg: &[Registered]) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir(RECORD_DIR) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(device) = name
+            .strip_prefix("zram")
+            .and_then(|n| n.strip_suffix(".pid"))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if reg.iter().any(|r| r.device == device) {
+            continue;
+        }
+        let Some((pid, started)) = read_record(device) else {
+            continue;
+        };
+        if start_time(pid).is_some_and(|t| t == started || started == 0) {
+            continue; // its creator still runs
+        }
+        let sys = sysfs_dir(device);
+        if sys.exists() {
+            // No retry on EBUSY: busy means open, and open means in use.
+            if let Err(e) = write_attr(&sys.join("reset"), "1") {
+                warn(format_args!(
+                    "warning: zram{device} was left by process {pid}, which is gone, but cannot be reset ({e}); leaving it"
+                ));
+                continue;
+            }
+            if let Err(e) = write_attr_retrying(Path::new(HOT_REMOVE), &device.to_string()) {
+                warn(format_args!(
+                    "warning: zram{device} was left by process {pid}, which is gone, and was reset but not removed: {e}"
+                ));
+                continue;
+            }
+            warn(format_args!(
+                "removed zram{device}, left behind by process {pid}, which is gone"
+            ));
+            removed.push(device);
+        }
+        remove_record(device);
+    }
+    removed
+}
 
 fn registry() -> MutexGuard<'static, Vec<Registered>> {
     REGISTRY
@@ -859,6 +989,8 @@ fn teardown(entry: &Registered) -> Result<(), String> {
     }
     if dir.exists() {
         problems.push(format!("{} still exists", dir.display()));
+    } else {
+        remove_record(entry.device);
     }
     if problems.is_empty() {
         Ok(())
@@ -873,7 +1005,9 @@ fn teardown(entry: &Registered) -> Result<(), String> {
 fn remove_all_locked(reg: &mut Vec<Registered>) -> usize {
     let null = OpenOptions::new().read(true).write(true).open("/dev/null");
     let mut removed = 0;
-    for mut entry in reg.drain(..) {
+    let entries = std::mem::take(reg);
+    publish(reg);
+    for mut entry in entries {
         if let Some(fd) = entry.fd.take() {
             match &null {
                 // SAFETY: `fd` is a descriptor a live handle owns; dup2
@@ -922,22 +1056,42 @@ fn cleanup_and_exit(signal: &str, status: i32) -> ! {
     std::process::exit(status)
 }
 
-static TERM_PIPE: AtomicI32 = AtomicI32::new(-1);
+static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
 
-extern "C" fn on_sigterm(_signal: libc::c_int) {
-    let fd = TERM_PIPE.load(Ordering::Relaxed);
-    let byte = 1u8;
+/// The terminating signals handled through the pipe (`SIGINT` goes through
+/// `ctrlc`). `SIGPIPE` is among them for programs that reset it to its
+/// default (the `zsmem` binary does, to end quietly on a closed stdout).
+const PIPED_SIGNALS: [(libc::c_int, &str); 4] = [
+    (libc::SIGHUP, "SIGHUP"),
+    (libc::SIGQUIT, "SIGQUIT"),
+    (libc::SIGTERM, "SIGTERM"),
+    (libc::SIGPIPE, "SIGPIPE"),
+];
+
+/// Takes the signal's default action: from the handler, once it returns.
+fn default_action(signal: libc::c_int) {
+    // SAFETY: signal(2) and raise(3) are async-signal-safe.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        libc::raise(signal);
+    }
+}
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    if LIVE.load(Ordering::SeqCst) == 0 {
+        // Nothing to remove: die as the signal would have made us.
+        default_action(signal);
+        return;
+    }
+    let fd = SIGNAL_PIPE.load(Ordering::Relaxed);
+    let byte = signal as u8;
     // SAFETY: write(2) is async-signal-safe; `byte` is one readable byte on
     // this frame.
     if fd >= 0 && unsafe { libc::write(fd, (&byte as *const u8).cast(), 1) } == 1 {
         return;
     }
-    // The cleanup thread is gone: do what SIGTERM would have done.
-    // SAFETY: signal(2) and raise(3) are async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGTERM, libc::SIG_DFL);
-        libc::raise(libc::SIGTERM);
-    }
+    // The cleanup thread is gone: do what the signal would have done.
+    default_action(signal);
 }
 
 extern "C" fn at_exit() {
@@ -948,30 +1102,43 @@ extern "C" fn at_exit() {
     }
 }
 
-fn install_sigterm() -> Result<(), String> {
-    // SAFETY: a zeroed sigaction is a valid "no handler" value to be filled
-    // in by the query below.
-    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-    // SAFETY: a null new action only queries; `old` is a valid out pointer.
-    if unsafe { libc::sigaction(libc::SIGTERM, std::ptr::null(), &mut old) } != 0 {
-        return Err(format!(
-            "SIGTERM: sigaction: {}",
-            io::Error::last_os_error()
-        ));
+/// Installs [`on_signal`] for each of [`PIPED_SIGNALS`] that still has its
+/// default disposition, and the thread that does the cleanup it asks for
+/// (removes every device, exits with 128 + the signal).
+fn install_piped_signals() -> Result<(), String> {
+    let mut problems = Vec::new();
+    let mut ours = Vec::new();
+    for (signal, name) in PIPED_SIGNALS {
+        // SAFETY: a zeroed sigaction is a valid "no handler" value to be
+        // filled in by the query below.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: a null new action only queries; `old` is a valid out pointer.
+        if unsafe { libc::sigaction(signal, std::ptr::null(), &mut old) } != 0 {
+            problems.push(format!("{name}: sigaction: {}", io::Error::last_os_error()));
+        } else if old.sa_sigaction == libc::SIG_DFL {
+            ours.push(signal);
+        } else if signal != libc::SIGPIPE {
+            // An ignored SIGPIPE (Rust's default) ends nothing: no loss.
+            problems.push(format!(
+                "{name} already has a handler; zram devices are not removed on {name}"
+            ));
+        }
     }
-    if old.sa_sigaction != libc::SIG_DFL {
-        return Err(
-            "SIGTERM already has a handler; zram devices are not removed on SIGTERM".into(),
-        );
+    if ours.is_empty() {
+        return if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        };
     }
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: `fds` is an array of two ints for pipe2 to fill.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(format!("SIGTERM: pipe2: {}", io::Error::last_os_error()));
+        return Err(format!("signals: pipe2: {}", io::Error::last_os_error()));
     }
     let [read_fd, write_fd] = fds;
     std::thread::Builder::new()
-        .name("zsmem-zram-sigterm".into())
+        .name("zsmem-zram-signals".into())
         .spawn(move || {
             let mut byte = 0u8;
             loop {
@@ -979,39 +1146,51 @@ fn install_sigterm() -> Result<(), String> {
                 // thread for the life of the process; `byte` is writable.
                 let n = unsafe { libc::read(read_fd, (&mut byte as *mut u8).cast(), 1) };
                 if n == 1 {
-                    cleanup_and_exit("SIGTERM", 128 + libc::SIGTERM);
+                    let signal = libc::c_int::from(byte);
+                    let name = PIPED_SIGNALS
+                        .iter()
+                        .find(|(s, _)| *s == signal)
+                        .map_or("a signal", |(_, n)| n);
+                    cleanup_and_exit(name, 128 + signal);
                 }
                 if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
-                // Cannot happen with a pipe we own; if it does, SIGTERM
-                // falls back to its default action.
-                TERM_PIPE.store(-1, Ordering::Relaxed);
+                // Cannot happen with a pipe we own; if it does, the
+                // signals fall back to their default action.
+                SIGNAL_PIPE.store(-1, Ordering::Relaxed);
                 return;
             }
         })
-        .map_err(|e| format!("SIGTERM: spawning the cleanup thread: {e}"))?;
-    TERM_PIPE.store(write_fd, Ordering::Relaxed);
-    // SAFETY: zeroed is a valid sigaction to fill in; the handler only
-    // calls write(2) on an fd that stays open for the life of the process.
-    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
-    action.sa_sigaction = on_sigterm as extern "C" fn(libc::c_int) as libc::sighandler_t;
-    action.sa_flags = libc::SA_RESTART;
-    // SAFETY: `action.sa_mask` is a valid sigset_t to empty.
-    unsafe { libc::sigemptyset(&mut action.sa_mask) };
-    // SAFETY: `action` is fully initialised; the old action is not wanted.
-    if unsafe { libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut()) } != 0 {
-        return Err(format!(
-            "SIGTERM: sigaction: {}",
-            io::Error::last_os_error()
-        ));
+        .map_err(|e| format!("signals: spawning the cleanup thread: {e}"))?;
+    SIGNAL_PIPE.store(write_fd, Ordering::Relaxed);
+    for signal in ours {
+        // SAFETY: zeroed is a valid sigaction to fill in; the handler only
+        // calls async-signal-safe functions.
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        // SAFETY: `action.sa_mask` is a valid sigset_t to empty.
+        unsafe { libc::sigemptyset(&mut action.sa_mask) };
+        // SAFETY: `action` is fully initialised; the old action is not wanted.
+        if unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) } != 0 {
+            problems.push(format!(
+                "signal {signal}: sigaction: {}",
+                io::Error::last_os_error()
+            ));
+        }
     }
-    Ok(())
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
 }
 
 /// Installs, once per process, the handlers that remove this process's zram
-/// devices on `SIGINT` (through `ctrlc`; exit status 130), on `SIGTERM`
-/// (`sigaction`, if it has no handler yet; exit status 143) and at `exit`
+/// devices on `SIGINT` (through `ctrlc`; exit status 130), on `SIGHUP`,
+/// `SIGQUIT`, `SIGTERM` and (if not ignored) `SIGPIPE` (`sigaction`, each if
+/// it has no handler yet; exit status 128 + the signal) and at `exit`
 /// (`atexit`). [`KernelZram::create`] calls it; calling it again returns the
 /// first outcome.
 ///
@@ -1028,7 +1207,7 @@ pub fn install_signal_cleanup() -> Result<(), String> {
                     "SIGINT: ctrlc: {e}; zram devices are not removed on Ctrl-C"
                 ));
             }
-            if let Err(e) = install_sigterm() {
+            if let Err(e) = install_piped_signals() {
                 problems.push(e);
             }
             // SAFETY: `at_exit` is an extern "C" fn that never unwinds.

@@ -10,6 +10,7 @@
 //! | [`peers`] | zbud, z3fold, zblock, afmalloc and its slab allocator, on zsmem's page source |
 //! | [`procmem`] | a running process's anonymous memory as pages (what zswap stores) |
 //! | [`trace`] | size traces: `alloc ID SIZE` / `free ID`, recorded from a workload, replayed on a pool |
+//! | [`text`] | user data in messages: control characters escaped, long values cut |
 //! | [`corpus`] | page sources: a directory, a .tar/.tar.gz/.tar.xz, or the embedded deterministic corpus |
 
 pub mod baseline;
@@ -20,5 +21,6 @@ pub mod objects;
 pub mod peers;
 pub mod procmem;
 pub mod report;
+pub mod text;
 pub mod trace;
 pub mod workload;

@@ -17,10 +17,16 @@ use crate::corpus::{FileEntry, FileTree, PAGE_SIZE};
 /// Why a process's memory could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcMemError {
-    /// /proc/PID/maps or /proc/PID/mem could not be opened or read.
-    #[error(
-        "cannot read {what} of process {pid}: {source} (reading another process's memory needs root or ptrace permission)"
-    )]
+    /// There is no process `pid` (its /proc directory is gone).
+    #[error("no such process: {pid}")]
+    NoSuchProcess {
+        /// The process asked for.
+        pid: u32,
+    },
+    /// /proc/PID/maps or /proc/PID/mem could not be opened or read: the
+    /// OS's own error, with the ptrace hint only where permission was what
+    /// failed and the caller is not root.
+    #[error("cannot read /proc/{pid}/{what}: {source}{}", permission_hint(source))]
     Io {
         /// Which file.
         what: &'static str,
@@ -37,6 +43,30 @@ pub enum ProcMemError {
         /// The line.
         line: String,
     },
+}
+
+fn permission_hint(e: &std::io::Error) -> &'static str {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    match (e.kind() == std::io::ErrorKind::PermissionDenied, root) {
+        (true, false) => " (reading another process's memory needs root or ptrace permission)",
+        (true, true) => {
+            " (refused to root too: the process may be protected, e.g. by kernel.yama.ptrace_scope 3, a missing CAP_SYS_PTRACE or a security module)"
+        }
+        _ => "",
+    }
+}
+
+/// The error for `/proc/{pid}/{what}`: a missing process is said so.
+fn io_error(pid: u32, what: &'static str, source: std::io::Error) -> ProcMemError {
+    let gone = source.kind() == std::io::ErrorKind::NotFound
+        || source.raw_os_error() == Some(libc::ESRCH)
+        || !std::path::Path::new(&format!("/proc/{pid}")).exists();
+    if gone {
+        ProcMemError::NoSuchProcess { pid }
+    } else {
+        ProcMemError::Io { what, pid, source }
+    }
 }
 
 /// One anonymous private mapping.
@@ -56,7 +86,7 @@ pub fn anonymous_mappings(maps: &str, pid: u32) -> Result<Vec<Mapping>, ProcMemE
     for line in maps.lines() {
         let bad = || ProcMemError::Malformed {
             pid,
-            line: line.to_string(),
+            line: crate::text::shown(line),
         };
         let mut f = line.split_whitespace();
         let (range, perms) = (f.next().ok_or_else(bad)?, f.next().ok_or_else(bad)?);
@@ -83,28 +113,24 @@ pub fn anonymous_mappings(maps: &str, pid: u32) -> Result<Vec<Mapping>, ProcMemE
 /// `max_bytes` of it (mappings in address order). Pages that cannot be read
 /// (unmapped meanwhile, guard pages) are skipped.
 pub fn process_tree(pid: u32, max_bytes: u64) -> Result<FileTree, ProcMemError> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|source| {
-        ProcMemError::Io {
-            what: "maps",
-            pid,
-            source,
-        }
-    })?;
-    let mem = File::open(format!("/proc/{pid}/mem")).map_err(|source| ProcMemError::Io {
-        what: "mem",
-        pid,
-        source,
-    })?;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map_err(|source| io_error(pid, "maps", source))?;
+    let mem =
+        File::open(format!("/proc/{pid}/mem")).map_err(|source| io_error(pid, "mem", source))?;
     let mut files = Vec::new();
     let mut total = 0u64;
     let mut page = vec![0u8; PAGE_SIZE];
+    let mut last_error = None;
     for (i, m) in anonymous_mappings(&maps, pid)?.into_iter().enumerate() {
         let mut data = Vec::new();
         let mut addr = m.start;
         while addr < m.end && total < max_bytes {
-            if mem.read_exact_at(&mut page, addr).is_ok() {
-                data.extend_from_slice(&page);
-                total += PAGE_SIZE as u64;
+            match mem.read_exact_at(&mut page, addr) {
+                Ok(()) => {
+                    data.extend_from_slice(&page);
+                    total += PAGE_SIZE as u64;
+                }
+                Err(e) => last_error = Some(e),
             }
             addr += PAGE_SIZE as u64;
         }
@@ -121,15 +147,12 @@ pub fn process_tree(pid: u32, max_bytes: u64) -> Result<FileTree, ProcMemError> 
         }
     }
     if files.is_empty() {
-        // Our own memory is always readable; another's may be refused.
-        return Err(ProcMemError::Io {
-            what: "mem",
-            pid,
-            source: std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                "no anonymous page could be read",
-            ),
+        // Our own memory is always readable; another's may be refused:
+        // the OS's last error says why.
+        let source = last_error.unwrap_or_else(|| {
+            std::io::Error::other("the process has no anonymous memory to read")
         });
+        return Err(io_error(pid, "mem", source));
     }
     Ok(FileTree::new(files))
 }
@@ -173,6 +196,6 @@ b000-c000 r--p 00000000 00:00 0
     #[test]
     fn unknown_process_is_a_clear_error() {
         let e = process_tree(u32::MAX - 1, 1 << 20).unwrap_err();
-        assert!(e.to_string().contains("cannot read maps"), "{e}");
+        assert_eq!(e.to_string(), format!("no such process: {}", u32::MAX - 1));
     }
 }

@@ -5,7 +5,7 @@
 //! the ignored test `compare_with_real_tree`:
 //! `ZSMEM_LINUX_TAR=/usr/src/linux-source-6.1.tar.xz cargo test --release -p zsmem-lab --test corpus -- --ignored --nocapture`
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -646,4 +646,79 @@ fn compare_with_real_tree() {
     };
     println!("\nfive largest, real: {}", order(&rd));
     println!("five largest, corpus: {}", order(&cd));
+}
+
+/// Issue 16: what a load keeps is bounded. A header's declared size is
+/// checked before anything is read, a small .tar.gz of zeros cannot expand
+/// past the limit, many tiny files count their pages, and a directory's
+/// files count the same way; under the limit every load is whole.
+#[test]
+fn loads_are_bounded_by_the_input_limit() {
+    let dir = TempDir::new("limit");
+    let mut b = tar::Builder::new(Vec::new());
+    for i in 0..4 {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(1 << 20);
+        h.set_mode(0o644);
+        b.append_data(
+            &mut h,
+            format!("zeros{i}"),
+            std::io::repeat(0).take(1 << 20),
+        )
+        .unwrap();
+    }
+    let tar = b.into_inner().unwrap();
+    let gz = dir.path().join("zeros.tar.gz");
+    std::fs::write(&gz, gzip(&tar)).unwrap();
+    assert!(std::fs::metadata(&gz).unwrap().len() < 20_000);
+    let e = FileTree::from_tar_limited(&gz, (3 << 20) + 1024).unwrap_err();
+    assert!(matches!(e, CorpusError::TooLarge { .. }), "{e}");
+    assert!(
+        e.to_string().contains("zeros3") && e.to_string().contains("limit"),
+        "{e}"
+    );
+    assert_eq!(
+        FileTree::load_limited(&gz, 5 << 20).unwrap().total_bytes(),
+        4 << 20
+    );
+
+    // 1000 one-byte files hold 1000 pages, not 1000 bytes.
+    let mut b = tar::Builder::new(Vec::new());
+    for i in 0..1000 {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(1);
+        h.set_mode(0o644);
+        b.append_data(&mut h, format!("f{i}"), &b"x"[..]).unwrap();
+    }
+    let tiny = dir.path().join("tiny.tar");
+    std::fs::write(&tiny, b.into_inner().unwrap()).unwrap();
+    let e = FileTree::load_limited(&tiny, 500 * 4096).unwrap_err();
+    assert!(matches!(e, CorpusError::TooLarge { .. }), "{e}");
+
+    let tree = dir.path().join("tree");
+    write_sample_dir(&tree);
+    let whole = FileTree::from_dir(&tree).unwrap();
+    let need = whole.total_pages() as u64 * 4096;
+    let e = FileTree::load_limited(&tree, need / 2).unwrap_err();
+    assert!(matches!(e, CorpusError::TooLarge { .. }), "{e}");
+    assert_eq!(
+        FileTree::load_limited(&tree, need + (64 << 10)).unwrap(),
+        whole
+    );
+    assert!(zsmem_lab::corpus::default_input_limit() > 0);
+}
+
+/// A tar entry's name is shown with its control characters escaped.
+#[test]
+fn entry_names_in_errors_are_escaped() {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(100_000);
+    h.set_mode(0o644);
+    b.append_data(&mut h, "evil\x1b]0;owned\x07", &noise(100_000, 3)[..])
+        .unwrap();
+    let tar = b.into_inner().unwrap();
+    let e = load_err("evil.tar", &tar[..20_000]).to_string();
+    assert!(!e.contains('\x1b') && !e.contains('\x07'), "{e:?}");
+    assert!(e.contains("evil\\u{1b}]0;owned\\u{7}"), "{e}");
 }

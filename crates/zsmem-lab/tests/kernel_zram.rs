@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
-use zsmem_lab::kernel_zram::{KernelZram, MmStat, PAGE_SIZE, ZramConfig, ZramError};
+use zsmem_lab::kernel_zram::{KernelZram, MmStat, PAGE_SIZE, RECORD_DIR, ZramConfig, ZramError};
 
 const PAGE: u64 = PAGE_SIZE as u64;
 
@@ -535,6 +535,11 @@ fn child_holding_a_device() {
         }
         return;
     }
+    if mode == "hold-pipe" {
+        // As the zsmem binary does: a closed stdout ends the process.
+        // SAFETY: setting a disposition to the default has no preconditions.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     let mut z = match KernelZram::create(&ZramConfig::with_pages(64)) {
         Ok(z) => z,
         Err(e) => {
@@ -750,4 +755,51 @@ fn lz4_latency() {
         100.0 * filled.compr_data_size as f64 / filled.orig_data_size as f64,
         100.0 * filled.overhead() as f64 / filled.compr_data_size as f64
     );
+}
+
+/// Issue 16: SIGHUP, SIGQUIT and (when not ignored) SIGPIPE leaked the
+/// device (20-35 MB each); now each removes it and exits 128 + signal.
+#[test]
+fn sighup_sigquit_sigpipe_remove_devices() {
+    let _serial = serial();
+    for (mode, signal) in [
+        ("hold", libc::SIGHUP),
+        ("hold", libc::SIGQUIT),
+        ("hold-pipe", libc::SIGPIPE),
+    ] {
+        if let Some((device, code)) = run_child(mode, Some(signal)) {
+            assert_eq!(code, Some(128 + signal), "signal {signal}");
+            assert!(gone(device), "zram{device} survived signal {signal}");
+            assert!(
+                !Path::new(&format!("{RECORD_DIR}/zram{device}.pid")).exists(),
+                "the record of zram{device} survived signal {signal}"
+            );
+        } else {
+            return;
+        }
+    }
+}
+
+/// Issue 16: after SIGKILL nothing in the process can clean up; the device
+/// is recorded as the child's, and the next run removes it because its
+/// creator is gone.
+#[test]
+fn a_device_left_by_sigkill_is_removed_by_the_next_run() {
+    let _serial = serial();
+    let Some((device, code)) = run_child("hold", Some(libc::SIGKILL)) else {
+        return;
+    };
+    assert_eq!(code, None, "killed by a signal");
+    let record = format!("{RECORD_DIR}/zram{device}.pid");
+    assert!(!gone(device), "nothing could have removed zram{device}");
+    assert!(Path::new(&record).exists(), "zram{device} has no record");
+    let removed = zsmem_lab::kernel_zram::remove_stale_devices();
+    assert!(removed.contains(&device), "{removed:?}");
+    assert!(gone(device), "zram{device} is still there");
+    assert!(!Path::new(&record).exists());
+    // A device of a live process is not stale.
+    if let Some(z) = create(&ZramConfig::with_pages(8)) {
+        assert!(!zsmem_lab::kernel_zram::remove_stale_devices().contains(&z.device_number()));
+        assert!(!gone(z.device_number()));
+    }
 }

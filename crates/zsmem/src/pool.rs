@@ -352,11 +352,15 @@ impl Pool {
     }
 
     /// Allocate an object of `len` bytes (1..=page size). Its bytes are
-    /// unspecified until written.
+    /// not cleared: until written they may be a freed object's old bytes
+    /// (as `malloc`'s are); use [`Pool::store`] to allocate and write at
+    /// once, and do not hand an unwritten object to someone who must not
+    /// see earlier contents.
     pub fn alloc(&self, len: usize) -> Result<Handle> {
         self.check_len(len)?;
         let (index, class) = self.class_for_len(len);
-        let h = class.lock().alloc(index, len, None, &self.pages)?;
+        let h =
+            self.at_limit_drain_and_retry(|| class.lock().alloc(index, len, None, &self.pages))?;
         Ok(h.tagged(self.tag.get()))
     }
 
@@ -365,10 +369,25 @@ impl Pool {
     pub fn store(&self, data: &[u8]) -> Result<Handle> {
         self.check_len(data.len())?;
         let (index, class) = self.class_for_len(data.len());
-        let h = class
-            .lock()
-            .alloc(index, data.len(), Some(data), &self.pages)?;
+        let h = self.at_limit_drain_and_retry(|| {
+            class
+                .lock()
+                .alloc(index, data.len(), Some(data), &self.pages)
+        })?;
         Ok(h.tagged(self.tag.get()))
+    }
+
+    /// Refused at the memory limit with deferred frees pending: their
+    /// memory is the pool's to reuse, so drain them and try once more
+    /// (a store must not fail while the pool holds nothing live).
+    fn at_limit_drain_and_retry(&self, alloc: impl Fn() -> Result<Handle>) -> Result<Handle> {
+        match alloc() {
+            Err(Error::MemoryLimit { .. }) if self.deferred.is_some() => {
+                self.flush();
+                alloc()
+            }
+            r => r,
+        }
     }
 
     /// Write `data` to the start of the object.
@@ -403,7 +422,15 @@ impl Pool {
 
     /// Call `f` with the object's bytes in place, without copying (the
     /// kernel's `zs_map_object` for reading). The object's class is locked
-    /// while `f` runs: `f` must not call back into this pool.
+    /// while `f` runs.
+    ///
+    /// **`f` must not call back into this pool: that deadlocks.** The class
+    /// lock is not re-entrant, so a call from `f` that needs it (any
+    /// operation on an object of the same class, a store routed to it,
+    /// `flush`, `compact`, `trim`, `stats`, `class_stats`,
+    /// `check_invariants`) blocks forever; it is not detected (see
+    /// docs/DESIGN.md, "Locks and their order"). Copy the bytes out with
+    /// [`read`](Pool::read) when the work needs the pool.
     pub fn with_object<R>(&self, h: Handle, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
         let class = self.lock_class(h)?;
         let loc = class.resolve(h)?;

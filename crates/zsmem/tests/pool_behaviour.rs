@@ -191,3 +191,60 @@ fn pool_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Pool>();
 }
+
+/// Issue 16: with deferred free, a pool at its memory limit refused stores
+/// while every object was already freed (pending in the shards) until a
+/// manual flush; now the store drains what is pending and retries once.
+#[test]
+fn deferred_frees_are_drained_before_the_memory_limit_refuses() {
+    let pool = Pool::new(PoolConfig {
+        memory_limit: Some(64 << 10),
+        free_mode: zsmem::FreeMode::deferred(),
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let obj = vec![7u8; 3000];
+    let mut live = Vec::new();
+    loop {
+        match pool.store(&obj) {
+            Ok(h) => live.push(h),
+            Err(zsmem::Error::MemoryLimit { .. }) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(live.len() >= 10);
+    for h in live.drain(..) {
+        pool.free(h).unwrap();
+    }
+    assert!(pool.stats().pending_frees > 0, "the frees are pending");
+    for _ in 0..10 {
+        live.push(pool.store(&obj).unwrap());
+        live.push(pool.alloc(3000).unwrap());
+    }
+    pool.check_invariants().unwrap();
+
+    // A page store over such a pool, overwriting at half its limit: every
+    // overwrite frees the slot's old object (deferred) and stores anew.
+    let store = zsmem::PageStore::new(zsmem::PageStoreConfig {
+        slots: 16,
+        pool: PoolConfig {
+            memory_limit: Some(64 << 10),
+            free_mode: zsmem::FreeMode::deferred(),
+            ..PoolConfig::default()
+        },
+        ..Default::default()
+    })
+    .unwrap();
+    let mut refused = 0;
+    for round in 0..10u8 {
+        for slot in 0..8 {
+            let page: Vec<u8> = (0..4096u32)
+                .map(|i| (i.wrapping_mul(2654435761) >> (round % 7 + 3)) as u8)
+                .collect();
+            if store.write(slot, &page).is_err() {
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!(refused, 0, "overwrites refused at half the limit");
+}

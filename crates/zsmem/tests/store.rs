@@ -870,3 +870,80 @@ proptest! {
         prop_assert_eq!(s.io_stat().failed_reads, 0);
     }
 }
+
+/// Issue 16: a slot count no memory can hold was an abort of the host
+/// process (2^32 slots) or a capacity-overflow panic (usize::MAX); now it
+/// is an error.
+#[test]
+fn a_slot_table_too_large_for_memory_is_an_error() {
+    for slots in [usize::MAX, usize::MAX / 2, 1 << 44] {
+        let e = PageStore::new(PageStoreConfig {
+            slots,
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(
+            matches!(e, zsmem::Error::OsOutOfMemory { .. }),
+            "{slots}: {e}"
+        );
+        assert!(e.to_string().contains("slot table"), "{e}");
+    }
+}
+
+/// Issue 16: a second store given the same backing path truncated the
+/// first one's file; any existing file was truncated unchecked; /dev/null
+/// and /dev/zero were accepted. Now the file is locked for the store's
+/// life, only a backing file or an empty file is reused, and only a
+/// regular file or a block device is taken.
+#[test]
+#[cfg_attr(miri, ignore = "calls liblz4/libzstd through FFI")]
+fn backing_files_are_taken_exclusively_and_checked() {
+    let dir = TempDir::new("exclusive");
+    let path = dir.file();
+    let with_backing = |p: &std::path::Path| {
+        PageStore::new(PageStoreConfig {
+            slots: 8,
+            backing_file: Some(p.to_path_buf()),
+            ..Default::default()
+        })
+    };
+    let first = with_backing(&path).unwrap();
+    for i in 0..4 {
+        first.write(i, &noise(i as u64)).unwrap();
+    }
+    first
+        .writeback(WritebackRequest {
+            which: Selection::All,
+            max_pages: None,
+        })
+        .unwrap();
+    let e = with_backing(&path).unwrap_err();
+    assert!(e.to_string().contains("in use"), "{e}");
+    let other = store(8);
+    let e = other.set_backing_file(&path).unwrap_err();
+    assert!(e.to_string().contains("in use"), "{e}");
+    for i in 0..4 {
+        assert_eq!(read(&first, i).unwrap(), noise(i as u64), "slot {i}");
+    }
+    drop(first);
+    // Left by a store that is gone: reused.
+    with_backing(&path).unwrap();
+
+    // Someone's file is not a backing file: refused, and left whole.
+    let precious = dir.0.join("precious.txt");
+    std::fs::write(&precious, b"do not truncate me").unwrap();
+    let e = with_backing(&precious).unwrap_err();
+    assert!(e.to_string().contains("not a zsmem backing file"), "{e}");
+    assert_eq!(std::fs::read(&precious).unwrap(), b"do not truncate me");
+
+    for dev in ["/dev/null", "/dev/zero"] {
+        let e = with_backing(std::path::Path::new(dev)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("not a regular file or a block device"),
+            "{dev}: {e}"
+        );
+    }
+    let e = with_backing(&dir.0).unwrap_err();
+    assert!(matches!(e, Error::BackingFile(_)), "{e}");
+}

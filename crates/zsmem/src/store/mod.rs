@@ -255,10 +255,24 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// A table of `n` entries, `n` chosen by the caller: memory that cannot be
+/// had is [`Error::OsOutOfMemory`], not an abort of the host process (nor
+/// a capacity-overflow panic for an `n` no memory could hold).
+pub(crate) fn try_table<T>(n: usize, what: &str, make: impl FnMut() -> T) -> Result<Box<[T]>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|e| Error::OsOutOfMemory {
+        bytes: n.saturating_mul(std::mem::size_of::<T>()),
+        reason: format!("{what} of {n} entries: {e}"),
+    })?;
+    v.extend(std::iter::repeat_with(make).take(n));
+    Ok(v.into_boxed_slice())
+}
+
 impl PageStore {
     /// Make a store; fails on a bad pool configuration, zero slots, a
-    /// dictionary without zstd, too many secondary codecs, or a backing
-    /// file that cannot be created.
+    /// dictionary without zstd, too many secondary codecs, a backing
+    /// file that cannot be created, or a slot table the OS will not give
+    /// memory for ([`Error::OsOutOfMemory`]).
     pub fn new(cfg: PageStoreConfig) -> Result<PageStore> {
         Self::with_clock(cfg, Arc::new(MonotonicClock::default()))
     }
@@ -290,9 +304,7 @@ impl PageStore {
             },
             page_size,
             pool,
-            slots: (0..cfg.slots)
-                .map(|_| Mutex::new(Slot::default()))
-                .collect(),
+            slots: try_table(cfg.slots, "the slot table", || Mutex::new(Slot::default()))?,
             counters: stats::Counters::default(),
             clock,
             backing: OnceLock::new(),

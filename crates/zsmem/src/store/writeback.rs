@@ -122,16 +122,72 @@ fn io_error(path: &Path, what: &str, e: std::io::Error) -> Error {
     Error::BackingFile(format!("{what} {}: {e}", path.display()))
 }
 
+/// Open `path` as a backing file the store owns alone:
+///
+/// - it must be a regular file (created, mode 0600, if missing) or a block
+///   device; a character device (`/dev/null`, `/dev/zero`), a directory or
+///   a FIFO is refused;
+/// - it is locked with `flock(LOCK_EX | LOCK_NB)` for the store's life, so
+///   a second store (in this process or another) given the same path is
+///   refused instead of overwriting the first one's blocks;
+/// - an existing regular file is reused (truncated) only when it is empty
+///   or starts with a backing file's magic, i.e. is a backing file left by
+///   an earlier store; any other file is refused, never truncated. A block
+///   device is used as it is (pointing a store at one is explicit).
+fn open_exclusive(path: &Path) -> Result<File> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    use std::os::unix::io::AsRawFd;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| io_error(path, "cannot open backing file", e))?;
+    let kind = file
+        .metadata()
+        .map_err(|e| io_error(path, "cannot stat backing file", e))?
+        .file_type();
+    if !(kind.is_file() || kind.is_block_device()) {
+        return Err(Error::BackingFile(format!(
+            "{} is not a regular file or a block device (a character device such as \
+             /dev/null or /dev/zero, a FIFO or a socket cannot hold pages)",
+            path.display()
+        )));
+    }
+    // SAFETY: flock on a descriptor this function owns; no memory involved.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(if e.kind() == std::io::ErrorKind::WouldBlock {
+            Error::BackingFile(format!(
+                "{} is in use: another page store holds its lock",
+                path.display()
+            ))
+        } else {
+            io_error(path, "cannot lock backing file", e)
+        });
+    }
+    if kind.is_file() {
+        let mut magic = [0u8; 8];
+        let got = file.read_at(&mut magic, 0).unwrap_or(0);
+        if got > 0 && (got < magic.len() || &magic != FILE_MAGIC) {
+            return Err(Error::BackingFile(format!(
+                "{} exists and is not a zsmem backing file: refusing to overwrite it",
+                path.display()
+            )));
+        }
+        file.set_len(0)
+            .map_err(|e| io_error(path, "cannot truncate backing file", e))?;
+    }
+    Ok(file)
+}
+
 impl Backing {
-    /// Create (or truncate) the file at `path` for up to `blocks` pages.
+    /// Take the file at `path` (see [`open_exclusive`]) for up to `blocks`
+    /// pages.
     fn create(path: &Path, page_size: usize, blocks: usize) -> Result<Backing> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map_err(|e| io_error(path, "cannot create backing file", e))?;
+        let file = open_exclusive(path)?;
         let nonce = {
             use std::hash::{BuildHasher, Hasher};
             let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -156,7 +212,8 @@ impl Backing {
             nonce,
             generation: AtomicU64::new(1),
             bitmap: Mutex::new(Bitmap {
-                words: vec![0; blocks.div_ceil(64)],
+                words: super::try_table(blocks.div_ceil(64), "the backing file's bitmap", || 0)?
+                    .into_vec(),
                 hint: 0,
                 blocks,
             }),
