@@ -4,6 +4,7 @@
 //! | module | concern |
 //! |---|---|
 //! | [`kernel_zram`] | the kernel's own zram as a live peer (private device, O_DIRECT pages, BLKDISCARD, mm_stat) |
+//! | [`allin`] | all-in memory: the terms every contestant counts, the kernel's estimates and their formulas |
 //! | [`contestant`] | the interface every contestant implements; zsmem's and the kernel's |
 //! | [`workload`] | untar/rm and its rounds, with latency histograms |
 //! | [`objects`] | object-level contestants (zsmem pools, heap allocators) for size traces |
@@ -12,6 +13,7 @@
 //! | [`trace`] | size traces: `alloc ID SIZE` / `free ID`, recorded from a workload, replayed on a pool |
 //! | [`corpus`] | page sources: a directory, a .tar/.tar.gz/.tar.xz, or the embedded deterministic corpus |
 
+pub mod allin;
 pub mod baseline;
 pub mod contestant;
 pub mod corpus;
