@@ -6,9 +6,9 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use zsmem::Codec;
-use zsmem_lab::baseline::HeapContestant;
 use zsmem_lab::contestant::{Figures, KernelContestant, LabError, PageContestant, ZsmemContestant};
 use zsmem_lab::corpus::FileTree;
+use zsmem_lab::forked::{Allocator, ForkedHeap};
 use zsmem_lab::kernel_zram::ZramError;
 use zsmem_lab::report::{ReportContext, log2_histogram, write_report};
 use zsmem_lab::trace::TraceRecorder;
@@ -160,9 +160,9 @@ fn make(name: &str, codec: Codec, slots: usize) -> Result<Box<dyn PageContestant
         "zsmem" => Box::new(ZsmemContestant::best(codec, slots)?),
         "zsmem-kernel" => Box::new(ZsmemContestant::kernel_faithful(codec, slots)?),
         "zsmem-kernel-compact" => Box::new(ZsmemContestant::kernel_compacted(codec, slots)?),
-        "system" => Box::new(HeapContestant::system(slots)?),
-        "jemalloc" => Box::new(HeapContestant::jemalloc(slots)?),
-        "mimalloc" => Box::new(HeapContestant::mimalloc(slots)?),
+        "system" => Box::new(ForkedHeap::new(Allocator::System, slots)?),
+        "jemalloc" => Box::new(ForkedHeap::new(Allocator::Jemalloc, slots)?),
+        "mimalloc" => Box::new(ForkedHeap::new(Allocator::Mimalloc, slots)?),
         "kernel-zram" => Box::new(KernelContestant::new(kernel_algorithm(codec), slots)?),
         "kernel-zram-compact" => {
             Box::new(KernelContestant::compacted(kernel_algorithm(codec), slots)?)

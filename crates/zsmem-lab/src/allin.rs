@@ -34,6 +34,9 @@ pub const ALLOCATOR_METADATA: &str = "allocator metadata";
 pub const SLOT_TABLE: &str = "slot table";
 /// A malloc baseline's memory: its process's anonymous RSS growth.
 pub const HEAP_GROWTH: &str = "heap growth";
+/// A malloc baseline's bytes in live blocks beyond its RSS growth: memory
+/// resident before its baseline that the allocator reused.
+pub const REUSED_AT_BASELINE: &str = "reused at baseline";
 /// Kernel estimate: one `struct page` per pool page.
 pub const STRUCT_PAGE: &str = "struct page (est.)";
 /// Kernel estimate: zram's table, one entry per slot of the device.
@@ -222,6 +225,16 @@ pub fn explain() -> Vec<TermInfo> {
                       after the allocator's release (glibc malloc_trim(0), jemalloc tcache flush \
                       and arena.<all>.purge, mimalloc mi_collect(true)); includes the \
                       allocator's metadata"
+                .into(),
+            source: "measured",
+            estimated: false,
+        },
+        TermInfo {
+            name: REUSED_AT_BASELINE,
+            formula: "malloc baselines: growth of the bytes the allocator says are in live blocks \
+                      (glibc mallinfo2 uordblks + hblkhd, jemalloc stats.allocated) beyond the \
+                      heap growth: memory resident before the baseline that the allocator reused; \
+                      shown only where it is not 0"
                 .into(),
             source: "measured",
             estimated: false,

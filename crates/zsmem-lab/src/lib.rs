@@ -7,6 +7,7 @@
 //! | [`allin`] | all-in memory: the terms every contestant counts, the kernel's estimates and their formulas |
 //! | [`contestant`] | the interface every contestant implements; zsmem's and the kernel's |
 //! | [`workload`] | untar/rm and its rounds, with latency histograms |
+//! | [`forked`] | the malloc baselines in child processes, measured by RSS growth after the allocator's release |
 //! | [`objects`] | object-level contestants (zsmem pools, heap allocators) for size traces |
 //! | [`peers`] | zbud, z3fold, zblock, afmalloc and its slab allocator, on zsmem's page source |
 //! | [`procmem`] | a running process's anonymous memory as pages (what zswap stores) |
@@ -17,6 +18,7 @@ pub mod allin;
 pub mod baseline;
 pub mod contestant;
 pub mod corpus;
+pub mod forked;
 pub mod kernel_zram;
 pub mod objects;
 pub mod peers;
