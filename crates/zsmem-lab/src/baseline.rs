@@ -68,6 +68,11 @@
 //! allocator, so each one's figure includes the others' growth. Memory an
 //! earlier contestant left cached in the allocator, and that this one reuses,
 //! does not show as growth. Measure one at a time.
+//!
+//! These in-process measures are kept for `zsmem replay` and `zsmem bench`;
+//! `zsmem compare` runs each baseline in a child process of its own and
+//! measures it after the allocator's release ([`crate::forked`]), which
+//! sees what the release gives back and is never below the data.
 
 use std::alloc::{GlobalAlloc, System};
 
