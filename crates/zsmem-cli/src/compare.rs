@@ -6,9 +6,9 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use zsmem::Codec;
-use zsmem_lab::baseline::HeapContestant;
 use zsmem_lab::contestant::{Figures, KernelContestant, LabError, PageContestant, ZsmemContestant};
 use zsmem_lab::corpus::FileTree;
+use zsmem_lab::forked::{Allocator, ForkedHeap};
 use zsmem_lab::kernel_zram::ZramError;
 use zsmem_lab::report::{ReportContext, log2_histogram, write_report};
 use zsmem_lab::text::{shown, shown_path};
@@ -32,7 +32,9 @@ pub const DEFAULT_CONTESTANTS: &[&str] = &[
 pub const CONTESTANTS: &[&str] = &[
     "zsmem",
     "zsmem-kernel",
+    "zsmem-kernel-compact",
     "kernel-zram",
+    "kernel-zram-compact",
     "system",
     "jemalloc",
     "mimalloc",
@@ -72,8 +74,11 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 1)]
     pub rounds: usize,
     /// Contestants, comma separated: zsmem, zsmem-kernel, kernel-zram,
+    /// zsmem-kernel-compact and kernel-zram-compact (the same two compacted
+    /// after every step, as `echo 1 > /sys/block/zramN/compact`),
     /// system, jemalloc, mimalloc (these three keep each compressed page
-    /// as a plain heap allocation; their memory is the allocator's growth),
+    /// as a plain heap allocation, each in a child process of its own;
+    /// their memory is its RSS growth after the allocator's release),
     /// zbud, z3fold, zblock, afmalloc, afmalloc-compact (the peers, on
     /// zsmem's page source; see docs/peers.md).
     #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_CONTESTANTS.iter().map(|s| s.to_string()))]
@@ -155,15 +160,13 @@ fn make(name: &str, codec: Codec, slots: usize) -> Result<Box<dyn PageContestant
     Ok(match name {
         "zsmem" => Box::new(ZsmemContestant::best(codec, slots)?),
         "zsmem-kernel" => Box::new(ZsmemContestant::kernel_faithful(codec, slots)?),
-        "system" => Box::new(HeapContestant::system(slots)?),
-        "jemalloc" => Box::new(HeapContestant::jemalloc(slots)?),
-        "mimalloc" => Box::new(HeapContestant::mimalloc(slots)?),
-        "kernel-zram" => {
-            let alg = match codec {
-                Codec::Lz4 => "lz4",
-                Codec::Zstd { .. } => "zstd",
-            };
-            Box::new(KernelContestant::new(alg, slots)?)
+        "zsmem-kernel-compact" => Box::new(ZsmemContestant::kernel_compacted(codec, slots)?),
+        "system" => Box::new(ForkedHeap::new(Allocator::System, slots)?),
+        "jemalloc" => Box::new(ForkedHeap::new(Allocator::Jemalloc, slots)?),
+        "mimalloc" => Box::new(ForkedHeap::new(Allocator::Mimalloc, slots)?),
+        "kernel-zram" => Box::new(KernelContestant::new(kernel_algorithm(codec), slots)?),
+        "kernel-zram-compact" => {
+            Box::new(KernelContestant::compacted(kernel_algorithm(codec), slots)?)
         }
         other => match zsmem_lab::peers::make_peer_pages(other, slots) {
             Some(peer) => peer?,
@@ -177,6 +180,14 @@ fn make(name: &str, codec: Codec, slots: usize) -> Result<Box<dyn PageContestant
     })
 }
 
+/// The kernel's name of `codec`'s algorithm.
+fn kernel_algorithm(codec: Codec) -> &'static str {
+    match codec {
+        Codec::Lz4 => "lz4",
+        Codec::Zstd { .. } => "zstd",
+    }
+}
+
 fn mb(b: u64) -> f64 {
     b as f64 / (1 << 20) as f64
 }
@@ -187,12 +198,14 @@ fn us(ns: u64) -> f64 {
 
 fn step_line(label: &str, f: &Figures) -> String {
     let mut line = format!(
-        "{label:<13} orig {:>9.2}MB compr {:>9.2}MB used {:>9.2}MB overhead {:>7.2}MB ratio {:>6.2}% same {:>5} compacted {:>7} huge {:>5}",
+        "{label:<13} orig {:>9.2}MB compr {:>9.2}MB used {:>9.2}MB overhead {:>7.2}MB ratio {:>6.2}% all-in {:>9.2}MB ratio {:>6.2}% same {:>5} compacted {:>7} huge {:>5}",
         mb(f.orig),
         mb(f.compr),
         mb(f.pool),
         f.overhead() as f64 / (1 << 20) as f64,
         f.overhead_ratio() * 100.0,
+        mb(f.all_in),
+        f.all_in_ratio() * 100.0,
         f.same_pages,
         f.pages_compacted,
         f.huge_pages,
@@ -355,27 +368,29 @@ pub fn run(a: &CompareArgs) -> CliResult {
                 serde_json::to_string_pretty(&serde_json::json!({
                     "workload": work, "source": source, "pages": total,
                     "skipped": skipped, "runs": runs,
+                    "all_in_terms": zsmem_lab::allin::explain(),
                 }))
                 .map_err(std::io::Error::other)?
             );
         }
         "csv" => {
             println!(
-                "contestant,round,step,orig,compr,used,used_with_metadata,overhead_ratio,same_pages,huge_pages,pages_compacted"
+                "contestant,round,step,orig,compr,used,all_in,overhead_ratio,all_in_ratio,same_pages,huge_pages,pages_compacted"
             );
             for r in &results {
                 for s in &r.steps {
                     let f = &s.figures;
                     println!(
-                        "{},{},{},{},{},{},{},{:.6},{},{},{}",
+                        "{},{},{},{},{},{},{},{:.6},{:.6},{},{},{}",
                         r.contestant,
                         s.round,
                         s.label,
                         f.orig,
                         f.compr,
                         f.pool,
-                        f.used,
+                        f.all_in,
                         f.overhead_ratio(),
+                        f.all_in_ratio(),
                         f.same_pages,
                         f.huge_pages,
                         f.pages_compacted
@@ -452,20 +467,27 @@ fn print_tables(results: &[RunResult], skipped: &[(String, String)]) {
         }
     }
     for line in [
-        "\nused = pool pages (zram's mem_used_total); ratio = (used - compr) / compr, split for zsmem into",
-        "rounding (slot over object size), partial (free slots in held pages), tail (held bytes outside",
-        "whole slots); meta = the allocator's metadata (handle tables, zspage descriptors, free bitmaps,",
-        "owner arrays; the kernel's is not visible); => counts it too.",
+        "\nused = pool = pages the allocator holds for objects (zram's mem_used_total; for a malloc",
+        "baseline its heap growth); ratio = (used - compr) / compr, split for zsmem into rounding (slot",
+        "over object size), partial (free slots in held pages), tail (held bytes outside whole slots);",
+        "meta = the allocator's metadata (handle tables, zspage descriptors, free bitmaps, owner arrays;",
+        "the kernel's is not visible); => counts it too. all-in = everything held for the data, the",
+        "same terms for every contestant; all-in ratio = (all-in - compr) / compr. The terms:",
     ] {
         println!("{line}");
     }
+    for t in zsmem_lab::allin::explain() {
+        println!("  {}: {} [{}]", t.name, t.formula, t.source);
+    }
     println!(
-        "\n{:<14} {:>11} {:>11} {:>10} {:>10} {:>17} {:>17} {:>10} {:>8}",
+        "\n{:<20} {:>11} {:>11} {:>10} {:>10} {:>10} {:>10} {:>17} {:>17} {:>10} {:>8}",
         "contestant",
         "peak used",
-        "peak total",
+        "peak all-in",
         "max ratio",
         "last ratio",
+        "max all-in",
+        "last all-in",
         "store p50/p99 us",
         "load p50/p99 us",
         "free p50",
@@ -473,14 +495,17 @@ fn print_tables(results: &[RunResult], skipped: &[(String, String)]) {
     );
     for r in results {
         let (max_ratio, last_ratio) = r.overhead_ratios();
+        let (all_max, all_last) = r.all_in_ratios();
         let l = &r.latency;
         println!(
-            "{:<14} {:>9.2}MB {:>9.2}MB {:>9.2}% {:>9.2}% {:>8.2}/{:<8.2} {:>8.2}/{:<8.2} {:>8.2}us {:>8.1}",
+            "{:<20} {:>9.2}MB {:>9.2}MB {:>9.2}% {:>9.2}% {:>9.2}% {:>9.2}% {:>8.2}/{:<8.2} {:>8.2}/{:<8.2} {:>8.2}us {:>8.1}",
             r.contestant,
             mb(r.peak_pool()),
-            mb(r.peak_used()),
+            mb(r.peak_all_in()),
             max_ratio * 100.0,
             last_ratio * 100.0,
+            all_max * 100.0,
+            all_last * 100.0,
             us(l.store.value_at_quantile(0.5)),
             us(l.store.value_at_quantile(0.99)),
             us(l.load.value_at_quantile(0.5)),
@@ -490,7 +515,7 @@ fn print_tables(results: &[RunResult], skipped: &[(String, String)]) {
         );
     }
     for (name, why) in skipped {
-        println!("{name:<14} skipped: {why}");
+        println!("{name:<20} skipped: {why}");
     }
     let costs: Vec<_> = results
         .iter()

@@ -35,6 +35,9 @@ fn compare_prints_every_step_and_a_summary() {
         "r1:-drivers",
         "r1:-rest",
         "peak used",
+        "peak all-in",
+        "all-in ratio",
+        "struct page (est.)",
     ] {
         assert!(t.contains(needle), "missing {needle} in\n{t}");
     }
@@ -63,6 +66,99 @@ fn compare_json_has_every_run() {
     let steps = v["runs"][0]["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 2 * 7 + 1);
     assert!(v["runs"][0]["store_ns"]["p50"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn compare_json_counts_all_in_for_every_kind_of_contestant() {
+    let out = zsmem(&[
+        "compare",
+        "--scale",
+        "0.01",
+        "--contestants",
+        "zsmem,zsmem-kernel-compact,kernel-zram-compact,system,zblock",
+        "--rounds",
+        "2",
+        "--format",
+        "json",
+        "--no-report",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let explained: Vec<&str> = v["all_in_terms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(explained.contains(&"zram table (est.)"), "{explained:?}");
+    let runs = v["runs"].as_array().unwrap();
+    // kernel-zram-compact runs only with root and zram.
+    assert!(runs.len() >= 4, "{runs:?}");
+    for r in runs {
+        let steps = r["steps"].as_array().unwrap();
+        assert_eq!(steps.len(), 2 * 7 + 1, "{}", r["contestant"]);
+        for s in steps {
+            let f = &s["figures"];
+            let (compr, pool, all_in) = (
+                f["compr"].as_u64().unwrap(),
+                f["pool"].as_u64().unwrap(),
+                f["all_in"].as_u64().unwrap(),
+            );
+            let terms: u64 = f["all_in_terms"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| {
+                    assert!(explained.contains(&t["name"].as_str().unwrap()));
+                    t["bytes"].as_u64().unwrap()
+                })
+                .sum();
+            assert_eq!(terms, all_in, "{}", r["contestant"]);
+            assert!(all_in >= pool && pool >= compr, "{}: {f}", r["contestant"]);
+        }
+    }
+}
+
+#[test]
+fn compare_csv_used_is_the_pool_of_the_json() {
+    let run = |format: &str| {
+        let out = zsmem(&[
+            "compare",
+            "--scale",
+            "0.01",
+            "--contestants",
+            "zsmem-kernel",
+            "--format",
+            format,
+            "--no-report",
+        ]);
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let csv = run("csv");
+    let v: serde_json::Value = serde_json::from_str(&run("json")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let steps = v["runs"][0]["steps"].as_array().unwrap();
+    for (line, s) in lines.zip(steps) {
+        let cells: Vec<&str> = line.split(',').collect();
+        assert_eq!(cells[col("used")], s["figures"]["pool"].to_string());
+        assert_eq!(cells[col("all_in")], s["figures"]["all_in"].to_string());
+    }
+}
+
+#[test]
+fn compare_help_names_the_compacted_contestants() {
+    let out = zsmem(&["compare", "--help"]);
+    let help = String::from_utf8(out.stdout).unwrap();
+    for name in ["zsmem-kernel-compact", "kernel-zram-compact"] {
+        assert!(help.contains(name), "{name} missing from\n{help}");
+    }
 }
 
 #[test]

@@ -68,9 +68,15 @@
 //! allocator, so each one's figure includes the others' growth. Memory an
 //! earlier contestant left cached in the allocator, and that this one reuses,
 //! does not show as growth. Measure one at a time.
+//!
+//! These in-process measures are kept for `zsmem replay` and `zsmem bench`;
+//! `zsmem compare` runs each baseline in a child process of its own and
+//! measures it after the allocator's release ([`crate::forked`]), which
+//! sees what the release gives back and is never below the data.
 
 use std::alloc::{GlobalAlloc, System};
 
+use crate::allin::{self, Term};
 use crate::contestant::{Figures, LabError, PageContestant};
 use crate::corpus::{PAGE_SIZE, Page};
 use crate::objects::{HeapObjects, ObjectContestant};
@@ -393,6 +399,11 @@ impl<S: ObjectContestant> ZramFront<S> {
         self.slots.len()
     }
 
+    /// Bytes of the per-slot table, the front end's own cost.
+    pub fn slot_table_bytes(&self) -> u64 {
+        std::mem::size_of_val(&*self.slots) as u64
+    }
+
     fn index(&self, slot: u64) -> Result<usize, LabError> {
         usize::try_from(slot)
             .ok()
@@ -528,18 +539,33 @@ impl<S: ObjectContestant> PageContestant for ZramFront<S> {
 
     fn figures(&mut self) -> Result<Figures, LabError> {
         let m = self.objects.memory()?;
-        Ok(Figures {
+        let terms = vec![
+            Term {
+                name: allin::POOL_PAGES,
+                bytes: m.held,
+            },
+            Term {
+                name: allin::ALLOCATOR_METADATA,
+                bytes: m.meta,
+            },
+            Term {
+                name: allin::SLOT_TABLE,
+                bytes: self.slot_table_bytes(),
+            },
+        ];
+        let f = Figures {
             orig: self.pages_stored * PAGE_SIZE as u64,
             compr: self.compr_bytes,
             pool: m.held,
-            used: m.held + m.meta,
             meta: m.meta,
             waste: None,
             same_pages: self.same_pages,
             huge_pages: self.huge_pages,
             pages_compacted: self.objects.pages_compacted(),
             compaction: None,
-        })
+            ..Figures::default()
+        };
+        Ok(f.with_terms(terms))
     }
 
     /// Whatever the store can do (a heap cannot move its blocks: nothing).

@@ -8,6 +8,7 @@
 use serde::Serialize;
 use zsmem::{Codec, PageStore, PageStoreConfig, PoolConfig};
 
+use crate::allin::{self, Term};
 use crate::corpus::{PAGE_SIZE, Page};
 use crate::kernel_zram::{KernelZram, ZramConfig, ZramError};
 
@@ -37,19 +38,23 @@ pub enum LabError {
 }
 
 /// Memory figures of a contestant at one point of a workload, in bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Figures {
     /// Pages stored, before compression (zram's `orig_data_size`).
     pub orig: u64,
     /// Compressed bytes stored (`compr_data_size`).
     pub compr: u64,
-    /// Pages the allocator holds for objects (`mem_used_total`).
+    /// Pages the allocator holds for objects (`mem_used_total`); the
+    /// tables' `used` column. For a malloc baseline: its heap growth.
     pub pool: u64,
-    /// Everything held from the OS for the data, metadata included where
-    /// the contestant can see it (for the kernel: the same as `pool`).
-    pub used: u64,
+    /// Everything held for the data, counted the same way for every
+    /// contestant: the sum of `all_in_terms` (see [`crate::allin`]).
+    pub all_in: u64,
+    /// What `all_in` is made of; the kernel's terms other than its pool
+    /// pages are estimates.
+    pub all_in_terms: Vec<Term>,
     /// The allocator's own metadata (handle tables, zspage descriptors,
-    /// free bitmaps, owner arrays), where visible: part of `used`.
+    /// free bitmaps, owner arrays), where visible: part of `all_in`.
     pub meta: u64,
     /// Where `pool - compr` goes, where the contestant can tell.
     pub waste: Option<zsmem::Waste>,
@@ -83,9 +88,16 @@ impl Figures {
         )
     }
 
-    /// `used - compr` over compressed bytes: everything held counted.
-    pub fn used_ratio(&self) -> f64 {
-        ratio(self.used as i64 - self.compr as i64, self.compr)
+    /// `all_in - compr` over compressed bytes: everything held counted.
+    pub fn all_in_ratio(&self) -> f64 {
+        ratio(self.all_in as i64 - self.compr as i64, self.compr)
+    }
+
+    /// Set `all_in_terms` and `all_in`, their sum.
+    pub fn with_terms(mut self, terms: Vec<Term>) -> Self {
+        self.all_in = allin::total(&terms);
+        self.all_in_terms = terms;
+        self
     }
 }
 
@@ -109,6 +121,12 @@ pub trait PageContestant {
     fn figures(&mut self) -> Result<Figures, LabError>;
     /// Compact now (what `echo 1 > compact` does).
     fn compact(&mut self) -> Result<(), LabError>;
+    /// How long the last store, load or discard took by the contestant's
+    /// own clock, for a contestant whose calls cost more than the
+    /// operation (one in another process); `None`: time the call.
+    fn op_time(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// zsmem's `PageStore` as a contestant.
@@ -141,6 +159,17 @@ impl ZsmemContestant {
     /// handle counted, compaction only when asked.
     pub fn kernel_faithful(codec: Codec, slots: usize) -> Result<Self, LabError> {
         Self::new("zsmem-kernel", PoolConfig::kernel(), codec, slots)
+    }
+
+    /// The kernel-faithful configuration compacted after every step.
+    pub fn kernel_compacted(
+        codec: Codec,
+        slots: usize,
+    ) -> Result<CompactEveryStep<Self>, LabError> {
+        Ok(CompactEveryStep::new(
+            "zsmem-kernel-compact",
+            Self::kernel_faithful(codec, slots)?,
+        ))
     }
 
     /// zsmem's best configuration.
@@ -191,19 +220,40 @@ impl PageContestant for ZsmemContestant {
     fn figures(&mut self) -> Result<Figures, LabError> {
         let m = self.store.mm_stat();
         let p = self.store.pool().stats();
-        Ok(Figures {
+        // PageStore::metadata_bytes is the store's tables plus the pool's
+        // metadata; the pool's is its own term.
+        let tables = self.store.metadata_bytes().saturating_sub(p.metadata_bytes);
+        let terms = vec![
+            Term {
+                name: allin::POOL_PAGES,
+                bytes: m.mem_used_total,
+            },
+            Term {
+                name: allin::CACHED_PAGES,
+                bytes: (p.cached_pages * p.page_size) as u64,
+            },
+            Term {
+                name: allin::ALLOCATOR_METADATA,
+                bytes: p.metadata_bytes as u64,
+            },
+            Term {
+                name: allin::SLOT_TABLE,
+                bytes: tables as u64,
+            },
+        ];
+        let f = Figures {
             orig: m.orig_data_size,
             compr: m.compr_data_size,
             pool: m.mem_used_total,
-            used: m.mem_used_total
-                + (self.store.metadata_bytes() + p.cached_pages * p.page_size) as u64,
             meta: p.metadata_bytes as u64,
             waste: Some(p.waste),
             same_pages: m.same_pages,
             huge_pages: m.huge_pages,
             pages_compacted: m.pages_compacted,
             compaction: Some(self.store.pool().compaction_stats()),
-        })
+            ..Figures::default()
+        };
+        Ok(f.with_terms(terms))
     }
 
     fn compact(&mut self) -> Result<(), LabError> {
@@ -222,6 +272,11 @@ impl KernelContestant {
     /// A private zram device for `slots` pages with `algorithm`; an
     /// `Unavailable` error (with its reason) where zram or root is missing.
     pub fn new(algorithm: &str, slots: usize) -> Result<Self, LabError> {
+        Self::named("kernel-zram", algorithm, slots)
+    }
+
+    /// As [`KernelContestant::new`], named `name`.
+    pub fn named(name: &str, algorithm: &str, slots: usize) -> Result<Self, LabError> {
         let dev = KernelZram::create(&ZramConfig {
             algorithm: algorithm.to_string(),
             disksize_bytes: (slots * PAGE_SIZE) as u64,
@@ -229,8 +284,19 @@ impl KernelContestant {
         })?;
         Ok(KernelContestant {
             dev,
-            name: "kernel-zram".into(),
+            name: name.into(),
         })
+    }
+}
+
+impl KernelContestant {
+    /// The kernel's zram compacted after every step, named
+    /// `kernel-zram-compact`.
+    pub fn compacted(algorithm: &str, slots: usize) -> Result<CompactEveryStep<Self>, LabError> {
+        Ok(CompactEveryStep::new(
+            "kernel-zram-compact",
+            Self::named("kernel-zram-compact", algorithm, slots)?,
+        ))
     }
 }
 
@@ -267,22 +333,84 @@ impl PageContestant for KernelContestant {
 
     fn figures(&mut self) -> Result<Figures, LabError> {
         let m = self.dev.mm_stat()?;
-        Ok(Figures {
+        let objects = (m.orig_data_size / PAGE_SIZE as u64).saturating_sub(m.same_pages);
+        let terms = allin::kernel_terms(m.mem_used_total, self.dev.pages(), objects);
+        let f = Figures {
             orig: m.orig_data_size,
             compr: m.compr_data_size,
             pool: m.mem_used_total,
-            used: m.mem_used_total,
             meta: 0,
             waste: None,
             same_pages: m.same_pages,
             huge_pages: m.huge_pages,
             pages_compacted: m.pages_compacted,
             compaction: None,
-        })
+            ..Figures::default()
+        };
+        Ok(f.with_terms(terms))
     }
 
     fn compact(&mut self) -> Result<(), LabError> {
         self.dev.compact()?;
         Ok(())
+    }
+}
+
+/// A contestant compacted after every step, as a careful zram user does
+/// with `echo 1 > /sys/block/zramN/compact`: it compacts before each
+/// [`PageContestant::figures`], and the workload driver takes figures at
+/// the end of every step (and only there).
+pub struct CompactEveryStep<C> {
+    inner: C,
+    name: String,
+}
+
+impl<C: PageContestant> CompactEveryStep<C> {
+    /// `inner`, compacted after every step, named `name`.
+    pub fn new(name: &str, inner: C) -> Self {
+        CompactEveryStep {
+            inner,
+            name: name.into(),
+        }
+    }
+
+    /// The contestant inside.
+    pub fn inner(&self) -> &C {
+        &self.inner
+    }
+}
+
+impl<C: PageContestant> PageContestant for CompactEveryStep<C> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn config(&self) -> String {
+        format!("{}; compacted after every step", self.inner.config())
+    }
+
+    fn store(&mut self, slot: u64, page: &Page) -> Result<(), LabError> {
+        self.inner.store(slot, page)
+    }
+
+    fn load(&mut self, slot: u64, buf: &mut Page) -> Result<(), LabError> {
+        self.inner.load(slot, buf)
+    }
+
+    fn discard(&mut self, slot: u64, pages: u64) -> Result<(), LabError> {
+        self.inner.discard(slot, pages)
+    }
+
+    fn figures(&mut self) -> Result<Figures, LabError> {
+        self.inner.compact()?;
+        self.inner.figures()
+    }
+
+    fn compact(&mut self) -> Result<(), LabError> {
+        self.inner.compact()
+    }
+
+    fn op_time(&self) -> Option<std::time::Duration> {
+        self.inner.op_time()
     }
 }

@@ -188,6 +188,20 @@ impl<A: GlobalAlloc> HeapObjects<A> {
         self.baseline
     }
 
+    /// Make room for `n` live objects in the id tables, and write it, so
+    /// that the tables' pages are resident now and storing up to `n`
+    /// objects grows no table.
+    pub fn reserve(&mut self, n: usize) {
+        self.objects.reserve(n);
+        for e in self.objects.spare_capacity_mut() {
+            e.write((std::ptr::null_mut(), 0));
+        }
+        self.spare.reserve(n);
+        for e in self.spare.spare_capacity_mut() {
+            e.write(0);
+        }
+    }
+
     /// Growth of the measured figure since creation.
     pub fn held(&self) -> Result<u64, LabError> {
         let now = self

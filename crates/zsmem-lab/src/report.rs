@@ -760,25 +760,29 @@ fn lat_cell(h: &Histogram<u64>, quantiles: &[f64]) -> String {
 fn summary_table(out: &mut String, runs: &[RunResult], skipped: &[(String, String)]) {
     out.push_str(
         "<table class=\"summary\">\n<tr><th>contestant</th><th>peak used (pool) MiB</th>\
-         <th>peak total MiB</th><th>max overhead ratio</th><th>last overhead ratio</th>\
-         <th>store p50 / p99 µs</th><th>load p50 / p99 µs</th><th>discard p50 µs</th>\
+         <th>peak all-in MiB</th><th>max overhead ratio</th><th>last overhead ratio</th>\
+         <th>max all-in ratio</th><th>last all-in ratio</th><th>store p50 / p99 µs</th><th>load p50 / p99 µs</th><th>discard p50 µs</th>\
          <th>wall time s</th></tr>\n",
     );
     for (i, r) in runs.iter().enumerate() {
         let (max, last) = r.overhead_ratios();
+        let (all_max, all_last) = r.all_in_ratios();
         let l = &r.latency;
         let _ = writeln!(
             out,
             "<tr><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td>\
              <td class=\"n\">{:.2}</td><td class=\"n\">{:.2}</td><td class=\"n\">{:.2}%</td>\
-             <td class=\"n\">{:.2}%</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{:.2}%</td><td class=\"n\">{:.2}%</td><td class=\"n\">{:.2}%</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td>\
              <td class=\"n\">{}</td><td class=\"n\">{:.2}</td></tr>",
             hex(color_of(i)),
             esc(&r.contestant),
             mib(r.peak_pool()),
-            mib(r.peak_used()),
+            mib(r.peak_all_in()),
             max * 100.0,
             last * 100.0,
+            all_max * 100.0,
+            all_last * 100.0,
             lat_cell(&l.store, &[0.5, 0.99]),
             lat_cell(&l.load, &[0.5, 0.99]),
             lat_cell(&l.discard, &[0.5]),
@@ -788,7 +792,7 @@ fn summary_table(out: &mut String, runs: &[RunResult], skipped: &[(String, Strin
     for (name, why) in skipped {
         let _ = writeln!(
             out,
-            "<tr><td>{}</td><td class=\"skip\" colspan=\"8\">skipped: {}</td></tr>",
+            "<tr><td>{}</td><td class=\"skip\" colspan=\"10\">skipped: {}</td></tr>",
             esc(name),
             esc(why)
         );
@@ -796,23 +800,42 @@ fn summary_table(out: &mut String, runs: &[RunResult], skipped: &[(String, Strin
     out.push_str("</table>\n");
     out.push_str(
         "<p class=\"note\">used (pool) = pages the allocator holds for objects (zram's \
-         <code>mem_used_total</code>); total = everything held from the OS for the data, \
-         metadata included where the contestant can see it; overhead ratio = \
-         (pool − compr) / compr over the steps with data, the final compaction left out.</p>\n",
+         <code>mem_used_total</code>; for a malloc baseline its heap growth); all-in = \
+         everything held for the data, the sum of the terms below, counted the same way for \
+         every contestant; overhead ratio = (pool − compr) / compr and all-in ratio = \
+         (all-in − compr) / compr, over the steps with data, the final compaction left \
+         out.</p>\n",
     );
+    all_in_terms(out);
+}
+
+/// The all-in terms with their formulas and sources ([`crate::allin::explain`]).
+fn all_in_terms(out: &mut String) {
+    out.push_str(
+        "<table class=\"terms\">\n<tr><th>all-in term</th><th>formula</th><th>source</th></tr>\n",
+    );
+    for t in crate::allin::explain() {
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(t.name),
+            esc(&t.formula),
+            esc(t.source)
+        );
+    }
+    out.push_str("</table>\n");
 }
 
 fn step_table(out: &mut String, r: &RunResult) {
     let with_waste = r.steps.iter().any(|s| s.figures.waste.is_some());
-    let with_total = r.steps.iter().any(|s| s.figures.used != s.figures.pool);
     out.push_str(
         "<table class=\"steps\">\n<tr><th>round:step</th><th>orig MiB</th><th>compr MiB</th>\
-         <th>used MiB</th>",
+         <th>used MiB</th><th>all-in MiB</th>",
     );
-    if with_total {
-        out.push_str("<th>total MiB</th>");
-    }
-    out.push_str("<th>overhead MiB</th><th>ratio</th><th>same</th><th>huge</th><th>compacted</th>");
+    out.push_str(
+        "<th>overhead MiB</th><th>ratio</th><th>all-in ratio</th><th>same</th><th>huge</th>\
+         <th>compacted</th>",
+    );
     if with_waste {
         out.push_str(
             "<th>rounding</th><th>partial</th><th>tail</th><th>meta</th><th>ratio with meta</th>",
@@ -830,9 +853,7 @@ fn step_table(out: &mut String, r: &RunResult) {
             mib(f.compr),
             mib(f.pool),
         );
-        if with_total {
-            let _ = write!(out, "<td class=\"n\">{:.2}</td>", mib(f.used));
-        }
+        let _ = write!(out, "<td class=\"n\">{:.2}</td>", mib(f.all_in));
         // Shares of compressed bytes mean nothing without compressed bytes.
         let pct = |b: u64| {
             if f.compr == 0 {
@@ -851,9 +872,10 @@ fn step_table(out: &mut String, r: &RunResult) {
         let _ = write!(
             out,
             "<td class=\"n\">{:.2}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
-             <td class=\"n\">{}</td><td class=\"n\">{}</td>",
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>",
             f.overhead() as f64 / (1u64 << 20) as f64,
             ratio(f.overhead_ratio()),
+            ratio(f.all_in_ratio()),
             f.same_pages,
             f.huge_pages,
             f.pages_compacted,

@@ -37,7 +37,7 @@ fn zsmem_contestants_keep_every_page_and_count_consistently() {
         let untar = &r.steps[0].figures;
         assert_eq!(untar.orig, tree.total_pages() as u64 * 4096);
         assert!(untar.compr > 0 && untar.compr < untar.orig);
-        assert!(untar.pool >= untar.compr && untar.used >= untar.pool);
+        assert!(untar.pool >= untar.compr && untar.all_in >= untar.pool);
         for s in &r.steps {
             if s.label == "-rest" || s.label == "compact" {
                 assert_eq!(

@@ -70,7 +70,7 @@ fn run(name: &str, labels: &[(usize, String)], overhead: f64, waste: bool) -> Ru
                     orig,
                     compr,
                     pool,
-                    used: pool + if waste { MIB } else { 0 },
+                    all_in: pool + if waste { MIB } else { 0 },
                     meta: if waste { MIB / 2 } else { 0 },
                     waste: waste.then(|| zsmem::Waste {
                         rounding_bytes: (compr / 20) as usize,
@@ -82,6 +82,7 @@ fn run(name: &str, labels: &[(usize, String)], overhead: f64, waste: bool) -> Ru
                     huge_pages: 3,
                     pages_compacted: if label == "compact" { 42 } else { 0 },
                     compaction: None,
+                    all_in_terms: Vec::new(),
                 },
             }
         })
