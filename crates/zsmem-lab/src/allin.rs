@@ -231,9 +231,10 @@ pub fn explain() -> Vec<TermInfo> {
         },
         TermInfo {
             name: REUSED_AT_BASELINE,
-            formula: "malloc baselines: growth of the bytes the allocator says are in live blocks \
-                      (glibc mallinfo2 uordblks + hblkhd, jemalloc stats.allocated) beyond the \
-                      heap growth: memory resident before the baseline that the allocator reused; \
+            formula: "malloc baselines: the bytes of live blocks (the larger of the growth of \
+                      what the allocator says is in use - glibc mallinfo2 uordblks + hblkhd, \
+                      jemalloc stats.allocated - and the bytes asked for, compr) beyond the heap \
+                      growth: memory resident before the baseline that the allocator reused; \
                       shown only where it is not 0"
                 .into(),
             source: "measured",

@@ -38,10 +38,13 @@
 //! allocator says is in use by live blocks (glibc: `mallinfo2()` `uordblks
 //! + hblkhd`; jemalloc: `stats.allocated`; mimalloc has no such cheap
 //! figure, and needs none), whose growth is a lower bound of the memory
-//! the data takes. Where it exceeds the RSS growth, the difference is its
-//! own term, `reused at baseline`, so the all-in memory is never below the
-//! bytes of the live blocks, themselves never below `compr`; a step where
-//! this happens says so in its terms, nothing is clamped. Should the
+//! the data takes, and so are the bytes the contestant asked for, `compr`
+//! (glibc's count can fall short of them: it counts the free chunks of its
+//! thread cache as in use, and the child may reuse those of the parent).
+//! Where the larger of the two exceeds the RSS growth, the difference is
+//! its own term, `reused at baseline`, so `pool` and the all-in memory are
+//! never below `compr`; a step where this happens says so in its terms,
+//! and nothing is hidden. Should the
 //! resident set fall below the baseline, the method cannot measure, and
 //! `figures` returns that as an error.
 //!
@@ -561,10 +564,15 @@ impl Server {
                  what the contestant holds"
             )
         })?;
-        let live = match (in_use_base, self.allocator.in_use()) {
+        // The live blocks hold at least the bytes asked for (`compr`):
+        // the allocator's own count can fall short of that where it reused
+        // blocks already counted as in use at the baseline (glibc counts
+        // its thread cache's free chunks as in use).
+        let counted = match (in_use_base, self.allocator.in_use()) {
             (Some(b), Some(n)) => n.saturating_sub(b),
             _ => 0,
         };
+        let live = counted.max(f.compr);
         let reused = live.saturating_sub(growth);
         Ok([
             f.orig,
