@@ -35,11 +35,24 @@ use crate::sync::Mutex;
 /// Most pages of freed runs kept resident for reuse.
 pub(crate) const RUN_CACHE_PAGES: usize = 64;
 
-/// Freed runs beyond the cache are discarded in batches of this many pages:
-/// sorted by address, adjacent runs merged, one `madvise` per merged range,
-/// and outside the arena lock. Freeing a whole pool in allocation order
-/// then costs a few system calls per megabyte instead of one per zspage.
+/// Freed runs beyond the cache are discarded in batches of up to this many
+/// pages: sorted by address, adjacent runs merged, one `madvise` per merged
+/// range, and outside the arena lock. Freeing a whole pool in allocation
+/// order then costs a few system calls per megabyte instead of one per
+/// zspage.
 const DISCARD_BATCH_PAGES: usize = 256;
+
+/// A batch is at most `1 / DISCARD_BATCH_SHARE` of the pages held (but at
+/// least [`MIN_DISCARD_BATCH_PAGES`]): the pages waiting in it are held
+/// too, and a fixed megabyte would be 5% of a 20 MB pool.
+const DISCARD_BATCH_SHARE: usize = 512;
+const MIN_DISCARD_BATCH_PAGES: usize = 8;
+
+/// Pages a discard batch collects before it is discarded, for a source
+/// holding `held` pages.
+fn discard_batch_pages(held: usize) -> usize {
+    (held / DISCARD_BATCH_SHARE).clamp(MIN_DISCARD_BATCH_PAGES, DISCARD_BATCH_PAGES)
+}
 
 /// Refuse a page size that is not a power of two at least as large as the
 /// system's: `madvise` gives back whole OS pages, so a smaller page could
@@ -178,7 +191,11 @@ impl PageSource {
     /// counted as held (all of them for an eager source).
     pub(crate) fn free_run(&self, run: Run, pages: usize, committed: usize) {
         debug_assert!(committed <= pages && (self.lazy || committed == pages));
-        let batch = self.arena.lock().free(run, pages, committed, self.lazy);
+        let limit = discard_batch_pages(self.held_pages.load(Ordering::Relaxed));
+        let batch = self
+            .arena
+            .lock()
+            .free(run, pages, committed, self.lazy, limit);
         self.held_pages.fetch_sub(committed, Ordering::Relaxed);
         if let Some(batch) = batch {
             self.discard_batch(batch);
@@ -472,14 +489,15 @@ impl Arena {
 
     /// Take back a run with `resident` of its `pages` pages resident: into
     /// the cache if it has room (never for a lazy source), else onto the
-    /// discard list; a full discard list is returned for the caller to
-    /// discard outside the lock.
+    /// discard list; a discard list of `batch_pages` pages is returned for
+    /// the caller to discard outside the lock.
     fn free(
         &mut self,
         run: Run,
         pages: usize,
         resident: usize,
         lazy: bool,
+        batch_pages: usize,
     ) -> Option<Vec<(NonNull<u8>, usize)>> {
         if !lazy && self.cached_pages + pages <= RUN_CACHE_PAGES {
             self.cached[pages].push(run.0);
@@ -488,7 +506,7 @@ impl Arena {
         }
         self.to_discard.push((run.0, pages));
         self.to_discard_pages += resident;
-        if self.to_discard_pages < DISCARD_BATCH_PAGES {
+        if self.to_discard_pages < batch_pages {
             return None;
         }
         self.to_discard_pages = 0;
@@ -622,18 +640,18 @@ mod tests {
     #[test]
     fn cache_is_bounded_and_reused_first() {
         let src = PageSource::new(4096, None, false);
-        // 8 runs fill the cache; the next 32 (256 pages) fill a discard
-        // batch, discarded when its last run comes back; 4 more wait.
-        let runs: Vec<Run> = (0..44).map(|_| src.alloc_run(8).unwrap()).collect();
+        // 8 runs fill the cache; with so few pages held, a discard batch is
+        // the smallest one (8 pages): each later run is discarded at once.
+        let runs: Vec<Run> = (0..12).map(|_| src.alloc_run(8).unwrap()).collect();
         let first = runs[0].as_ptr();
         for (i, r) in runs.into_iter().enumerate() {
             src.free_run(r, 8, 8);
-            let want = match i + 1 {
-                n if n <= 8 => n * 8,
-                n if n < 40 => RUN_CACHE_PAGES + (n - 8) * 8,
-                n => RUN_CACHE_PAGES + (n - 40) * 8,
-            };
-            assert_eq!(src.cached_pages(), want, "after {} frees", i + 1);
+            assert_eq!(
+                src.cached_pages(),
+                ((i + 1) * 8).min(RUN_CACHE_PAGES),
+                "after {} frees",
+                i + 1
+            );
         }
         let again = src.alloc_run(8).unwrap();
         assert_ne!(
@@ -641,11 +659,35 @@ mod tests {
             first,
             "a cached (resident) run comes back first"
         );
-        assert_eq!(src.cached_pages(), RUN_CACHE_PAGES - 8 + 4 * 8);
+        assert_eq!(src.cached_pages(), RUN_CACHE_PAGES - 8);
         src.free_run(again, 8, 8);
         src.purge_cache();
         assert_eq!(src.cached_pages(), 0);
         assert_eq!(src.held_pages(), 0);
+    }
+
+    #[test]
+    fn discard_batches_grow_with_the_pages_held() {
+        // The pages waiting for a batch are held too: a batch is a small
+        // share of the pool, from 8 pages up to 256.
+        assert_eq!(discard_batch_pages(0), MIN_DISCARD_BATCH_PAGES);
+        assert_eq!(discard_batch_pages(64 * DISCARD_BATCH_SHARE), 64);
+        assert_eq!(discard_batch_pages(usize::MAX), DISCARD_BATCH_PAGES);
+        let n = if cfg!(miri) { 40 } else { 2000 };
+        let src = PageSource::new(4096, None, true);
+        let runs: Vec<Run> = (0..n).map(|_| src.alloc_lazy_run(8, 8).unwrap()).collect();
+        let mut most = 0;
+        for r in runs {
+            src.free_run(r, 8, 8);
+            let pending = src.cached_pages();
+            most = most.max(pending);
+            assert!(
+                pending < discard_batch_pages(src.held_pages() + pending).max(8) + 8,
+                "{pending} pages wait with {} held",
+                src.held_pages()
+            );
+        }
+        assert!(most > 0 && src.held_pages() == 0);
     }
 
     #[test]
