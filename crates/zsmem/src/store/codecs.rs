@@ -139,7 +139,10 @@ impl PageStore {
     pub fn train_dictionary(&self, max_size: usize, max_samples: usize) -> Result<ZstdDictionary> {
         let mut samples = Vec::new();
         let mut page = vec![0u8; self.page_size];
-        for (index, slot) in self.slots.iter().enumerate() {
+        for index in self.slots.present() {
+            let Some(slot) = self.slots.get(index) else {
+                continue;
+            };
             if samples.len() >= max_samples {
                 break;
             }

@@ -77,7 +77,10 @@ impl PageStore {
         let now = self.now_secs();
         let min_age = older_than.map(|d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX));
         let mut marked = 0;
-        for slot in self.slots.iter() {
+        for i in self.slots.present() {
+            let Some(slot) = self.slots.get(i) else {
+                continue;
+            };
             let mut s = slot.lock();
             if s.kind() != Kind::Stored || s.is_idle() {
                 continue;
@@ -92,6 +95,9 @@ impl PageStore {
 
     /// Slots marked idle now.
     pub fn idle_pages(&self) -> usize {
-        self.slots.iter().filter(|s| s.lock().is_idle()).count()
+        self.slots
+            .present()
+            .filter(|&i| self.slots.get(i).is_some_and(|s| s.lock().is_idle()))
+            .count()
     }
 }

@@ -60,6 +60,7 @@ mod idle;
 mod recompress;
 mod slot;
 mod stats;
+mod table;
 mod writeback;
 
 use std::path::PathBuf;
@@ -70,7 +71,6 @@ use crate::codec::{Codec, CodecSpec, ZstdDictionary};
 use crate::error::{Error, Result};
 use crate::pool::{Pool, PoolConfig};
 use crate::size_class::KERNEL_HANDLE_SIZE;
-use crate::sync::Mutex;
 
 pub use idle::{Clock, ManualClock, MonotonicClock};
 pub use recompress::RecompressRequest;
@@ -222,7 +222,7 @@ pub struct PageStore {
     huge_threshold: usize,
     /// Bytes the pool adds to an object's length to pick its class.
     class_header: usize,
-    slots: Box<[Mutex<Slot>]>,
+    slots: table::SlotTable,
     counters: stats::Counters,
     clock: Arc<dyn Clock>,
     backing: OnceLock<writeback::Backing>,
@@ -304,7 +304,7 @@ impl PageStore {
             },
             page_size,
             pool,
-            slots: try_table(cfg.slots, "the slot table", || Mutex::new(Slot::default()))?,
+            slots: table::SlotTable::new(cfg.slots)?,
             counters: stats::Counters::default(),
             clock,
             backing: OnceLock::new(),
@@ -332,13 +332,14 @@ impl PageStore {
         self.slots.len()
     }
 
-    fn slot(&self, index: usize) -> Result<&Mutex<Slot>> {
-        self.slots.get(index).ok_or_else(|| {
-            add(&self.counters.invalid_io, 1);
-            Error::SlotOutOfRange {
-                index,
-                slots: self.slots.len(),
-            }
+    fn check_index(&self, index: usize) -> Result<()> {
+        if index < self.slots.len() {
+            return Ok(());
+        }
+        add(&self.counters.invalid_io, 1);
+        Err(Error::SlotOutOfRange {
+            index,
+            slots: self.slots.len(),
         })
     }
 
@@ -356,7 +357,7 @@ impl PageStore {
     /// Store `page` in slot `index`, replacing what was there. If the pool
     /// refuses (memory limit), the slot keeps its previous content.
     pub fn write(&self, index: usize, page: &[u8]) -> Result<()> {
-        let slot = self.slot(index)?;
+        self.check_index(index)?;
         self.check_page(page.len())?;
         let now = self.now_secs();
         let new = match same_filled(page) {
@@ -365,7 +366,7 @@ impl PageStore {
                 add(&self.counters.failed_writes, 1);
             })?,
         };
-        let old = std::mem::replace(&mut *slot.lock(), new);
+        let old = std::mem::replace(&mut *self.slots.get_or_make(index).lock(), new);
         self.account(&new, 1);
         self.release(old);
         Ok(())
@@ -444,9 +445,14 @@ impl PageStore {
     /// Read slot `index` into `buf` (exactly one page). A read is an
     /// access: it clears the slot's idle mark.
     pub fn read(&self, index: usize, buf: &mut [u8]) -> Result<()> {
-        let slot = self.slot(index)?;
+        self.check_index(index)?;
         self.check_page(buf.len())?;
         let now = self.now_secs();
+        let Some(slot) = self.slots.get(index) else {
+            // Its chunk holds no page: never written, or discarded.
+            buf.fill(0);
+            return Ok(());
+        };
         let mut s = slot.lock();
         s.touch(now);
         self.decode(index, &s, buf).inspect_err(|_| {
@@ -493,8 +499,11 @@ impl PageStore {
                     slots: self.slots.len(),
                 }
             })?;
-        for s in &self.slots[index..end] {
-            let old = std::mem::take(&mut *s.lock());
+        for i in index..end {
+            let old = match self.slots.get(i) {
+                Some(slot) => std::mem::take(&mut *slot.lock()),
+                None => continue,
+            };
             self.release(old);
         }
         add(&self.counters.notify_free, count as u64);
@@ -503,7 +512,11 @@ impl PageStore {
 
     /// What slot `index` holds.
     pub fn slot_info(&self, index: usize) -> Result<SlotInfo> {
-        let s = *self.slot(index)?.lock();
+        self.check_index(index)?;
+        let s = match self.slots.get(index) {
+            Some(slot) => *slot.lock(),
+            None => Slot::default(),
+        };
         Ok(match s.kind() {
             Kind::Empty => SlotInfo::Empty,
             Kind::Same => SlotInfo::Same(s.word()),
@@ -524,7 +537,7 @@ impl PageStore {
     /// Heap bytes of the store's own metadata (slot table, codec table and
     /// dictionaries, the backing file's bitmap) and the pool's.
     pub fn metadata_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.slots)
+        self.slots.metadata_bytes()
             + self.codecs.metadata_bytes()
             + self
                 .backing
@@ -577,8 +590,12 @@ impl PageStore {
     /// Walks every slot: for tests, while no other thread uses the store.
     pub fn check_invariants(&self) -> Result<()> {
         let (mut stored, mut compr, mut same, mut huge, mut wb) = (0u64, 0u64, 0u64, 0u64, 0u64);
-        for s in self.slots.iter() {
-            let s = *s.lock();
+        self.slots.check().map_err(Error::InvariantViolated)?;
+        for i in self.slots.present() {
+            let Some(slot) = self.slots.get(i) else {
+                continue;
+            };
+            let s = *slot.lock();
             match s.kind() {
                 Kind::Empty => continue,
                 Kind::Same => same += 1,

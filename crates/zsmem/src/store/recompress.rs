@@ -70,7 +70,10 @@ impl PageStore {
         let mut stat = RecompressStat::default();
         let mut page = vec![0u8; self.page_size];
         let mut buf = vec![0u8; self.page_size];
-        for (index, slot) in self.slots.iter().enumerate() {
+        for index in self.slots.present() {
+            let Some(slot) = self.slots.get(index) else {
+                continue;
+            };
             let mut s = slot.lock();
             if s.kind() != Kind::Stored
                 || s.is_incompressible()

@@ -405,7 +405,10 @@ impl PageStore {
         let mut page = vec![0u8; self.page_size];
         BLOCK_BUF.with(|buf| {
             let mut buf = buf.borrow_mut();
-            for (index, slot) in self.slots.iter().enumerate() {
+            for index in self.slots.present() {
+                let Some(slot) = self.slots.get(index) else {
+                    continue;
+                };
                 if req.max_pages.is_some_and(|m| report.written >= m) {
                     break;
                 }
