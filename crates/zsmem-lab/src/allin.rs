@@ -213,7 +213,10 @@ pub fn explain() -> Vec<TermInfo> {
         TermInfo {
             name: SLOT_TABLE,
             formula: "the front end's per-slot table: zsmem: PageStore::metadata_bytes less the \
-                      pool's (slot table, codec table); peers and malloc baselines: 16 B x slots"
+                      pool's (its table of 64-slot chunks present while a slot holds a page, \
+                      24 B a slot, plus the codec table); peers and malloc baselines: the same \
+                      layout, 64-slot chunks holding a page x 64 x the front's entry size \
+                      + 8 B per chunk"
                 .into(),
             source: "measured (size of the tables)",
             estimated: false,

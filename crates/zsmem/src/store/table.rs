@@ -237,7 +237,11 @@ mod tests {
         *t.get_or_make(3 * CHUNK_SLOTS + 4).lock() = Slot::same(9, 0);
         assert_eq!(t.metadata_bytes(), bare + 2 * std::mem::size_of::<Chunk>());
         let present: Vec<usize> = t.present().collect();
-        assert_eq!(present.len(), CHUNK_SLOTS + 5, "chunk 1 and the short last one");
+        assert_eq!(
+            present.len(),
+            CHUNK_SLOTS + 5,
+            "chunk 1 and the short last one"
+        );
         t.check().unwrap();
         assert_eq!(t.get(71).unwrap().lock().word(), 8);
         std::mem::take(&mut *t.get(70).unwrap().lock());
