@@ -48,6 +48,7 @@ fuzz_target!(|data: &[u8]| {
             },
         },
         trim_pages: b.u8() & 1 == 1,
+        class_grid: usize::from(b.u8() % 9),
     };
     let Ok(pool) = Pool::new(cfg) else { return };
     let page = pool.max_object_size();

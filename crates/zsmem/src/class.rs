@@ -532,17 +532,19 @@ impl Class {
     }
 
     /// Free the object; its zspage goes back to the OS if it empties.
-    pub(crate) fn free(&mut self, h: Handle, src: &PageSource) -> Result<()> {
+    /// Returns the object's length.
+    pub(crate) fn free(&mut self, h: Handle, src: &PageSource) -> Result<usize> {
         let loc = self.handles.claim(h)?;
         self.release_object(h, loc, src);
-        Ok(())
+        Ok(loc.len)
     }
 
-    /// Free an object a deferred free marked dying (the drain).
-    pub(crate) fn free_dying(&mut self, h: Handle, src: &PageSource) -> Result<()> {
+    /// Free an object a deferred free marked dying (the drain); returns its
+    /// length.
+    pub(crate) fn free_dying(&mut self, h: Handle, src: &PageSource) -> Result<usize> {
         let loc = self.handles.get_dying(h)?;
         self.release_object(h, loc, src);
-        Ok(())
+        Ok(loc.len)
     }
 
     fn release_object(&mut self, h: Handle, loc: Location, src: &PageSource) {

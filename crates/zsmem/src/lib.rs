@@ -55,6 +55,7 @@ mod handle;
 pub mod os;
 mod pool;
 pub mod size_class;
+mod spacing;
 pub mod stats;
 pub mod store;
 mod sync;

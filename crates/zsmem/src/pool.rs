@@ -22,6 +22,7 @@ use crate::error::{Error, HandleFault, Result};
 use crate::handle::{CLASS_BITS, Directory, Handle, PoolTag};
 use crate::os::PageSource;
 use crate::size_class::{ChainRule, KERNEL_HANDLE_SIZE, SizeClassConfig, SizeClassTable};
+use crate::spacing::Spacing;
 use crate::stats::{ClassStats, PoolStats, Waste};
 use crate::sync::{CachePadded, Mutex, MutexGuard};
 
@@ -59,6 +60,11 @@ pub struct PoolConfig {
     pub trim_pages: bool,
     /// How `free` does its work.
     pub free_mode: FreeMode,
+    /// Adaptive class spacing (see `spacing.rs`): every `class_grid`-th
+    /// class is an anchor, and a request whose class has too few live
+    /// objects to pay for a page of its own goes to its anchor's class.
+    /// 1 turns it off (every class its own, the kernel's behaviour).
+    pub class_grid: usize,
 }
 
 /// How [`Pool::free`] frees.
@@ -97,6 +103,14 @@ impl FreeMode {
 /// `cargo run --release -p zsmem-lab --example tune`).
 pub const DEFAULT_CHAIN_SIZE: usize = 32;
 
+/// Anchor spacing of zsmem's own configuration: a sparse class's requests
+/// go to the next class (16 bytes larger at 16-byte spacing) when that one
+/// is an anchor (see `spacing.rs` for the measurements).
+pub const DEFAULT_CLASS_GRID: usize = 2;
+
+/// Largest `class_grid` accepted.
+pub const MAX_CLASS_GRID: usize = 64;
+
 impl Default for PoolConfig {
     /// zsmem's configuration: 4 KiB pages, 16-byte classes, zspages of up
     /// to 32 pages (the `Trim` chain rule) committed page by page, automatic
@@ -113,6 +127,7 @@ impl Default for PoolConfig {
             compaction: CompactionPolicy::default(),
             trim_pages: true,
             free_mode: FreeMode::ClassLock,
+            class_grid: DEFAULT_CLASS_GRID,
         }
     }
 }
@@ -128,6 +143,7 @@ impl PoolConfig {
             kernel_handle_header: true,
             compaction: CompactionPolicy::Off,
             trim_pages: false,
+            class_grid: 1,
             ..PoolConfig::default()
         }
     }
@@ -189,6 +205,8 @@ pub struct Pool {
     /// unless frees are deferred.
     directories: Box<[Arc<Directory>]>,
     deferred: Option<Shards>,
+    /// Where a sparse class's requests go (`None` with `class_grid` 1).
+    spacing: Option<Spacing>,
     /// Taken by every free in `FreeMode::PoolLock` only.
     pool_lock: std::sync::RwLock<()>,
     pages: PageSource,
@@ -248,6 +266,12 @@ impl Pool {
             }
             _ => None,
         };
+        if !(1..=MAX_CLASS_GRID).contains(&cfg.class_grid) {
+            return Err(Error::InvalidConfig(format!(
+                "class_grid {} is not in 1..={MAX_CLASS_GRID}",
+                cfg.class_grid
+            )));
+        }
         if cfg.memory_limit == Some(0) {
             return Err(Error::InvalidConfig(
                 "memory limit of 0 bytes: use None for no limit".into(),
@@ -279,9 +303,11 @@ impl Pool {
                 )))
             })
             .collect();
+        let spacing = Spacing::new(&table, cfg.class_grid, cfg.page_size);
         Ok(Pool {
             directories,
             deferred,
+            spacing,
             pool_lock: std::sync::RwLock::new(()),
             header: cfg.header(),
             pages: PageSource::new(cfg.page_size, cfg.memory_limit, cfg.trim_pages),
@@ -329,10 +355,31 @@ impl Pool {
         Ok(())
     }
 
-    /// The class serving `len` bytes: its handle index and its lock.
-    fn class_for_len(&self, len: usize) -> (usize, &Mutex<Class>) {
-        let index = self.table.physical_for(len + self.header).index;
-        (index, &self.classes[usize::from(self.dense[index])])
+    /// Allocate an object of `len` bytes in the class its size (and, with
+    /// adaptive spacing, its class's load) gives, writing `data` if given.
+    fn allocate(&self, len: usize, data: Option<&[u8]>) -> Result<Handle> {
+        self.check_len(len)?;
+        let logical = self.table.index_for(len + self.header);
+        let own = self.table.classes()[logical].physical;
+        let index = self.spacing.as_ref().map_or(own, |s| s.place(logical, own));
+        let class = &self.classes[usize::from(self.dense[index])];
+        match self.at_limit_drain_and_retry(|| class.lock().alloc(index, len, data, &self.pages)) {
+            Ok(h) => Ok(h.tagged(self.tag.get())),
+            Err(e) => {
+                if let Some(s) = &self.spacing {
+                    s.unplace(logical);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// An object of `len` bytes was freed: its class has one live object
+    /// fewer (adaptive spacing).
+    fn freed(&self, len: usize) {
+        if let Some(s) = &self.spacing {
+            s.freed(self.table.index_for(len + self.header));
+        }
     }
 
     /// Position in `classes` of the class a handle names, after its tag is
@@ -357,24 +404,13 @@ impl Pool {
     /// once, and do not hand an unwritten object to someone who must not
     /// see earlier contents.
     pub fn alloc(&self, len: usize) -> Result<Handle> {
-        self.check_len(len)?;
-        let (index, class) = self.class_for_len(len);
-        let h =
-            self.at_limit_drain_and_retry(|| class.lock().alloc(index, len, None, &self.pages))?;
-        Ok(h.tagged(self.tag.get()))
+        self.allocate(len, None)
     }
 
     /// Allocate an object holding a copy of `data`, under one lock
     /// acquisition (what zram does per page).
     pub fn store(&self, data: &[u8]) -> Result<Handle> {
-        self.check_len(data.len())?;
-        let (index, class) = self.class_for_len(data.len());
-        let h = self.at_limit_drain_and_retry(|| {
-            class
-                .lock()
-                .alloc(index, data.len(), Some(data), &self.pages)
-        })?;
-        Ok(h.tagged(self.tag.get()))
+        self.allocate(data.len(), Some(data))
     }
 
     /// Refused at the memory limit with deferred frees pending: their
@@ -458,8 +494,10 @@ impl Pool {
 
     fn free_locked(&self, h: Handle) -> Result<()> {
         let mut class = self.lock_class(h)?;
-        class.free(h, &self.pages)?;
+        let len = class.free(h, &self.pages)?;
         self.auto_compact(&mut class);
+        drop(class);
+        self.freed(len);
         Ok(())
     }
 
@@ -503,6 +541,9 @@ impl Pool {
                 // cannot fail.
                 let freed = class.free_dying(Handle::from_raw(raw), &self.pages);
                 debug_assert!(freed.is_ok(), "{freed:?}");
+                if let Ok(len) = freed {
+                    self.freed(len);
+                }
             }
             self.deferred_batches
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -603,7 +644,8 @@ impl Pool {
             bytes_stored: 0,
             huge_objects: 0,
             metadata_bytes: std::mem::size_of_val(&*self.classes)
-                + std::mem::size_of_val(&*self.dense),
+                + std::mem::size_of_val(&*self.dense)
+                + self.spacing.as_ref().map_or(0, Spacing::metadata_bytes),
             waste: Waste::default(),
             pages_compacted: self.compaction.snapshot().pages_compacted,
             reserved_bytes: self.pages.reserved_bytes(),

@@ -43,6 +43,8 @@ fn huge_objects_take_a_page_each() {
 fn fullest_zspage_is_filled_first_and_stats_match_the_kernel_formula() {
     let pool = Pool::new(PoolConfig {
         compaction: zsmem::CompactionPolicy::Off,
+        // Every object in its own class (no adaptive spacing).
+        class_grid: 1,
         ..PoolConfig::default()
     })
     .unwrap();
