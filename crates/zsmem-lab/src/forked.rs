@@ -44,9 +44,10 @@
 //! Where the larger of the two exceeds the RSS growth, the difference is
 //! its own term, `reused at baseline`, so `pool` and the all-in memory are
 //! never below `compr`; a step where this happens says so in its terms,
-//! and nothing is hidden. Should the
-//! resident set fall below the baseline, the method cannot measure, and
-//! `figures` returns that as an error.
+//! and nothing is hidden. Should the resident set fall below the baseline
+//! (the release gave back pages that were resident before it, such as
+//! free space of the parent's heap), the growth is 0 and the live bytes,
+//! in that term, are the figure.
 //!
 //! Latencies are the child's own clock around each operation
 //! ([`PageContestant::op_time`]), so the socket's round trip is not in them.
@@ -558,12 +559,11 @@ impl Server {
             self.allocator.release()?;
         }
         let now = anon_rss()?;
-        let growth = now.checked_sub(base).ok_or_else(|| {
-            format!(
-                "anonymous RSS {now} fell below its baseline {base}: this method cannot measure \
-                 what the contestant holds"
-            )
-        })?;
+        // Below the baseline, the release gave back pages that were
+        // resident before it (glibc: free space the child inherited from
+        // the parent's heap): the growth is then 0, and the live bytes
+        // below give the figure, in their own term.
+        let growth = now.saturating_sub(base);
         // The live blocks hold at least the bytes asked for (`compr`):
         // the allocator's own count can fall short of that where it reused
         // blocks already counted as in use at the baseline (glibc counts

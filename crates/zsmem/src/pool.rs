@@ -60,10 +60,12 @@ pub struct PoolConfig {
     pub trim_pages: bool,
     /// How `free` does its work.
     pub free_mode: FreeMode,
-    /// Adaptive class spacing (see `spacing.rs`): every `class_grid`-th
-    /// class is an anchor, and a request whose class has too few live
-    /// objects to pay for a page of its own goes to its anchor's class.
-    /// 1 turns it off (every class its own, the kernel's behaviour).
+    /// Adaptive class spacing (see `spacing.rs`), a power of two: the
+    /// classes at multiples of 2, 4, .. `class_grid` are anchors, and a
+    /// request whose class (or anchor's neighbourhood) has too few live
+    /// objects to pay for a page of its own goes to the next coarser
+    /// anchor. 1 turns it off (every class its own, the kernel's
+    /// behaviour).
     pub class_grid: usize,
 }
 
@@ -103,9 +105,10 @@ impl FreeMode {
 /// `cargo run --release -p zsmem-lab --example tune`).
 pub const DEFAULT_CHAIN_SIZE: usize = 32;
 
-/// Anchor spacing of zsmem's own configuration: a sparse class's requests
-/// go to the next class (16 bytes larger at 16-byte spacing) when that one
-/// is an anchor (see `spacing.rs` for the measurements).
+/// Coarsest anchor spacing of zsmem's own configuration: a sparse class's
+/// requests go to the class at the next even index (16 bytes larger at
+/// 16-byte spacing). Coarser grids help pools of a few MB more and cost
+/// large pools more (see `spacing.rs` for the measurements).
 pub const DEFAULT_CLASS_GRID: usize = 2;
 
 /// Largest `class_grid` accepted.
@@ -266,9 +269,9 @@ impl Pool {
             }
             _ => None,
         };
-        if !(1..=MAX_CLASS_GRID).contains(&cfg.class_grid) {
+        if !(1..=MAX_CLASS_GRID).contains(&cfg.class_grid) || !cfg.class_grid.is_power_of_two() {
             return Err(Error::InvalidConfig(format!(
-                "class_grid {} is not in 1..={MAX_CLASS_GRID}",
+                "class_grid {} is not a power of two in 1..={MAX_CLASS_GRID}",
                 cfg.class_grid
             )));
         }
@@ -361,7 +364,7 @@ impl Pool {
         self.check_len(len)?;
         let logical = self.table.index_for(len + self.header);
         let own = self.table.classes()[logical].physical;
-        let index = self.spacing.as_ref().map_or(own, |s| s.place(logical, own));
+        let index = self.spacing.as_ref().map_or(own, |s| s.place(logical));
         let class = &self.classes[usize::from(self.dense[index])];
         match self.at_limit_drain_and_retry(|| class.lock().alloc(index, len, data, &self.pages)) {
             Ok(h) => Ok(h.tagged(self.tag.get())),

@@ -9,23 +9,36 @@
 //! rounding but many floors; classes 64 bytes apart the reverse. So the
 //! spacing follows the load, class by class:
 //!
-//! - every `grid`-th logical class is an *anchor* (class `i` rounds up to
-//!   anchor `ceil(i / grid) * grid`);
-//! - a request whose class has fewer than `threshold` live objects goes to
-//!   its anchor's physical class; once the class has that many, to its own;
-//! - `threshold` weighs the two costs: the floor a class of its own costs,
-//!   counted as a page and a slot (about twice its average, half a page and
-//!   half a slot: a class that just earned its slots keeps part of its
-//!   objects in the anchor, and both keep a floor), over the extra rounding
-//!   an object pays in the anchor's larger slot. A class far from its
+//! - the classes at multiples of 2, 4, .. `grid` are *anchors*: class `i`
+//!   has the levels `i` itself, then `ceil(i / 2) * 2`, `ceil(i / 4) * 4`,
+//!   .. up to `ceil(i / grid) * grid`;
+//! - a level is used when the live objects of its window (the logical
+//!   classes it is the anchor for, `i` alone at level 0) reach its
+//!   threshold, else the next level is tried; the last level is always
+//!   used;
+//! - a level's threshold weighs the two costs: the floor a class of its
+//!   own costs, counted as a page and a slot (about twice its average,
+//!   half a page and half a slot: a class that just earned its slots keeps
+//!   part of its objects in the anchor, and both keep a floor), over the
+//!   extra rounding an object pays one level up. A class far from its
 //!   anchor (large extra) earns its own slots sooner.
 //!
-//! Measured with `zsmem compare --contestants zsmem` on the Go tree, the
-//! Python 3.12 library and linux-source-6.1 (pool overhead at the worst
-//! step): grid 1 (off) 4.15% / - / 1.33%; grid 2 with this threshold 2.96%
-//! / 2.60% / 1.37%; grid 4: 3.03% / 2.70% / 1.71%; half this threshold at
-//! grid 2: 3.70% on the Go tree. Grid 2 is the default
-//! (`PoolConfig::class_grid`).
+//! Measured with `zsmem compare --contestants zsmem` (pool overhead at the
+//! worst step; Go tree / Python 3.12 library / perl / node_modules /
+//! /usr/include / cargo registry / linux-source-6.1 with the reference's
+//! steps):
+//!
+//! | `class_grid` | Go | Python | perl | node | include | cargo | linux |
+//! |---|---|---|---|---|---|---|---|
+//! | 1 (off) | 4.15% | | | | | | 1.33% |
+//! | 2 (default) | 2.96% | 2.62% | 7.24% | 37.66% | 3.35% | 1.86% | 1.37% |
+//! | 4 | 2.80% | 2.81% | 4.70% | 23.54% | 3.62% | 2.24% | 1.62% |
+//! | 8 | 2.71% | 3.03% | 5.19% | 17.37% | 4.19% | 2.49% | 1.81% |
+//!
+//! Coarser grids help the smallest pools (perl, node_modules: a few MB)
+//! and cost the large one: its first objects of each class, placed while
+//! the class was sparse, stay in coarser slots. Grid 2 keeps linux-source
+//! where it was. Half the threshold at grid 2 gave 3.70% on the Go tree.
 //!
 //! Objects stay where they were put (no object moves for this): objects
 //! stored while their class was sparse keep the larger slot until freed.
@@ -39,55 +52,104 @@
 use crate::size_class::SizeClassTable;
 use crate::sync::atomic::{AtomicU32, Ordering};
 
+/// One level of a class's anchors: the physical class its requests go to
+/// at this level, the window of logical classes whose live objects count
+/// as that level's demand, and the demand from which this level is used
+/// rather than the next (0: always, the last level).
+#[derive(Clone, Copy, Debug)]
+struct Level {
+    anchor: u16,
+    first: u16,
+    last: u16,
+    threshold: u32,
+}
+
 /// Per logical class: where its requests go while it is sparse.
 #[derive(Debug)]
 pub(crate) struct Spacing {
-    /// Physical class index used while the class is sparse.
-    anchor: Box<[u16]>,
-    /// Live objects from which the class's own physical class is used.
-    threshold: Box<[u32]>,
-    /// Live objects whose request size maps to the class, wherever placed.
+    /// Every class's levels, finest first; class `i`'s are
+    /// `levels[start[i]..start[i + 1]]`.
+    levels: Box<[Level]>,
+    start: Box<[u32]>,
+    /// Live objects whose request size maps to each logical class,
+    /// wherever they were placed.
     live: Box<[AtomicU32]>,
 }
 
 impl Spacing {
-    /// Spacing for `table` with every `grid`-th class an anchor; `None` for
-    /// a grid of 1 (every class its own: the kernel's behaviour).
+    /// Spacing for `table` whose coarsest anchors are every `grid`-th
+    /// class (a power of two): a class's anchors are the classes at
+    /// multiples of 2, 4, .. `grid` at or above it. `None` for a grid of 1
+    /// (every class its own: the kernel's behaviour).
     pub(crate) fn new(table: &SizeClassTable, grid: usize, page_size: usize) -> Option<Spacing> {
         if grid <= 1 {
             return None;
         }
+        debug_assert!(grid.is_power_of_two());
         let classes = table.classes();
         let last = classes.len() - 1;
-        let (anchor, threshold): (Vec<u16>, Vec<u32>) = classes
-            .iter()
-            .map(|c| {
-                let own = &classes[c.physical];
-                let a = &classes[classes[(c.index.div_ceil(grid) * grid).min(last)].physical];
-                if a.index == own.index || a.is_huge() || own.is_huge() {
-                    return (own.index as u16, 0);
+        let anchor_at = |i: usize, w: usize| (i.div_ceil(w) * w).min(last);
+        let mut levels = Vec::new();
+        let mut start = Vec::with_capacity(classes.len() + 1);
+        for c in classes {
+            start.push(levels.len() as u32);
+            let mut w = 1;
+            loop {
+                let at = anchor_at(c.index, w);
+                let here = &classes[classes[at].physical];
+                let level = |threshold: usize| Level {
+                    anchor: here.index as u16,
+                    first: (at + 1 - w.min(at + 1)) as u16,
+                    last: at as u16,
+                    threshold: threshold.min(u32::MAX as usize) as u32,
+                };
+                if w >= grid || here.is_huge() {
+                    levels.push(level(0));
+                    break;
                 }
-                let extra = (a.size - own.size).max(1);
-                let floor = page_size + own.size;
-                (a.index as u16, floor.div_ceil(extra) as u32)
-            })
-            .unzip();
+                let next = &classes[classes[anchor_at(c.index, 2 * w)].physical];
+                if next.is_huge() {
+                    levels.push(level(0));
+                    break;
+                }
+                if next.index != here.index {
+                    // Worth its own slots once the floor it costs (a page
+                    // and a slot) is less than the extra rounding its
+                    // objects would pay one level up.
+                    let extra = next.size - here.size;
+                    levels.push(level((page_size + here.size).div_ceil(extra)));
+                }
+                w *= 2;
+            }
+        }
+        start.push(levels.len() as u32);
         Some(Spacing {
-            anchor: anchor.into(),
-            threshold: threshold.into(),
+            levels: levels.into(),
+            start: start.into(),
             live: classes.iter().map(|_| AtomicU32::new(0)).collect(),
         })
     }
 
-    /// The physical class a new object of logical class `logical` goes to,
-    /// `own` being the class's own physical class; counts the object.
-    pub(crate) fn place(&self, logical: usize, own: usize) -> usize {
-        let live = self.live[logical].fetch_add(1, Ordering::Relaxed);
-        if live >= self.threshold[logical] {
-            own
-        } else {
-            usize::from(self.anchor[logical])
-        }
+    fn levels(&self, logical: usize) -> &[Level] {
+        &self.levels[self.start[logical] as usize..self.start[logical + 1] as usize]
+    }
+
+    /// The physical class a new object of logical class `logical` goes to:
+    /// the finest level whose window has enough live objects; counts the
+    /// object.
+    pub(crate) fn place(&self, logical: usize) -> usize {
+        self.live[logical].fetch_add(1, Ordering::Relaxed);
+        let levels = self.levels(logical);
+        let chosen = levels.iter().find(|l| {
+            let window = &self.live[usize::from(l.first)..=usize::from(l.last)];
+            window
+                .iter()
+                .map(|n| n.load(Ordering::Relaxed))
+                .sum::<u32>()
+                >= l.threshold
+        });
+        // The last level's threshold is 0, so one is always found.
+        usize::from(chosen.or(levels.last()).map_or(0, |l| l.anchor))
     }
 
     /// Undo [`Spacing::place`]'s count: the object was not made.
@@ -102,8 +164,8 @@ impl Spacing {
 
     /// Heap bytes of the tables.
     pub(crate) fn metadata_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.anchor)
-            + std::mem::size_of_val(&*self.threshold)
+        std::mem::size_of_val(&*self.levels)
+            + std::mem::size_of_val(&*self.start)
             + std::mem::size_of_val(&*self.live)
     }
 }
@@ -124,45 +186,72 @@ mod tests {
     }
 
     #[test]
-    fn sparse_classes_use_their_anchor_until_they_earn_their_own() {
+    fn sparse_classes_climb_to_coarser_anchors_until_they_earn_their_own() {
         let t = table();
-        let s = Spacing::new(&t, 4, 4096).unwrap();
-        // Logical class 61 (1008 bytes) rounds up to anchor 64 (1056).
-        let c = &t.classes()[61];
-        let own = c.physical;
-        let anchor = t.classes()[t.classes()[64].physical].index;
-        assert_ne!(own, anchor);
-        let threshold = s.threshold[61] as usize;
-        // (4096 + 1008) / (1056 - 1008) objects: a page and a slot of floor
-        // in rounding.
-        let (own_size, anchor_size) = (t.classes()[own].size, t.classes()[anchor].size);
-        assert_eq!(
-            threshold,
-            (4096 + own_size).div_ceil(anchor_size - own_size)
-        );
-        for _ in 0..threshold {
-            assert_eq!(s.place(61, own), anchor);
+        let s = Spacing::new(&t, 8, 4096).unwrap();
+        let c = |i: usize| t.classes()[t.classes()[i].physical];
+        // Logical class 61 (1008 bytes): its anchors are 62, 64 and 64 (the
+        // multiples of 2, 4 and 8 at or above it).
+        let levels = s.levels(61).to_vec();
+        assert_eq!(levels.first().unwrap().anchor as usize, c(61).index);
+        assert_eq!(levels.last().unwrap().anchor as usize, c(64).index);
+        assert_eq!(levels.last().unwrap().threshold, 0);
+        // An empty pool: the first object goes to the coarsest anchor.
+        assert_eq!(s.place(61), c(64).index);
+        // Enough objects of class 61 alone earn it its own slots: a page
+        // and a slot of floor over the 16 bytes more of class 62.
+        let own = (4096 + c(61).size).div_ceil(c(62).size - c(61).size);
+        while s.live[61].load(Ordering::Relaxed) < own as u32 - 1 {
+            s.place(61);
         }
-        assert_eq!(s.place(61, own), own, "the class has earned its own slots");
+        assert_eq!(
+            s.place(61),
+            c(61).index,
+            "the class has earned its own slots"
+        );
         s.freed(61);
         s.freed(61);
-        assert_eq!(s.place(61, own), anchor, "sparse again");
-        // An anchor class is always its own.
-        let a = &t.classes()[64];
-        assert_eq!(s.place(64, a.physical), a.physical);
+        assert_ne!(s.place(61), c(61).index, "sparse again");
+    }
+
+    #[test]
+    fn neighbours_open_an_anchor_together() {
+        let t = table();
+        let s = Spacing::new(&t, 8, 4096).unwrap();
+        let c = |i: usize| t.classes()[t.classes()[i].physical];
+        // Classes 57..=60 share the level-2 anchor 60: their objects
+        // together pay for its floor before any of them alone would.
+        let level2 = s
+            .levels(57)
+            .iter()
+            .find(|l| usize::from(l.last) == 60)
+            .copied()
+            .unwrap();
+        let mut placed = 0;
+        while placed < level2.threshold {
+            for i in 57..=60 {
+                s.place(i);
+                placed += 1;
+            }
+        }
+        assert_eq!(s.place(58), c(60).index, "the shared anchor is open");
     }
 
     #[test]
     fn huge_classes_are_never_anchors_and_grid_one_is_off() {
         let t = table();
         assert!(Spacing::new(&t, 1, 4096).is_none());
-        let s = Spacing::new(&t, 4, 4096).unwrap();
+        let s = Spacing::new(&t, 8, 4096).unwrap();
         for c in t.classes() {
-            let a = &t.classes()[usize::from(s.anchor[c.index])];
-            assert!(a.size >= t.classes()[c.physical].size);
-            if !t.classes()[c.physical].is_huge() {
-                assert!(!a.is_huge(), "class {} sent to the huge class", c.index);
+            let own = t.classes()[c.physical];
+            for l in s.levels(c.index) {
+                let a = t.classes()[usize::from(l.anchor)];
+                assert!(a.size >= own.size);
+                if !own.is_huge() {
+                    assert!(!a.is_huge(), "class {} sent to the huge class", c.index);
+                }
             }
+            assert_eq!(s.levels(c.index).last().unwrap().threshold, 0);
         }
     }
 }

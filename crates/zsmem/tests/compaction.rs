@@ -209,6 +209,8 @@ fn trimmed_class_at_the_limit() -> (Pool, Vec<(Handle, u8)>) {
     let pool = Pool::new(PoolConfig {
         memory_limit: Some(64 * 4096),
         compaction: CompactionPolicy::Off,
+        // The scenario is one class's zspages: every object in its class.
+        class_grid: 1,
         ..PoolConfig::default()
     })
     .unwrap();

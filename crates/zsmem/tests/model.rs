@@ -173,7 +173,7 @@ fn configs() -> Vec<PoolConfig> {
             },
             free_mode: FreeMode::ClassLock,
             trim_pages: false,
-            class_grid: 2,
+            class_grid: 4,
         },
         // Deferred free with small batches (16 handles per shard on 2 cores),
         // drained many times over the run.
