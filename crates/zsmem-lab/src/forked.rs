@@ -35,8 +35,8 @@
 //! are not its global allocator), so they have no such space; glibc has:
 //! the free space left in the parent's partly used pages, which
 //! `malloc_trim` cannot give back. For that the child also reads what the
-//! allocator says is in use by live blocks (glibc: `mallinfo2()` `uordblks
-//! + hblkhd`; jemalloc: `stats.allocated`; mimalloc has no such cheap
+//! allocator says is in use by live blocks (glibc: `mallinfo2()`
+//! `uordblks + hblkhd`; jemalloc: `stats.allocated`; mimalloc has no such cheap
 //! figure, and needs none), whose growth is a lower bound of the memory
 //! the data takes, and so are the bytes the contestant asked for, `compr`
 //! (glibc's count can fall short of them: it counts the free chunks of its
