@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use zsmem_lab::objects::PoolObjects;
+use zsmem_lab::contestants::zsmem::PoolObjects;
 use zsmem_lab::trace::{Trace, replay};
 
 fuzz_target!(|data: &[u8]| {

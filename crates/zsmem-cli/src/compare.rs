@@ -6,10 +6,12 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use zsmem::Codec;
-use zsmem_lab::contestant::{Figures, KernelContestant, LabError, PageContestant, ZsmemContestant};
+use zsmem_lab::contestants::forked::{Allocator, ForkedHeap};
+use zsmem_lab::contestants::kernel::KernelContestant;
+use zsmem_lab::contestants::kernel_zram::ZramError;
+use zsmem_lab::contestants::zsmem::ZsmemContestant;
+use zsmem_lab::contestants::{Figures, LabError, PageContestant};
 use zsmem_lab::corpus::FileTree;
-use zsmem_lab::forked::{Allocator, ForkedHeap};
-use zsmem_lab::kernel_zram::ZramError;
 use zsmem_lab::report::{ReportContext, log2_histogram, write_report};
 use zsmem_lab::text::{shown, shown_path};
 use zsmem_lab::trace::TraceRecorder;
@@ -168,7 +170,7 @@ fn make(name: &str, codec: Codec, slots: usize) -> Result<Box<dyn PageContestant
         "kernel-zram-compact" => {
             Box::new(KernelContestant::compacted(kernel_algorithm(codec), slots)?)
         }
-        other => match zsmem_lab::peers::make_peer_pages(other, slots) {
+        other => match zsmem_lab::contestants::peers::make_peer_pages(other, slots) {
             Some(peer) => peer?,
             None => {
                 return Err(LabError::Usage(format!(

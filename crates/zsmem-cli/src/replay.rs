@@ -2,7 +2,7 @@
 //! every object contestant: zsmem's pool in its best and its
 //! kernel-faithful configuration, and the malloc baselines.
 
-use zsmem_lab::objects::{OBJECT_CONTESTANTS, make_object_contestant};
+use zsmem_lab::contestants::objects::{OBJECT_CONTESTANTS, make_object_contestant};
 use zsmem_lab::trace::{Trace, replay};
 
 use crate::{CliError, CliResult};

@@ -1,6 +1,7 @@
 use zsmem::{Codec, PoolConfig};
-use zsmem_lab::contestant::LabError;
-use zsmem_lab::contestant::{Figures, PageContestant, ZsmemContestant};
+use zsmem_lab::contestants::LabError;
+use zsmem_lab::contestants::zsmem::ZsmemContestant;
+use zsmem_lab::contestants::{Figures, PageContestant};
 use zsmem_lab::corpus::{FileTree, Page};
 use zsmem_lab::workload::{UntarRm, slots_needed};
 struct W(ZsmemContestant, usize);

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use zsmem_lab::contestant::Figures;
+use zsmem_lab::contestants::Figures;
 use zsmem_lab::report::{ReportContext, log2_histogram, write_report};
 use zsmem_lab::workload::{Latencies, RunResult, Step};
 

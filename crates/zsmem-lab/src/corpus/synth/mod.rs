@@ -146,7 +146,7 @@ mod tests {
         let mut r = rand::rngs::StdRng::seed_from_u64(1);
         let mut low = 0;
         for _ in 0..10_000 {
-            let i = synth::zipf(&mut r, 10, 2);
+            let i = draw::zipf(&mut r, 10, 2);
             assert!(i < 10);
             low += usize::from(i < 3);
         }
@@ -155,7 +155,7 @@ mod tests {
 
     #[test]
     fn page_budgets_are_met_exactly() {
-        let plan = synth::plan(5, 0.03);
+        let plan = plan::plan(5, 0.03);
         let tree = FileTree {
             files: plan
                 .iter()
@@ -204,7 +204,7 @@ mod tests {
                         density,
                     })
                     .collect();
-                let data = synth::contents(&plan);
+                let data = contents(&plan);
                 let tree = FileTree {
                     files: data
                         .into_iter()

@@ -32,7 +32,7 @@
 use zsmem::os::{OsPages, PageBlock};
 
 use super::{IdVec, Lists, vec_bytes};
-use crate::contestant::LabError;
+use crate::contestants::LabError;
 
 /// The smallest object, log2.
 pub const MIN_SHIFT: u32 = 5;

@@ -15,7 +15,7 @@
 use zsmem::os::{OsPages, PageBlock};
 
 use super::{HandleTable, IdVec, Lists, PeerAllocator, check_len};
-use crate::contestant::LabError;
+use crate::contestants::LabError;
 use crate::corpus::PAGE_SIZE;
 
 /// Bytes per chunk: page size / 64.

@@ -38,7 +38,7 @@ use zsmem::os::OsPages;
 
 use super::slab::{ChunkRef, SlabAllocator};
 use super::{HandleTable, PeerAllocator, bad_handle, check_len};
-use crate::contestant::LabError;
+use crate::contestants::LabError;
 
 /// The smallest chunk.
 pub const MIN_CHUNK: usize = 32;

@@ -16,7 +16,7 @@
 use zsmem::os::{OsPages, PageBlock};
 
 use super::{HandleTable, IdVec, Lists, PeerAllocator, check_len, too_large};
-use crate::contestant::LabError;
+use crate::contestants::LabError;
 use crate::corpus::PAGE_SIZE;
 
 /// The block header: list links (16 bytes), a 128-bit slot bitmap and a
