@@ -1,3 +1,6 @@
+//! Prints a zsmem store's per-class metadata (objects, zspages, bytes per object) at the sixth step
+//! of untar/rm on a tree: a tuning aid.
+
 use zsmem::{Codec, PoolConfig};
 use zsmem_lab::contestants::LabError;
 use zsmem_lab::contestants::zsmem::ZsmemContestant;
