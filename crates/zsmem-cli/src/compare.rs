@@ -14,8 +14,8 @@ use zsmem_lab::contestants::{Figures, LabError, PageContestant};
 use zsmem_lab::corpus::FileTree;
 use zsmem_lab::report::{ReportContext, log2_histogram, write_report};
 use zsmem_lab::text::{shown, shown_path};
-use zsmem_lab::trace::TraceRecorder;
-use zsmem_lab::workload::{RunResult, UntarRm, slots_needed};
+use zsmem_lab::workloads::trace::TraceRecorder;
+use zsmem_lab::workloads::untar_rm::{RunResult, UntarRm, slots_needed};
 
 use crate::{CliError, CliResult};
 
@@ -134,7 +134,7 @@ impl Default for CompareArgs {
 struct JsonRun<'a> {
     contestant: &'a str,
     config: &'a str,
-    steps: &'a [zsmem_lab::workload::Step],
+    steps: &'a [zsmem_lab::workloads::untar_rm::Step],
     store_ns: Percentiles,
     load_ns: Percentiles,
     discard_ns: Percentiles,
@@ -261,7 +261,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
     let t = Instant::now();
     let (tree, source) = match (&a.input, a.pid) {
         (_, Some(pid)) => (
-            zsmem_lab::procmem::process_tree(pid, a.max_mib.saturating_mul(1 << 20))
+            zsmem_lab::workloads::procmem::process_tree(pid, a.max_mib.saturating_mul(1 << 20))
                 .map_err(|e| CliError::Usage(e.to_string()))?,
             format!("anonymous memory of process {pid}"),
         ),

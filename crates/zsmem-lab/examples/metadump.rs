@@ -6,7 +6,7 @@ use zsmem_lab::contestants::LabError;
 use zsmem_lab::contestants::zsmem::ZsmemContestant;
 use zsmem_lab::contestants::{Figures, PageContestant};
 use zsmem_lab::corpus::{FileTree, Page};
-use zsmem_lab::workload::{UntarRm, slots_needed};
+use zsmem_lab::workloads::untar_rm::{UntarRm, slots_needed};
 struct W(ZsmemContestant, usize);
 impl PageContestant for W {
     fn name(&self) -> &str {

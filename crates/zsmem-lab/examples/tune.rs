@@ -8,7 +8,7 @@
 use zsmem::{ChainRule, Codec, CompactionPolicy, PoolConfig};
 use zsmem_lab::contestants::zsmem::ZsmemContestant;
 use zsmem_lab::corpus::FileTree;
-use zsmem_lab::workload::{UntarRm, slots_needed};
+use zsmem_lab::workloads::untar_rm::{UntarRm, slots_needed};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -5,17 +5,14 @@
 //! |---|---|
 //! | [`allin`] | all-in memory: the terms every contestant counts, the kernel's estimates and their formulas |
 //! | [`contestants`] | the contestants' interfaces and every contestant: zsmem, the kernel's zram, the malloc baselines (in-process and forked), the peers |
-//! | [`workload`] | untar/rm and its rounds, with latency histograms |
-//! | [`procmem`] | a running process's anonymous memory as pages (what zswap stores) |
-//! | [`trace`] | size traces: `alloc ID SIZE` / `free ID`, recorded from a workload, replayed on a pool |
+//! | [`workloads`] | what drives the contestants: untar/rm and its rounds, size traces, a process's memory |
+//! | [`report`] | the self-contained HTML report: plots, tables, the page around them |
 //! | [`text`] | user data in messages: control characters escaped, long values cut |
 //! | [`corpus`] | page sources: a directory, a .tar/.tar.gz/.tar.xz, or the embedded deterministic corpus |
 
 pub mod allin;
 pub mod contestants;
 pub mod corpus;
-pub mod procmem;
 pub mod report;
 pub mod text;
-pub mod trace;
-pub mod workload;
+pub mod workloads;

@@ -16,7 +16,7 @@ use zsmem_lab::contestants::kernel_zram::ZramError;
 use zsmem_lab::contestants::zsmem::ZsmemContestant;
 use zsmem_lab::contestants::{Figures, LabError, PageContestant};
 use zsmem_lab::corpus::{FileTree, PAGE_SIZE, Page};
-use zsmem_lab::workload::{RunResult, UntarRm, slots_needed};
+use zsmem_lab::workloads::untar_rm::{RunResult, UntarRm, slots_needed};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use zsmem_lab::contestants::Figures;
 use zsmem_lab::report::{ReportContext, log2_histogram, write_report};
-use zsmem_lab::workload::{Latencies, RunResult, Step};
+use zsmem_lab::workloads::untar_rm::{Latencies, RunResult, Step};
 
 const MIB: u64 = 1 << 20;
 
