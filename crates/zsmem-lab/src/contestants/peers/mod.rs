@@ -86,7 +86,7 @@ pub(crate) fn vec_bytes<T>(v: &Vec<T>) -> u64 {
 /// Handles naming values of type `T`, with a generation per entry.
 ///
 /// ```
-/// use zsmem_lab::peers::HandleTable;
+/// use zsmem_lab::contestants::peers::HandleTable;
 /// let mut t = HandleTable::new();
 /// let h = t.insert(7u32);
 /// assert_eq!(t.get(h), Some(&7));

@@ -158,7 +158,7 @@ pub fn size_to_chunks(size: usize) -> usize {
 /// A z3fold pool.
 ///
 /// ```
-/// use zsmem_lab::peers::{PeerAllocator, z3fold::Z3fold};
+/// use zsmem_lab::contestants::peers::{PeerAllocator, z3fold::Z3fold};
 /// let mut z = Z3fold::new().unwrap();
 /// let h: Vec<u64> = [1000, 1000, 1000].iter().map(|&n| z.alloc(&vec![7; n]).unwrap()).collect();
 /// assert_eq!(z.pages().held_pages(), 1); // three buddies in one page

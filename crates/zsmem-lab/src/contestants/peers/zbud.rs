@@ -71,7 +71,7 @@ fn offset(page: &PageBlock, b: Buddy) -> usize {
 /// A zbud pool.
 ///
 /// ```
-/// use zsmem_lab::peers::{PeerAllocator, zbud::Zbud};
+/// use zsmem_lab::contestants::peers::{PeerAllocator, zbud::Zbud};
 /// let mut z = Zbud::new().unwrap();
 /// let a = z.alloc(&[1; 1000]).unwrap();
 /// let b = z.alloc(&[2; 2000]).unwrap();
