@@ -8,8 +8,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use zsmem_lab::objects::PoolObjects;
-use zsmem_lab::trace::{Trace, replay};
+use zsmem_lab::contestants::zsmem::PoolObjects;
+use zsmem_lab::workloads::trace::{Trace, replay};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
@@ -23,8 +23,8 @@ fuzz_target!(|data: &[u8]| {
                 // A 4 KiB pool refuses larger objects with an error; any
                 // trace within its limit must replay cleanly.
                 let fits = t.ops.iter().all(|op| match op {
-                    zsmem_lab::trace::TraceOp::Alloc { size, .. } => *size <= 4096,
-                    zsmem_lab::trace::TraceOp::Free { .. } => true,
+                    zsmem_lab::workloads::trace::TraceOp::Alloc { size, .. } => *size <= 4096,
+                    zsmem_lab::workloads::trace::TraceOp::Free { .. } => true,
                 });
                 let mut pool = PoolObjects::new("zsmem", zsmem::PoolConfig::default()).unwrap();
                 let r = replay(&t, &mut pool, 0);

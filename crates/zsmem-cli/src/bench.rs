@@ -8,7 +8,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 use zsmem::PoolConfig;
-use zsmem_lab::objects::{ObjectContestant, make_object_contestant};
+use zsmem_lab::contestants::ObjectContestant;
+use zsmem_lab::contestants::objects::make_object_contestant;
 
 use crate::{CliError, CliResult, units::parse_size};
 

@@ -16,9 +16,11 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use zsmem::{Codec, PageStore, PageStoreConfig, PoolConfig};
-use zsmem_lab::contestant::{KernelContestant, LabError, PageContestant, ZsmemContestant};
+use zsmem_lab::contestants::kernel::KernelContestant;
+use zsmem_lab::contestants::kernel_zram::ZramError;
+use zsmem_lab::contestants::zsmem::ZsmemContestant;
+use zsmem_lab::contestants::{LabError, PageContestant};
 use zsmem_lab::corpus::{FileEntry, FileTree, PAGE_SIZE, Page};
-use zsmem_lab::kernel_zram::ZramError;
 use zsmem_lab::text::shown_path;
 
 use crate::{CliError, CliResult};

@@ -6,14 +6,16 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use zsmem::Codec;
-use zsmem_lab::contestant::{Figures, KernelContestant, LabError, PageContestant, ZsmemContestant};
+use zsmem_lab::contestants::forked::{Allocator, ForkedHeap};
+use zsmem_lab::contestants::kernel::KernelContestant;
+use zsmem_lab::contestants::kernel_zram::ZramError;
+use zsmem_lab::contestants::zsmem::ZsmemContestant;
+use zsmem_lab::contestants::{Figures, LabError, PageContestant};
 use zsmem_lab::corpus::FileTree;
-use zsmem_lab::forked::{Allocator, ForkedHeap};
-use zsmem_lab::kernel_zram::ZramError;
 use zsmem_lab::report::{ReportContext, log2_histogram, write_report};
 use zsmem_lab::text::{shown, shown_path};
-use zsmem_lab::trace::TraceRecorder;
-use zsmem_lab::workload::{RunResult, UntarRm, slots_needed};
+use zsmem_lab::workloads::trace::TraceRecorder;
+use zsmem_lab::workloads::untar_rm::{RunResult, UntarRm, slots_needed};
 
 use crate::{CliError, CliResult};
 
@@ -132,7 +134,7 @@ impl Default for CompareArgs {
 struct JsonRun<'a> {
     contestant: &'a str,
     config: &'a str,
-    steps: &'a [zsmem_lab::workload::Step],
+    steps: &'a [zsmem_lab::workloads::untar_rm::Step],
     store_ns: Percentiles,
     load_ns: Percentiles,
     discard_ns: Percentiles,
@@ -168,7 +170,7 @@ fn make(name: &str, codec: Codec, slots: usize) -> Result<Box<dyn PageContestant
         "kernel-zram-compact" => {
             Box::new(KernelContestant::compacted(kernel_algorithm(codec), slots)?)
         }
-        other => match zsmem_lab::peers::make_peer_pages(other, slots) {
+        other => match zsmem_lab::contestants::peers::make_peer_pages(other, slots) {
             Some(peer) => peer?,
             None => {
                 return Err(LabError::Usage(format!(
@@ -259,7 +261,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
     let t = Instant::now();
     let (tree, source) = match (&a.input, a.pid) {
         (_, Some(pid)) => (
-            zsmem_lab::procmem::process_tree(pid, a.max_mib.saturating_mul(1 << 20))
+            zsmem_lab::workloads::procmem::process_tree(pid, a.max_mib.saturating_mul(1 << 20))
                 .map_err(|e| CliError::Usage(e.to_string()))?,
             format!("anonymous memory of process {pid}"),
         ),

@@ -2,15 +2,15 @@
 //! every object contestant: zsmem's pool in its best and its
 //! kernel-faithful configuration, and the malloc baselines.
 
-use zsmem_lab::objects::{OBJECT_CONTESTANTS, make_object_contestant};
-use zsmem_lab::trace::{Trace, replay};
+use zsmem_lab::contestants::objects::{OBJECT_CONTESTANTS, make_object_contestant};
+use zsmem_lab::workloads::trace::{Trace, replay};
 
 use crate::{CliError, CliResult};
 
 /// Arguments of `zsmem replay`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ReplayArgs {
-    /// The trace file (format: docs in `zsmem_lab::trace`; record one with
+    /// The trace file (format: docs in `zsmem_lab::workloads::trace`; record one with
     /// `zsmem compare --record-trace FILE`).
     pub trace: std::path::PathBuf,
     /// Print figures every this many operations (0: only at the end).

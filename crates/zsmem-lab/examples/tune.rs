@@ -6,9 +6,9 @@
 //! `cargo run --release -p zsmem-lab --example tune -- [SCALE] [INPUT]`
 
 use zsmem::{ChainRule, Codec, CompactionPolicy, PoolConfig};
-use zsmem_lab::contestant::ZsmemContestant;
+use zsmem_lab::contestants::zsmem::ZsmemContestant;
 use zsmem_lab::corpus::FileTree;
-use zsmem_lab::workload::{UntarRm, slots_needed};
+use zsmem_lab::workloads::untar_rm::{UntarRm, slots_needed};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -95,7 +95,7 @@ fn main() {
             .filter(|s| s.figures.compr > 0)
             .map(|s| &s.figures)
             .collect();
-        let max = |f: &dyn Fn(&&zsmem_lab::contestant::Figures) -> f64| {
+        let max = |f: &dyn Fn(&&zsmem_lab::contestants::Figures) -> f64| {
             steps.iter().map(f).fold(0.0, f64::max) * 100.0
         };
         println!(

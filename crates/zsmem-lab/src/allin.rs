@@ -16,8 +16,8 @@
 //! estimates from published structure sizes, never measured, and marked
 //! so.
 //!
-//! [`Figures::all_in`]: crate::contestant::Figures::all_in
-//! [`Figures::all_in_terms`]: crate::contestant::Figures::all_in_terms
+//! [`Figures::all_in`]: crate::contestants::Figures::all_in
+//! [`Figures::all_in_terms`]: crate::contestants::Figures::all_in_terms
 
 use std::sync::OnceLock;
 

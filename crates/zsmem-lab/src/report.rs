@@ -32,7 +32,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::workload::RunResult;
+use crate::workloads::untar_rm::RunResult;
 
 /// Units of the bucket bounds, powers of 1024 as bpftrace prints them.
 const UNITS: [&str; 7] = ["", "K", "M", "G", "T", "P", "E"];

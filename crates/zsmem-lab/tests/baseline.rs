@@ -1,4 +1,4 @@
-//! The malloc baselines (`zsmem_lab::baseline`): their memory methods,
+//! The malloc baselines (`zsmem_lab::contestants::heap`): their memory methods,
 //! measured on ~20k corpus pages, and the page-contestant conformance suite,
 //! run on every contestant: the three heap baselines, zsmem's two
 //! configurations, the peers (zbud, z3fold, zblock, afmalloc) and, where it is available, the kernel's own zram.
@@ -13,10 +13,13 @@
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use zsmem::Codec;
-use zsmem_lab::baseline::{HUGE_CLASS_SIZE, HeapContestant, MemoryMethod};
-use zsmem_lab::contestant::{Figures, KernelContestant, LabError, PageContestant, ZsmemContestant};
+use zsmem_lab::contestants::heap::{HeapContestant, MemoryMethod};
+use zsmem_lab::contestants::kernel::KernelContestant;
+use zsmem_lab::contestants::kernel_zram::ZramError;
+use zsmem_lab::contestants::zram_front::HUGE_CLASS_SIZE;
+use zsmem_lab::contestants::zsmem::ZsmemContestant;
+use zsmem_lab::contestants::{Figures, LabError, PageContestant};
 use zsmem_lab::corpus::{FileTree, PAGE_SIZE, Page};
-use zsmem_lab::kernel_zram::ZramError;
 
 static LOCK: Mutex<()> = Mutex::new(());
 
@@ -251,8 +254,8 @@ fn zsmem_contestants_conform() {
 #[test]
 fn peers_conform() {
     let _g = serial();
-    for name in zsmem_lab::peers::PEERS {
-        let mut c = zsmem_lab::peers::make_peer_pages(name, SLOTS)
+    for name in zsmem_lab::contestants::peers::PEERS {
+        let mut c = zsmem_lab::contestants::peers::make_peer_pages(name, SLOTS)
             .expect("a peer")
             .unwrap();
         conformance(c.as_mut());

@@ -4,10 +4,12 @@
 //! is available, and zsmem's automatic compaction holds fewer.
 
 use zsmem::Codec;
-use zsmem_lab::contestant::{KernelContestant, LabError, PageContestant, ZsmemContestant};
+use zsmem_lab::contestants::kernel::KernelContestant;
+use zsmem_lab::contestants::kernel_zram::ZramError;
+use zsmem_lab::contestants::zsmem::ZsmemContestant;
+use zsmem_lab::contestants::{LabError, PageContestant};
 use zsmem_lab::corpus::FileTree;
-use zsmem_lab::kernel_zram::ZramError;
-use zsmem_lab::workload::{RunResult, UntarRm, slots_needed};
+use zsmem_lab::workloads::untar_rm::{RunResult, UntarRm, slots_needed};
 
 fn tree() -> FileTree {
     FileTree::generate(7, 0.05)

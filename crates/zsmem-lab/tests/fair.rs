@@ -10,11 +10,13 @@ use std::sync::{Mutex, MutexGuard};
 
 use zsmem::Codec;
 use zsmem_lab::allin;
-use zsmem_lab::contestant::{Figures, KernelContestant, LabError, PageContestant, ZsmemContestant};
+use zsmem_lab::contestants::forked::{Allocator, ForkedHeap};
+use zsmem_lab::contestants::kernel::KernelContestant;
+use zsmem_lab::contestants::kernel_zram::ZramError;
+use zsmem_lab::contestants::zsmem::ZsmemContestant;
+use zsmem_lab::contestants::{Figures, LabError, PageContestant};
 use zsmem_lab::corpus::{FileTree, PAGE_SIZE, Page};
-use zsmem_lab::forked::{Allocator, ForkedHeap};
-use zsmem_lab::kernel_zram::ZramError;
-use zsmem_lab::workload::{RunResult, UntarRm, slots_needed};
+use zsmem_lab::workloads::untar_rm::{RunResult, UntarRm, slots_needed};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -284,9 +286,9 @@ fn every_contestant_counts_all_in_at_least_its_pool() {
     for a in [Allocator::System, Allocator::Jemalloc, Allocator::Mimalloc] {
         contestants.push(Box::new(ForkedHeap::new(a, slots).unwrap()));
     }
-    for name in zsmem_lab::peers::PEERS {
+    for name in zsmem_lab::contestants::peers::PEERS {
         contestants.push(
-            zsmem_lab::peers::make_peer_pages(name, slots)
+            zsmem_lab::contestants::peers::make_peer_pages(name, slots)
                 .unwrap()
                 .unwrap(),
         );

@@ -1,4 +1,4 @@
-//! Integration tests of `zsmem_lab::kernel_zram` against the running
+//! Integration tests of `zsmem_lab::contestants::kernel_zram` against the running
 //! kernel's zram. Each test makes its own private device; where zram or
 //! root is missing a test prints "skipping: <reason>" and passes.
 //!
@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
-use zsmem_lab::kernel_zram::{KernelZram, MmStat, PAGE_SIZE, RECORD_DIR, ZramConfig, ZramError};
+use zsmem_lab::contestants::kernel_zram::{
+    KernelZram, MmStat, PAGE_SIZE, RECORD_DIR, ZramConfig, ZramError,
+};
 
 const PAGE: u64 = PAGE_SIZE as u64;
 
@@ -547,7 +549,7 @@ fn child_holding_a_device() {
             return;
         }
     };
-    if let Err(e) = zsmem_lab::kernel_zram::install_signal_cleanup() {
+    if let Err(e) = zsmem_lab::contestants::kernel_zram::install_signal_cleanup() {
         println!("ZRAM_SKIP signal cleanup not installed: {e}");
         return;
     }
@@ -793,13 +795,16 @@ fn a_device_left_by_sigkill_is_removed_by_the_next_run() {
     let record = format!("{RECORD_DIR}/zram{device}.pid");
     assert!(!gone(device), "nothing could have removed zram{device}");
     assert!(Path::new(&record).exists(), "zram{device} has no record");
-    let removed = zsmem_lab::kernel_zram::remove_stale_devices();
+    let removed = zsmem_lab::contestants::kernel_zram::remove_stale_devices();
     assert!(removed.contains(&device), "{removed:?}");
     assert!(gone(device), "zram{device} is still there");
     assert!(!Path::new(&record).exists());
     // A device of a live process is not stale.
     if let Some(z) = create(&ZramConfig::with_pages(8)) {
-        assert!(!zsmem_lab::kernel_zram::remove_stale_devices().contains(&z.device_number()));
+        assert!(
+            !zsmem_lab::contestants::kernel_zram::remove_stale_devices()
+                .contains(&z.device_number())
+        );
         assert!(!gone(z.device_number()));
     }
 }

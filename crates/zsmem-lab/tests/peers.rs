@@ -1,4 +1,4 @@
-//! The peers (`zsmem_lab::peers`) against a model: random sequences of
+//! The peers (`zsmem_lab::contestants::peers`) against a model: random sequences of
 //! allocations, reads and frees, every byte checked against a HashMap, the
 //! allocator's invariants checked after every operation; and misuse
 //! (double free, stale and forged handles) that must be errors.
@@ -6,11 +6,11 @@
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use zsmem_lab::peers::afmalloc::Afmalloc;
-use zsmem_lab::peers::z3fold::Z3fold;
-use zsmem_lab::peers::zblock::Zblock;
-use zsmem_lab::peers::zbud::Zbud;
-use zsmem_lab::peers::{PeerAllocator, make_peer};
+use zsmem_lab::contestants::peers::afmalloc::Afmalloc;
+use zsmem_lab::contestants::peers::z3fold::Z3fold;
+use zsmem_lab::contestants::peers::zblock::Zblock;
+use zsmem_lab::contestants::peers::zbud::Zbud;
+use zsmem_lab::contestants::peers::{PeerAllocator, make_peer};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -124,7 +124,7 @@ proptest! {
 /// included), and never disturb a live neighbour.
 #[test]
 fn misuse_is_an_error() {
-    for name in zsmem_lab::peers::PEERS {
+    for name in zsmem_lab::contestants::peers::PEERS {
         let mut c = make_peer(name).unwrap().unwrap();
         let a = c.alloc(&[1; 500]).unwrap();
         let b = c.alloc(&[2; 700]).unwrap();

@@ -4,9 +4,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use zsmem_lab::contestant::Figures;
+use zsmem_lab::contestants::Figures;
 use zsmem_lab::report::{ReportContext, log2_histogram, write_report};
-use zsmem_lab::workload::{Latencies, RunResult, Step};
+use zsmem_lab::workloads::untar_rm::{Latencies, RunResult, Step};
 
 const MIB: u64 = 1 << 20;
 

@@ -16,7 +16,7 @@
 use zsmem::os::{OsPages, PageBlock};
 
 use super::{HandleTable, IdVec, Lists, PeerAllocator, check_len, too_large};
-use crate::contestant::LabError;
+use crate::contestants::LabError;
 use crate::corpus::PAGE_SIZE;
 
 /// The block header: list links (16 bytes), a 128-bit slot bitmap and a
@@ -144,7 +144,7 @@ struct Loc {
 /// A zblock pool.
 ///
 /// ```
-/// use zsmem_lab::peers::{PeerAllocator, zblock::Zblock};
+/// use zsmem_lab::contestants::peers::{PeerAllocator, zblock::Zblock};
 /// let mut z = Zblock::new().unwrap();
 /// let hs: Vec<u64> = (0..63).map(|_| z.alloc(&[1; 60]).unwrap()).collect();
 /// assert_eq!(z.pages().held_pages(), 1); // 63 slots of 64 bytes in one page

@@ -32,7 +32,7 @@
 use zsmem::os::{OsPages, PageBlock};
 
 use super::{IdVec, Lists, vec_bytes};
-use crate::contestant::LabError;
+use crate::contestants::LabError;
 
 /// The smallest object, log2.
 pub const MIN_SHIFT: u32 = 5;
@@ -140,7 +140,7 @@ struct CacheCounts {
 /// The slab allocator.
 ///
 /// ```
-/// use zsmem_lab::peers::slab::SlabAllocator;
+/// use zsmem_lab::contestants::peers::slab::SlabAllocator;
 /// let mut s = SlabAllocator::new(zsmem::os::OsPages::new(4096, None).unwrap());
 /// let c = s.cache_for(100).unwrap(); // size-128
 /// let r = s.alloc(c).unwrap();

@@ -1,8 +1,8 @@
-//! The malloc baselines: what a user would do without zsmem; and
-//! [`ZramFront`], zram's page handling in front of any object store, which
-//! the baselines and the peers (`crate::peers`) share.
+//! The malloc baselines: heap objects from a general purpose allocator, and how their memory
+//! is measured (what a user would do without zsmem).
 //!
-//! Each page is handled exactly as zram (and zsmem's `PageStore`) handles
+//! They keep pages behind [`ZramFront`], zram's page handling, which the
+//! peers (`super::peers`) share. Each page is handled exactly as zram (and zsmem's `PageStore`) handles
 //! it, so the comparison is about the allocator alone: a same-filled page
 //! (every 8-byte word equal) keeps only its word and allocates nothing;
 //! any other page is compressed with lz4 (`zsmem::Codec::Lz4`, the codec the
@@ -71,22 +71,16 @@
 //!
 //! These in-process measures are kept for `zsmem replay` and `zsmem bench`;
 //! `zsmem compare` runs each baseline in a child process of its own and
-//! measures it after the allocator's release ([`crate::forked`]), which
+//! measures it after the allocator's release ([`crate::contestants::forked`]), which
 //! sees what the release gives back and is never below the data.
 
-use std::alloc::{GlobalAlloc, System};
+use std::alloc::{GlobalAlloc, Layout, System};
 
-use crate::allin::{self, Term};
-use crate::contestant::{Figures, LabError, PageContestant};
-use crate::corpus::{PAGE_SIZE, Page};
-use crate::objects::{HeapObjects, ObjectContestant};
-use zsmem::store::same_filled;
+use mimalloc::MiMalloc;
+use tikv_jemallocator::Jemalloc;
 
-/// The compressed size from which a page is stored raw: the kernel's
-/// `huge_class_size` for 4 KiB pages and zsmalloc chain size 8 (the largest
-/// non-huge class, 3632 bytes, less zsmalloc's 8-byte in-object handle, plus
-/// one). A page whose lz4 output would be this long or longer is "huge".
-pub const HUGE_CLASS_SIZE: usize = 3625;
+use super::zram_front::{Parts, ZramFront};
+use super::{LabError, ObjectContestant, ObjectMemory};
 
 /// How a heap contestant's memory figure is measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -230,42 +224,6 @@ fn process_rss() -> Result<u64, String> {
     Ok(pages * u64::try_from(page).unwrap_or(4096))
 }
 
-/// What a slot holds.
-#[derive(Clone, Copy, Debug, Default)]
-enum Entry {
-    #[default]
-    Empty,
-    /// A same-filled page: the word, no allocation.
-    Same(u64),
-    /// `len` bytes of lz4 output (or the raw page if `huge`), object `id`
-    /// of the object store.
-    Object { id: u64, len: u32, huge: bool },
-}
-
-/// zram's page handling in front of any object store `S`: same-filled
-/// pages kept as their word, other pages compressed with lz4 and kept as
-/// one object each, raw (4096 bytes, "huge") when the compressed size would
-/// be [`HUGE_CLASS_SIZE`] or more. The malloc baselines
-/// ([`HeapContestant`]) and the peers (`crate::peers`) are this front on
-/// their object stores, so the page handling is the same code for all.
-/// Memory figures are the store's: `pool` is `ObjectMemory::held`, `meta`
-/// its metadata, `used` the two together; `compact` asks the store.
-pub struct ZramFront<S: ObjectContestant> {
-    /// The objects, and the memory they cost.
-    objects: S,
-    /// For glibc: bytes free in its arenas at creation, which this
-    /// contestant may reuse without the figure growing.
-    free_at_start: Option<u64>,
-    slots: Vec<Entry>,
-    scratch: Box<Page>,
-    /// An object read back, before decompression.
-    buf: Vec<u8>,
-    pages_stored: u64,
-    compr_bytes: u64,
-    same_pages: u64,
-    huge_pages: u64,
-}
-
 /// Compressed pages kept as plain heap allocations of the allocator `A`.
 pub type HeapContestant<A> = ZramFront<HeapObjects<A>>;
 
@@ -326,13 +284,13 @@ impl<A: GlobalAlloc> ZramFront<HeapObjects<A>> {
 
     /// How the memory figures are measured.
     pub fn memory_method(&self) -> MemoryMethod {
-        self.objects.method()
+        self.objects().method()
     }
 
     /// The measured figure when the contestant was made; `Figures::pool`
     /// is the growth from it.
     pub fn baseline_bytes(&self) -> u64 {
-        self.objects.baseline()
+        self.objects().baseline()
     }
 
     /// For the glibc method: bytes in free chunks of malloc's arenas when
@@ -344,252 +302,203 @@ impl<A: GlobalAlloc> ZramFront<HeapObjects<A>> {
     }
 }
 
-/// A front's tables before its store exists.
-struct Parts {
-    slots: Vec<Entry>,
-    scratch: Box<Page>,
-    buf: Vec<u8>,
-    free_at_start: Option<u64>,
+/// One heap allocation per object from a `GlobalAlloc`, memory measured by
+/// the allocator's own statistics as growth since creation. The one place
+/// the lab allocates from a heap directly: the page-level heap contestants
+/// and `zsmem bench pool` keep their objects here too.
+pub struct HeapObjects<A: GlobalAlloc> {
+    name: String,
+    alloc: A,
+    method: MemoryMethod,
+    baseline: u64,
+    /// Live objects' blocks (null when the id is free).
+    objects: Vec<(*mut u8, usize)>,
+    spare: Vec<u64>,
 }
 
-impl Parts {
-    fn new(slots: usize) -> Parts {
-        Parts {
-            slots: vec![Entry::Empty; slots],
-            scratch: Box::new([0u8; PAGE_SIZE]),
-            buf: Vec::with_capacity(PAGE_SIZE),
-            free_at_start: None,
+// SAFETY: every block is owned by this value alone (no other reference to
+// it exists), and `A: Send + Sync` lets the allocator be used, and blocks be
+// freed, from whichever thread holds it.
+unsafe impl<A: GlobalAlloc + Send + Sync> Send for HeapObjects<A> {}
+
+impl<A: GlobalAlloc> HeapObjects<A> {
+    /// Objects from `alloc`, measured by `method` from now on.
+    pub fn new(name: &str, alloc: A, method: MemoryMethod) -> Result<Self, LabError> {
+        let baseline = method
+            .read()
+            .map_err(|e| LabError::Usage(format!("{name}: {e}")))?;
+        Ok(HeapObjects {
+            name: name.into(),
+            alloc,
+            method,
+            baseline,
+            objects: Vec::new(),
+            spare: Vec::new(),
+        })
+    }
+
+    /// The name given at creation.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How memory is measured.
+    pub fn method(&self) -> MemoryMethod {
+        self.method
+    }
+
+    /// The measured figure at creation.
+    pub fn baseline(&self) -> u64 {
+        self.baseline
+    }
+
+    /// Make room for `n` live objects in the id tables, and write it, so
+    /// that the tables' pages are resident now and storing up to `n`
+    /// objects grows no table.
+    pub fn reserve(&mut self, n: usize) {
+        self.objects.reserve(n);
+        for e in self.objects.spare_capacity_mut() {
+            e.write((std::ptr::null_mut(), 0));
+        }
+        self.spare.reserve(n);
+        for e in self.spare.spare_capacity_mut() {
+            e.write(0);
         }
     }
 
-    fn with_objects<S: ObjectContestant>(self, objects: S) -> ZramFront<S> {
-        ZramFront {
-            objects,
-            free_at_start: self.free_at_start,
-            slots: self.slots,
-            scratch: self.scratch,
-            buf: self.buf,
-            pages_stored: 0,
-            compr_bytes: 0,
-            same_pages: 0,
-            huge_pages: 0,
+    /// Growth of the measured figure since creation.
+    pub fn held(&self) -> Result<u64, LabError> {
+        let now = self
+            .method
+            .read()
+            .map_err(|e| LabError::Usage(format!("{}: {e}", self.name)))?;
+        Ok(now.saturating_sub(self.baseline))
+    }
+
+    fn slot(&self, id: u64) -> Result<(*mut u8, usize), LabError> {
+        match self.objects.get(id as usize) {
+            Some(&(p, len)) if !p.is_null() => Ok((p, len)),
+            _ => Err(LabError::Usage(format!(
+                "{}: no live object {id}",
+                self.name
+            ))),
         }
     }
-}
 
-impl<S: ObjectContestant> ZramFront<S> {
-    /// `slots` pages kept in `objects`; fails on zero slots.
-    pub fn new(objects: S, slots: usize) -> Result<Self, LabError> {
-        if slots == 0 {
-            return Err(LabError::Usage(format!(
-                "{}: needs at least one slot",
-                objects.name()
-            )));
+    /// Copy `data` into a new block of exactly its length; returns its id.
+    pub fn keep(&mut self, data: &[u8]) -> Result<u64, LabError> {
+        if data.is_empty() {
+            return Err(LabError::Zsmem(zsmem::Error::ZeroLength));
         }
-        Ok(Parts::new(slots).with_objects(objects))
-    }
-
-    /// The object store.
-    pub fn objects(&self) -> &S {
-        &self.objects
-    }
-
-    /// Number of slots.
-    pub fn slots(&self) -> usize {
-        self.slots.len()
-    }
-
-    /// Bytes of the per-slot table, the front end's own cost, counted as
-    /// zsmem's `PageStore` holds its table: 64-slot chunks, present only
-    /// while one of their slots holds a page, plus a pointer per chunk. The
-    /// front keeps a dense table, allocated before the run so that a malloc
-    /// baseline's heap figure never includes it; counting it as dense would
-    /// charge the peers for the lab's choice, not theirs.
-    pub fn slot_table_bytes(&self) -> u64 {
-        const CHUNK: usize = 64;
-        let present = self
-            .slots
-            .chunks(CHUNK)
-            .filter(|c| c.iter().any(|e| !matches!(e, Entry::Empty)))
-            .count();
-        (present * CHUNK * std::mem::size_of::<Entry>()
-            + self.slots.len().div_ceil(CHUNK) * std::mem::size_of::<usize>()) as u64
-    }
-
-    fn index(&self, slot: u64) -> Result<usize, LabError> {
-        usize::try_from(slot)
-            .ok()
-            .filter(|&i| i < self.slots.len())
-            .ok_or(LabError::Zsmem(zsmem::Error::SlotOutOfRange {
-                index: usize::try_from(slot).unwrap_or(usize::MAX),
-                slots: self.slots.len(),
-            }))
-    }
-
-    /// Compress `page` and keep the result as one object.
-    fn allocate(&mut self, page: &Page) -> Result<Entry, LabError> {
-        let limit = HUGE_CLASS_SIZE.min(PAGE_SIZE);
-        let (bytes, huge): (&[u8], bool) =
-            match zsmem::Codec::Lz4.compress(page, &mut self.scratch[..limit]) {
-                Some(n) if n > 0 && n < HUGE_CLASS_SIZE => (&self.scratch[..n], false),
-                _ => (page, true),
-            };
-        let len = bytes.len() as u32;
-        let id = self.objects.alloc(bytes)?;
-        Ok(Entry::Object { id, len, huge })
-    }
-
-    fn account(&mut self, e: Entry, add: bool) {
-        let step = |c: &mut u64, v: u64| {
-            if add {
-                *c += v;
-            } else {
-                *c -= v;
+        let layout =
+            Layout::from_size_align(data.len(), 1).map_err(|e| LabError::Usage(e.to_string()))?;
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { self.alloc.alloc(layout) };
+        if p.is_null() {
+            return Err(LabError::Zsmem(zsmem::Error::OsOutOfMemory {
+                bytes: data.len(),
+                reason: format!("{} returned null", self.name),
+            }));
+        }
+        // SAFETY: `p` holds `data.len()` fresh bytes of our own, disjoint
+        // from `data`.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+        Ok(match self.spare.pop() {
+            Some(id) => {
+                self.objects[id as usize] = (p, data.len());
+                id
             }
+            None => {
+                self.objects.push((p, data.len()));
+                (self.objects.len() - 1) as u64
+            }
+        })
+    }
+
+    /// Call `f` with object `id`'s bytes in place.
+    pub fn with_object<R>(&self, id: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R, LabError> {
+        let (p, len) = self.slot(id)?;
+        // SAFETY: `p` is a live block of `len` bytes made by `keep`; nothing
+        // writes it while the shared borrow of `self` lasts.
+        Ok(f(unsafe { std::slice::from_raw_parts(p, len) }))
+    }
+
+    /// Free object `id`.
+    pub fn free_object(&mut self, id: u64) -> Result<(), LabError> {
+        let (p, len) = self.slot(id)?;
+        self.objects[id as usize] = (std::ptr::null_mut(), 0);
+        // SAFETY: made by `keep` from the same allocator with this layout,
+        // and just unlisted, so it is freed once.
+        unsafe {
+            self.alloc
+                .dealloc(p, Layout::from_size_align(len, 1).expect("valid layout"))
         };
-        match e {
-            Entry::Empty => return,
-            Entry::Same(_) => step(&mut self.same_pages, 1),
-            Entry::Object { len, huge, .. } => {
-                step(&mut self.compr_bytes, u64::from(len));
-                if huge {
-                    step(&mut self.huge_pages, 1);
-                }
-            }
-        }
-        step(&mut self.pages_stored, 1);
-    }
-
-    /// Uncount and free what a slot held.
-    fn release(&mut self, e: Entry) {
-        self.account(e, false);
-        if let Entry::Object { id, .. } = e {
-            // The slot owned this object alone; freeing it cannot fail.
-            let freed = self.objects.free(id);
-            debug_assert!(freed.is_ok(), "{freed:?}");
-        }
+        self.spare.push(id);
+        Ok(())
     }
 }
 
-impl<S: ObjectContestant> PageContestant for ZramFront<S> {
+/// glibc malloc (Rust's global allocator here).
+pub fn system_objects() -> Result<HeapObjects<System>, LabError> {
+    HeapObjects::new("system", System, MemoryMethod::for_system())
+}
+
+/// jemalloc, not the global allocator, so its statistics are ours alone.
+pub fn jemalloc_objects() -> Result<HeapObjects<Jemalloc>, LabError> {
+    HeapObjects::new("jemalloc", Jemalloc, MemoryMethod::for_jemalloc())
+}
+
+/// mimalloc, not the global allocator either.
+pub fn mimalloc_objects() -> Result<HeapObjects<MiMalloc>, LabError> {
+    HeapObjects::new("mimalloc", MiMalloc, MemoryMethod::MimallocCommit)
+}
+
+impl<A: GlobalAlloc> ObjectContestant for HeapObjects<A> {
     fn name(&self) -> &str {
-        self.objects.name()
+        &self.name
     }
-
     fn config(&self) -> String {
-        let free = match self.free_at_start {
-            Some(b) => format!(
-                "; {} KiB were free in malloc's arenas at creation (their reuse is not counted)",
-                b / 1024
-            ),
-            None => String::new(),
-        };
         format!(
-            "{}: zram's pages (same-filled as a word, lz4, raw from {} B), one object per page; {}{free}",
-            self.objects.name(),
-            HUGE_CLASS_SIZE,
-            self.objects.config()
+            "one heap allocation per object; memory: {}",
+            self.method.describe()
         )
     }
-
-    fn store(&mut self, slot: u64, page: &Page) -> Result<(), LabError> {
-        let i = self.index(slot)?;
-        let new = match same_filled(page) {
-            Some(word) => Entry::Same(word),
-            None => self.allocate(page)?,
-        };
-        let old = std::mem::replace(&mut self.slots[i], new);
-        self.account(new, true);
-        self.release(old);
-        Ok(())
+    fn alloc(&mut self, data: &[u8]) -> Result<u64, LabError> {
+        self.keep(data)
     }
+    fn read(&mut self, id: u64, buf: &mut Vec<u8>) -> Result<(), LabError> {
+        self.with_object(id, |b| {
+            buf.clear();
+            buf.extend_from_slice(b);
+        })
+    }
+    fn free(&mut self, id: u64) -> Result<(), LabError> {
+        self.free_object(id)
+    }
+    fn memory(&mut self) -> Result<ObjectMemory, LabError> {
+        Ok(ObjectMemory {
+            held: self.held()?,
+            meta: 0,
+        })
+    }
+}
 
-    fn load(&mut self, slot: u64, buf: &mut Page) -> Result<(), LabError> {
-        let i = self.index(slot)?;
-        match self.slots[i] {
-            Entry::Empty => buf.fill(0),
-            Entry::Same(word) => {
-                for c in buf.chunks_exact_mut(8) {
-                    c.copy_from_slice(&word.to_ne_bytes());
-                }
-            }
-            Entry::Object { id, huge, .. } => {
-                self.objects.read(id, &mut self.buf)?;
-                if huge {
-                    if self.buf.len() != PAGE_SIZE {
-                        return Err(LabError::Mismatch {
-                            contestant: self.objects.name().to_string(),
-                            slot,
-                        });
-                    }
-                    buf.copy_from_slice(&self.buf);
-                } else {
-                    zsmem::Codec::Lz4.decompress(&self.buf, buf)?;
-                }
+impl<A: GlobalAlloc> Drop for HeapObjects<A> {
+    fn drop(&mut self) {
+        for id in 0..self.objects.len() as u64 {
+            if self.slot(id).is_ok() {
+                let _ = self.free_object(id);
             }
         }
-        Ok(())
-    }
-
-    fn discard(&mut self, slot: u64, pages: u64) -> Result<(), LabError> {
-        let start = self.index(slot)?;
-        let end = usize::try_from(pages)
-            .ok()
-            .and_then(|p| start.checked_add(p))
-            .filter(|&e| e <= self.slots.len())
-            .ok_or(LabError::Zsmem(zsmem::Error::SlotOutOfRange {
-                index: usize::try_from(slot.saturating_add(pages).saturating_sub(1))
-                    .unwrap_or(usize::MAX),
-                slots: self.slots.len(),
-            }))?;
-        for i in start..end {
-            let old = std::mem::take(&mut self.slots[i]);
-            self.release(old);
-        }
-        Ok(())
-    }
-
-    fn figures(&mut self) -> Result<Figures, LabError> {
-        let m = self.objects.memory()?;
-        let terms = vec![
-            Term {
-                name: allin::POOL_PAGES,
-                bytes: m.held,
-            },
-            Term {
-                name: allin::ALLOCATOR_METADATA,
-                bytes: m.meta,
-            },
-            Term {
-                name: allin::SLOT_TABLE,
-                bytes: self.slot_table_bytes(),
-            },
-        ];
-        let f = Figures {
-            orig: self.pages_stored * PAGE_SIZE as u64,
-            compr: self.compr_bytes,
-            pool: m.held,
-            meta: m.meta,
-            waste: None,
-            same_pages: self.same_pages,
-            huge_pages: self.huge_pages,
-            pages_compacted: self.objects.pages_compacted(),
-            compaction: None,
-            ..Figures::default()
-        };
-        Ok(f.with_terms(terms))
-    }
-
-    /// Whatever the store can do (a heap cannot move its blocks: nothing).
-    fn compact(&mut self) -> Result<(), LabError> {
-        self.objects.compact()?;
-        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contestants::PageContestant;
+    use crate::contestants::zram_front::HUGE_CLASS_SIZE;
+    use crate::corpus::{PAGE_SIZE, Page};
 
     fn text(seed: u8) -> Box<Page> {
         let mut p = Box::new([0u8; PAGE_SIZE]);
@@ -611,29 +520,6 @@ mod tests {
             *b = (x >> 24) as u8;
         }
         p
-    }
-
-    #[test]
-    fn huge_class_size_is_the_kernel_pools() {
-        let pool = zsmem::Pool::new(zsmem::PoolConfig::kernel()).unwrap();
-        assert_eq!(pool.huge_class_size(), HUGE_CLASS_SIZE);
-    }
-
-    #[test]
-    fn same_filled_is_per_8_byte_word() {
-        let mut p = [0u8; PAGE_SIZE];
-        assert_eq!(same_filled(&p), Some(0));
-        for (i, b) in p.iter_mut().enumerate() {
-            *b = (i % 8) as u8;
-        }
-        assert!(same_filled(&p).is_some());
-        p[4095] ^= 1;
-        assert_eq!(same_filled(&p), None);
-    }
-
-    #[test]
-    fn entries_are_two_words() {
-        assert_eq!(std::mem::size_of::<Entry>(), 16);
     }
 
     #[test]

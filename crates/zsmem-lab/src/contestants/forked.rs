@@ -6,7 +6,7 @@
 //! `malloc_trim` gives back, and its growth since creation goes negative
 //! when the process frees something else; jemalloc and mimalloc keep freed
 //! pages until their decay runs. So each baseline ([`ForkedHeap`]) forks a
-//! child that holds nothing but [`crate::baseline::ZramFront`] on its
+//! child that holds nothing but [`crate::contestants::zram_front::ZramFront`] on its
 //! allocator, and talks to it over a socket, one request per store, load,
 //! discard, figures or compact.
 //!
@@ -60,10 +60,11 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use crate::allin::{self, Term};
-use crate::baseline::{MemoryMethod, ZramFront};
-use crate::contestant::{Figures, LabError, PageContestant};
+use crate::contestants::heap::HeapObjects;
+use crate::contestants::heap::MemoryMethod;
+use crate::contestants::zram_front::ZramFront;
+use crate::contestants::{Figures, LabError, PageContestant};
 use crate::corpus::{PAGE_SIZE, Page};
-use crate::objects::HeapObjects;
 
 /// The general purpose allocators the baselines use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -486,7 +487,7 @@ impl Server {
              one heap allocation per page; memory: anonymous RSS growth after {} at every step \
              (baseline {} KiB){}",
             std::process::id(),
-            crate::baseline::HUGE_CLASS_SIZE,
+            crate::contestants::zram_front::HUGE_CLASS_SIZE,
             self.allocator.release_text(),
             base / 1024,
             match in_use_base {
@@ -546,7 +547,7 @@ impl Server {
 
     /// Release (if `release`), then the figures: orig, compr, same, huge,
     /// RSS growth, live bytes beyond it, slot table, 0.
-    fn measure<S: crate::objects::ObjectContestant>(
+    fn measure<S: crate::contestants::ObjectContestant>(
         &self,
         front: &mut ZramFront<S>,
         release: bool,

@@ -40,10 +40,10 @@ pub mod zbud;
 
 use zsmem::os::{OsPages, PageBlock};
 
-use crate::baseline::ZramFront;
-use crate::contestant::{LabError, PageContestant};
+use crate::contestants::zram_front::ZramFront;
+use crate::contestants::{LabError, PageContestant};
+use crate::contestants::{ObjectContestant, ObjectMemory};
 use crate::corpus::PAGE_SIZE;
-use crate::objects::{ObjectContestant, ObjectMemory};
 
 /// Bits of a handle holding the entry's generation (above the 32 index
 /// bits); the two top bits are left for tags.
@@ -86,7 +86,7 @@ pub(crate) fn vec_bytes<T>(v: &Vec<T>) -> u64 {
 /// Handles naming values of type `T`, with a generation per entry.
 ///
 /// ```
-/// use zsmem_lab::peers::HandleTable;
+/// use zsmem_lab::contestants::peers::HandleTable;
 /// let mut t = HandleTable::new();
 /// let h = t.insert(7u32);
 /// assert_eq!(t.get(h), Some(&7));
@@ -499,7 +499,7 @@ pub fn make_peer(name: &str) -> Option<Result<Box<dyn ObjectContestant + Send>, 
 }
 
 /// Make a peer's page contestant (zram's page handling in front of it,
-/// [`crate::baseline::ZramFront`]) of `slots` pages by name; `None` for
+/// [`crate::contestants::zram_front::ZramFront`]) of `slots` pages by name; `None` for
 /// another name.
 pub fn make_peer_pages(
     name: &str,

@@ -38,7 +38,7 @@ use zsmem::os::OsPages;
 
 use super::slab::{ChunkRef, SlabAllocator};
 use super::{HandleTable, PeerAllocator, bad_handle, check_len};
-use crate::contestant::LabError;
+use crate::contestants::LabError;
 
 /// The smallest chunk.
 pub const MIN_CHUNK: usize = 32;
@@ -140,7 +140,7 @@ pub struct CompactionStats {
 /// An afmalloc pool.
 ///
 /// ```
-/// use zsmem_lab::peers::{PeerAllocator, afmalloc::Afmalloc};
+/// use zsmem_lab::contestants::peers::{PeerAllocator, afmalloc::Afmalloc};
 /// let mut a = Afmalloc::new(false).unwrap();
 /// let data: Vec<u8> = (0..400).map(|i| i as u8).collect();
 /// let h = a.alloc(&data).unwrap(); // 256 + 128 + 32-byte chunks and an entry

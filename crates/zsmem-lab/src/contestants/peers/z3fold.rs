@@ -31,7 +31,7 @@
 use zsmem::os::{OsPages, PageBlock};
 
 use super::{HandleTable, IdVec, Lists, PeerAllocator, check_len};
-use crate::contestant::LabError;
+use crate::contestants::LabError;
 use crate::corpus::PAGE_SIZE;
 
 /// Bytes per chunk.
@@ -158,7 +158,7 @@ pub fn size_to_chunks(size: usize) -> usize {
 /// A z3fold pool.
 ///
 /// ```
-/// use zsmem_lab::peers::{PeerAllocator, z3fold::Z3fold};
+/// use zsmem_lab::contestants::peers::{PeerAllocator, z3fold::Z3fold};
 /// let mut z = Z3fold::new().unwrap();
 /// let h: Vec<u64> = [1000, 1000, 1000].iter().map(|&n| z.alloc(&vec![7; n]).unwrap()).collect();
 /// assert_eq!(z.pages().held_pages(), 1); // three buddies in one page

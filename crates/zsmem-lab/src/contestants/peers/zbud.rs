@@ -15,7 +15,7 @@
 use zsmem::os::{OsPages, PageBlock};
 
 use super::{HandleTable, IdVec, Lists, PeerAllocator, check_len};
-use crate::contestant::LabError;
+use crate::contestants::LabError;
 use crate::corpus::PAGE_SIZE;
 
 /// Bytes per chunk: page size / 64.
@@ -71,7 +71,7 @@ fn offset(page: &PageBlock, b: Buddy) -> usize {
 /// A zbud pool.
 ///
 /// ```
-/// use zsmem_lab::peers::{PeerAllocator, zbud::Zbud};
+/// use zsmem_lab::contestants::peers::{PeerAllocator, zbud::Zbud};
 /// let mut z = Zbud::new().unwrap();
 /// let a = z.alloc(&[1; 1000]).unwrap();
 /// let b = z.alloc(&[2; 2000]).unwrap();

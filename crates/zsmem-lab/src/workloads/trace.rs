@@ -29,9 +29,9 @@ use std::path::Path;
 
 use zsmem::Codec;
 
-use crate::contestant::{Figures, LabError, PageContestant};
+use crate::contestants::ObjectContestant;
+use crate::contestants::{Figures, LabError, PageContestant};
 use crate::corpus::Page;
-use crate::objects::ObjectContestant;
 use crate::text::shown;
 
 /// Largest object a trace may hold: a page of the pools `zsmem replay`
@@ -403,8 +403,8 @@ mod tests {
             "t",
         )
         .unwrap();
-        for name in crate::objects::OBJECT_CONTESTANTS {
-            let mut c = crate::objects::make_object_contestant(name).unwrap();
+        for name in crate::contestants::objects::OBJECT_CONTESTANTS {
+            let mut c = crate::contestants::objects::make_object_contestant(name).unwrap();
             let s = replay(&t, c.as_mut(), 1).unwrap();
             assert_eq!(s.len(), 5, "{name}");
             assert_eq!(s[2].objects, 3);

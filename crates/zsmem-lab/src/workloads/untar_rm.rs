@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::contestant::{Figures, LabError, PageContestant};
+use crate::contestants::{Figures, LabError, PageContestant};
 use crate::corpus::{FileTree, PAGE_SIZE, Page};
 
 /// Parameters of the untar/rm workload.

@@ -1,0 +1,205 @@
+//! zsmem as a contestant: pages through zsmem's `PageStore` (zram's semantics), objects in a
+//! zsmem `Pool` (for size traces).
+
+use zsmem::{Codec, Handle, PageStore, PageStoreConfig, Pool, PoolConfig};
+
+use super::compacted::CompactEveryStep;
+use super::{Figures, LabError, ObjectContestant, ObjectMemory, PageContestant};
+use crate::allin::{self, Term};
+use crate::corpus::Page;
+
+/// zsmem's `PageStore` as a contestant.
+pub struct ZsmemContestant {
+    name: String,
+    store: PageStore,
+}
+
+impl ZsmemContestant {
+    /// A store of `slots` pages with `pool` and `codec`, named `name`.
+    pub fn new(name: &str, pool: PoolConfig, codec: Codec, slots: usize) -> Result<Self, LabError> {
+        let store = PageStore::new(PageStoreConfig {
+            slots,
+            codec,
+            pool,
+            ..Default::default()
+        })?;
+        Ok(Self::from_store(name, store))
+    }
+
+    /// An existing store, named `name`.
+    pub fn from_store(name: &str, store: PageStore) -> Self {
+        ZsmemContestant {
+            name: name.to_string(),
+            store,
+        }
+    }
+
+    /// The kernel-faithful configuration: chain 8, delta 16, the in-object
+    /// handle counted, compaction only when asked.
+    pub fn kernel_faithful(codec: Codec, slots: usize) -> Result<Self, LabError> {
+        Self::new("zsmem-kernel", PoolConfig::kernel(), codec, slots)
+    }
+
+    /// The kernel-faithful configuration compacted after every step.
+    pub fn kernel_compacted(
+        codec: Codec,
+        slots: usize,
+    ) -> Result<CompactEveryStep<Self>, LabError> {
+        Ok(CompactEveryStep::new(
+            "zsmem-kernel-compact",
+            Self::kernel_faithful(codec, slots)?,
+        ))
+    }
+
+    /// zsmem's best configuration.
+    pub fn best(codec: Codec, slots: usize) -> Result<Self, LabError> {
+        Self::new("zsmem", PoolConfig::default(), codec, slots)
+    }
+
+    /// The store inside.
+    pub fn store_ref(&self) -> &PageStore {
+        &self.store
+    }
+}
+
+impl PageContestant for ZsmemContestant {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn config(&self) -> String {
+        let c = self.store.pool().config();
+        format!(
+            "{} pages, chain {}, delta {}, {}{}, compaction {:?}",
+            c.page_size,
+            c.chain_size,
+            c.class_delta,
+            self.store.codec().name(),
+            if c.kernel_handle_header {
+                ", in-object handle counted"
+            } else {
+                ""
+            },
+            c.compaction
+        )
+    }
+
+    fn store(&mut self, slot: u64, page: &Page) -> Result<(), LabError> {
+        Ok(self.store.write(slot as usize, page)?)
+    }
+
+    fn load(&mut self, slot: u64, buf: &mut Page) -> Result<(), LabError> {
+        Ok(self.store.read(slot as usize, buf)?)
+    }
+
+    fn discard(&mut self, slot: u64, pages: u64) -> Result<(), LabError> {
+        Ok(self.store.discard(slot as usize, pages as usize)?)
+    }
+
+    fn figures(&mut self) -> Result<Figures, LabError> {
+        let m = self.store.mm_stat();
+        let p = self.store.pool().stats();
+        // PageStore::metadata_bytes is the store's tables plus the pool's
+        // metadata; the pool's is its own term.
+        let tables = self.store.metadata_bytes().saturating_sub(p.metadata_bytes);
+        let terms = vec![
+            Term {
+                name: allin::POOL_PAGES,
+                bytes: m.mem_used_total,
+            },
+            Term {
+                name: allin::CACHED_PAGES,
+                bytes: (p.cached_pages * p.page_size) as u64,
+            },
+            Term {
+                name: allin::ALLOCATOR_METADATA,
+                bytes: p.metadata_bytes as u64,
+            },
+            Term {
+                name: allin::SLOT_TABLE,
+                bytes: tables as u64,
+            },
+        ];
+        let f = Figures {
+            orig: m.orig_data_size,
+            compr: m.compr_data_size,
+            pool: m.mem_used_total,
+            meta: p.metadata_bytes as u64,
+            waste: Some(p.waste),
+            same_pages: m.same_pages,
+            huge_pages: m.huge_pages,
+            pages_compacted: m.pages_compacted,
+            compaction: Some(self.store.pool().compaction_stats()),
+            ..Figures::default()
+        };
+        Ok(f.with_terms(terms))
+    }
+
+    fn compact(&mut self) -> Result<(), LabError> {
+        self.store.compact();
+        Ok(())
+    }
+}
+
+/// A zsmem pool as an object contestant.
+pub struct PoolObjects {
+    name: String,
+    pool: Pool,
+}
+
+impl PoolObjects {
+    /// A pool with `cfg`, named `name`.
+    pub fn new(name: &str, cfg: PoolConfig) -> Result<Self, LabError> {
+        Ok(PoolObjects {
+            name: name.into(),
+            pool: Pool::new(cfg)?,
+        })
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+}
+
+impl ObjectContestant for PoolObjects {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn config(&self) -> String {
+        let c = self.pool.config();
+        format!(
+            "zsmem pool: {} pages, chain {}, delta {}{}, compaction {:?}",
+            c.page_size,
+            c.chain_size,
+            c.class_delta,
+            if c.kernel_handle_header {
+                ", in-object handle counted"
+            } else {
+                ""
+            },
+            c.compaction
+        )
+    }
+    fn alloc(&mut self, data: &[u8]) -> Result<u64, LabError> {
+        Ok(self.pool.store(data)?.to_raw())
+    }
+    fn read(&mut self, id: u64, buf: &mut Vec<u8>) -> Result<(), LabError> {
+        let h = Handle::from_raw(id);
+        self.pool.with_object(h, |b| {
+            buf.clear();
+            buf.extend_from_slice(b);
+        })?;
+        Ok(())
+    }
+    fn free(&mut self, id: u64) -> Result<(), LabError> {
+        Ok(self.pool.free(Handle::from_raw(id))?)
+    }
+    fn memory(&mut self) -> Result<ObjectMemory, LabError> {
+        let s = self.pool.stats();
+        Ok(ObjectMemory {
+            held: s.bytes_held() as u64,
+            meta: s.metadata_bytes as u64,
+        })
+    }
+}

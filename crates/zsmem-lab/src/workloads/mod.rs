@@ -1,0 +1,12 @@
+//! The workloads that drive the contestants: untar/rm over a file tree, size traces, and a
+//! running process's memory as pages.
+//!
+//! | module | concern |
+//! |---|---|
+//! | [`untar_rm`] | untar/rm and its rounds, with latency histograms |
+//! | [`trace`] | size traces: `alloc ID SIZE` / `free ID`, recorded from a workload, replayed on a pool |
+//! | [`procmem`] | a running process's anonymous memory as pages (what zswap stores) |
+
+pub mod procmem;
+pub mod trace;
+pub mod untar_rm;
