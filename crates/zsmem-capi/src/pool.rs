@@ -97,7 +97,9 @@ fn default_config() -> zsmem_pool_config {
             min_freeable_pages,
             max_moves,
         } => (min_freeable_pages as u32, max_moves as u32),
-        CompactionPolicy::Off => (1, 32),
+        // Off, or a policy added to zsmem after this binding: the C
+        // struct's fields keep values that make sense if AUTO is chosen.
+        _ => (1, 32),
     };
     zsmem_pool_config {
         size: size_of::<zsmem_pool_config>(),
@@ -110,6 +112,9 @@ fn default_config() -> zsmem_pool_config {
             ChainRule::UsedPercent => ZSMEM_CHAIN_RULE_USED_PERCENT,
             ChainRule::SpanAware => ZSMEM_CHAIN_RULE_SPAN_AWARE,
             ChainRule::Trim => ZSMEM_CHAIN_RULE_TRIM,
+            // A rule added to zsmem after this binding has no C constant
+            // yet: the kernel's rule is the one every version has.
+            _ => ZSMEM_CHAIN_RULE_MIN_WASTE,
         },
         kernel_handle_header: u32::from(d.kernel_handle_header),
         compaction: if d.compaction == CompactionPolicy::Off {

@@ -8,6 +8,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Why a handle was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HandleFault {
     /// The handle is 0 or its generation field is 0: no handle the pool
     /// returned looks like that.
@@ -42,6 +43,7 @@ impl fmt::Display for HandleFault {
 
 /// Everything that can go wrong in zsmem.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     /// A configuration parameter is out of range.
     #[error("invalid configuration: {0}")]

@@ -63,6 +63,7 @@ pub struct PoolConfig {
 
 /// How [`Pool::free`] frees.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FreeMode {
     /// At once, under the object's class lock alone (the class index is in
     /// the handle, so no pool-wide lock is needed).

@@ -2,11 +2,12 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
 
 /// One physical class, as `/sys/kernel/debug/zsmalloc/<pool>/classes`
 /// shows it, plus the bytes its objects hold.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct ClassStats {
     /// Class index (the kernel's `class->index`).
     pub index: usize,
@@ -39,7 +40,9 @@ pub struct ClassStats {
 }
 
 /// Totals for a pool.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct PoolStats {
     /// Page size of the pool.
     pub page_size: usize,
@@ -80,7 +83,8 @@ pub struct PoolStats {
 
 /// The bytes of zspages that hold no object byte, by cause. The three parts
 /// add up to `bytes_held - bytes_stored`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Waste {
     /// Rounding: used slots are larger than their objects (class size minus
     /// object length, the kernel's in-object handle included).

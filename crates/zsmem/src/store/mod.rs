@@ -121,6 +121,7 @@ impl Default for PageStoreConfig {
 /// `recompress` and the mode of `writeback`). Only slots holding an object
 /// are ever picked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Selection {
     /// Every slot holding an object.
     All,
@@ -149,6 +150,7 @@ impl Selection {
 
 /// What one slot holds, for tests and tools.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SlotInfo {
     /// Nothing; reads as zeros.
     Empty,
