@@ -42,7 +42,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-
 use crate::class::{Class, Migration};
 use crate::os::PageSource;
 

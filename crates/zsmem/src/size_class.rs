@@ -17,7 +17,6 @@
 //!   `ZS_HANDLE_SIZE - 1`, because the kernel stores an 8-byte handle inside
 //!   every non-huge object.
 
-
 use crate::error::{Error, Result};
 
 /// Smallest object slot, in bytes (`ZS_MIN_ALLOC_SIZE`).

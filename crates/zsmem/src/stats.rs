@@ -2,7 +2,6 @@
 
 use std::fmt::Write as _;
 
-
 /// One physical class, as `/sys/kernel/debug/zsmalloc/<pool>/classes`
 /// shows it, plus the bytes its objects hold.
 #[derive(Clone, Debug, PartialEq, Eq)]
