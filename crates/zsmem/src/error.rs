@@ -42,6 +42,17 @@ impl fmt::Display for HandleFault {
 }
 
 /// Everything that can go wrong in zsmem.
+///
+/// ```
+/// use zsmem::{Error, Pool, PoolConfig};
+/// let pool = Pool::new(PoolConfig::default())?;
+/// let h = pool.store(b"bytes")?;
+/// pool.free(h)?;
+/// // A freed handle is refused, never another object's bytes.
+/// assert!(matches!(pool.read_vec(h), Err(Error::InvalidHandle { .. })));
+/// assert!(matches!(pool.alloc(0), Err(Error::ZeroLength)));
+/// # Ok::<(), zsmem::Error>(())
+/// ```
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {

@@ -4,6 +4,17 @@ use std::fmt::Write as _;
 
 /// One physical class, as `/sys/kernel/debug/zsmalloc/<pool>/classes`
 /// shows it, plus the bytes its objects hold.
+///
+/// ```
+/// use zsmem::{Pool, PoolConfig};
+/// let pool = Pool::new(PoolConfig::kernel())?;
+/// pool.store(&[1u8; 100])?;
+/// let used: Vec<_> = pool.class_stats().into_iter().filter(|c| c.obj_used > 0).collect();
+/// assert_eq!(used.len(), 1);
+/// assert!(used[0].size >= 100 && used[0].pages_used >= 1);
+/// print!("{}", zsmem::stats::format_kernel_classes(&used));
+/// # Ok::<(), zsmem::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
@@ -39,6 +50,17 @@ pub struct ClassStats {
 }
 
 /// Totals for a pool.
+///
+/// ```
+/// use zsmem::{Pool, PoolConfig};
+/// let pool = Pool::new(PoolConfig::default())?;
+/// let h = pool.store(&[7u8; 1000])?;
+/// let s = pool.stats();
+/// assert_eq!((s.objects, s.bytes_stored), (1, 1000));
+/// assert!(s.bytes_held() >= s.bytes_stored && s.metadata_bytes > 0);
+/// pool.free(h)?;
+/// # Ok::<(), zsmem::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]

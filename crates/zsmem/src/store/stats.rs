@@ -4,6 +4,17 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// zram's `mm_stat`, field by field.
+///
+/// ```
+/// use zsmem::{PageStore, PageStoreConfig};
+/// let store = PageStore::new(PageStoreConfig { slots: 8, ..Default::default() })?;
+/// store.write(0, &[0u8; 4096])?; // same-filled
+/// store.write(1, &b"text ".repeat(820)[..4096])?;
+/// let mm = store.mm_stat();
+/// assert_eq!((mm.orig_data_size, mm.same_pages), (8192, 1));
+/// assert!(mm.compr_data_size < 4096 && mm.mem_used_total >= 4096);
+/// # Ok::<(), zsmem::Error>(())
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
