@@ -28,6 +28,10 @@ out=$target/zsmem-capi-c/$profile
 echo "-- cargo build -p zsmem-capi (${profile})"
 (cd "$root" && cargo build -p zsmem-capi "${cargo_flags[@]}")
 
+# libzsmem.so's SONAME is libzsmem.so.0: give the shared builds that name
+# next to cargo's output, as install.sh does in a prefix.
+ln -sfn libzsmem.so "$libdir/libzsmem.so.0"
+
 echo "-- building the C tests and example (static and shared)"
 make -s -C "$here" LIBDIR="$libdir" OUT="$out" static shared
 
@@ -63,11 +67,28 @@ if command -v pkg-config >/dev/null 2>&1; then
     echo "FAILED: pkg-config says zsmem $got, the workspace is $want" >&2
     failed=1
   fi
-  make -s -C "$here" OUT="$out" pkgconfig
-  run "$out/test_zsmem-pkgconfig"
-  run "$out/example-pkgconfig" >/dev/null
-  if ! readelf -d "$out/test_zsmem-pkgconfig" | grep -q "RUNPATH.*$prefix/lib"; then
+  # A clean environment: only pkg-config and PKG_CONFIG_PATH, no
+  # LD_LIBRARY_PATH; the installed library is found through the rpath the
+  # .pc file's Libs give.
+  env -u LD_LIBRARY_PATH make -s -C "$here" OUT="$out" pkgconfig
+  run env -u LD_LIBRARY_PATH "$out/test_zsmem-pkgconfig"
+  run env -u LD_LIBRARY_PATH "$out/example-pkgconfig" >/dev/null
+  if ! readelf -d "$out/example-pkgconfig" | grep -q "R.*PATH.*$prefix/lib"; then
     echo "FAILED: the pkg-config build does not use the installed library" >&2
+    failed=1
+  fi
+  if ! readelf -d "$out/example-pkgconfig" | grep -q 'NEEDED.*\[libzsmem\.so\.0\]'; then
+    echo "FAILED: the pkg-config build does not record the SONAME libzsmem.so.0" >&2
+    failed=1
+  fi
+  for f in libzsmem.so libzsmem.so.0; do
+    if [[ ! -L $prefix/lib/$f ]]; then
+      echo "FAILED: install.sh made no link $f" >&2
+      failed=1
+    fi
+  done
+  if readelf -S "$prefix/lib/libzsmem.so.0."* | grep -q '\.debug_info'; then
+    echo "FAILED: the installed libzsmem.so is not stripped" >&2
     failed=1
   fi
 else

@@ -7,13 +7,17 @@
  * only if every test passed. ZSMEM_TEST_OPS sets the operations per thread
  * of the threaded test (default 20000; run-tests.sh lowers it under
  * valgrind). */
+/* mkdtemp and rmdir are POSIX.1-2008; the rest is C11. */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "zsmem.h"
 
@@ -756,6 +760,175 @@ static void test_threads(void) {
     zsmem_pool_destroy(pool);
 }
 
+/* Deferred free: a freed handle is dead at once, the object goes when its
+ * batch is drained or at zsmem_pool_flush. */
+static void test_deferred_free(void) {
+    zsmem_pool_config cfg;
+    zsmem_pool *pool = NULL;
+    zsmem_pool_stats st;
+    uint64_t h[64];
+    unsigned char buf[300];
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    CHECK(cfg.free_mode == ZSMEM_FREE_CLASS_LOCK && cfg.free_max_pending_bytes == 4 << 20);
+    cfg.free_mode = ZSMEM_FREE_DEFERRED;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    for (int i = 0; i < 64; i++) {
+        memset(buf, i, sizeof buf);
+        CHECK_RC(zsmem_pool_store(pool, buf, sizeof buf, &h[i]), 0);
+    }
+    for (int i = 0; i < 64; i += 2) CHECK_RC(zsmem_pool_free(pool, h[i]), 0);
+    CHECK_RC(zsmem_pool_free(pool, h[0]), -EBADF);                 /* already dead */
+    CHECK_RC(zsmem_pool_read(pool, h[2], buf, sizeof buf, NULL), -EBADF);
+    CHECK_RC(zsmem_pool_flush(pool), 0);
+    CHECK_RC(zsmem_pool_get_stats(pool, &st, sizeof st), 0);
+    CHECK(st.objects == 32 && st.bytes_stored == 32 * sizeof buf);
+    for (int i = 1; i < 64; i += 2) {
+        CHECK_RC(zsmem_pool_read(pool, h[i], buf, sizeof buf, NULL), (int)sizeof buf);
+        CHECK(all_bytes(buf, sizeof buf, (unsigned char)i));
+        CHECK_RC(zsmem_pool_free(pool, h[i]), 0);
+    }
+    CHECK_RC(zsmem_pool_flush(pool), 0);
+    CHECK_RC(zsmem_pool_check_invariants(pool), 0);
+    CHECK_RC(zsmem_pool_flush(NULL), -EINVAL);
+    zsmem_pool_destroy(pool);
+
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    cfg.free_mode = 7;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), -EINVAL);
+    CHECK_MSG("zsmem_pool_new: invalid configuration: free_mode 7");
+    cfg.free_mode = ZSMEM_FREE_DEFERRED;
+    cfg.free_max_pending_bytes = 0;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), -EINVAL);
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    cfg.reserved = 1;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), -EINVAL);
+}
+
+/* A program built against the first header passes a shorter struct: the
+ * appended fields keep their defaults. */
+static void test_older_struct_sizes(void) {
+    zsmem_pool_config cfg;
+    zsmem_store_config scfg;
+    zsmem_pool *pool = NULL;
+    zsmem_store *store = NULL;
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    cfg.size = offsetof(zsmem_pool_config, free_mode);
+    cfg.free_mode = 99; /* beyond the old struct: never read */
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    zsmem_pool_destroy(pool);
+    CHECK_RC(zsmem_store_config_default(&scfg), 0);
+    scfg.size = offsetof(zsmem_store_config, recompress_codec);
+    scfg.slots = 4;
+    scfg.recompress_codec = 99;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), 0);
+    CHECK_RC(zsmem_store_recompress(store, ZSMEM_SELECT_ALL, 0), -EINVAL); /* no secondary codec */
+    zsmem_store_destroy(store);
+    cfg.size = offsetof(zsmem_pool_config, free_mode) - 4; /* no such version */
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), -EINVAL);
+}
+
+/* Source-like text that differs from page to page, as a dictionary needs. */
+static void source_page(unsigned char *page, size_t len, int seed) {
+    size_t at = 0;
+    for (int i = 0; at < len; i++) {
+        char line[96];
+        int n = snprintf(line, sizeof line, "static int f%d_%d(int x) { return x * %d + %d; }\n",
+                         seed, i, (seed * 31 + i) % 97, i * i % 1013);
+        for (int j = 0; j < n && at < len; j++) page[at++] = (unsigned char)line[j];
+    }
+}
+
+/* Idle marking, recompression, writeback and its limit, io_stat and
+ * bd_stat, dictionaries: every page read back is checked. */
+static void test_store_idle_writeback(void) {
+    static unsigned char page[4096], out[4096];
+    char dir[] = "/tmp/zsmem-c-test-XXXXXX", path[64];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/backing", dir);
+
+    zsmem_pool_config cfg;
+    zsmem_store_config scfg;
+    zsmem_store *store = NULL;
+    zsmem_bd_stat bd;
+    zsmem_io_stat io;
+    zsmem_pool_config_default(&cfg);
+    zsmem_store_config_default(&scfg);
+    CHECK(scfg.recompress_codec == ZSMEM_CODEC_NONE);
+    scfg.slots = 64;
+    scfg.recompress_codec = ZSMEM_CODEC_ZSTD;
+    scfg.recompress_zstd_level = 0;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), -EINVAL);
+    scfg.recompress_zstd_level = 12;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), 0);
+
+    const int n = 48;
+    for (int i = 0; i < n; i++) {
+        source_page(page, sizeof page, i);
+        CHECK_RC(zsmem_store_write(store, (size_t)i, page, sizeof page), 0);
+    }
+    /* A dictionary trained from the pages stored; new pages use it. */
+    long long dict = zsmem_store_train_dictionary(store, 4096, 64);
+    CHECK(dict > 0 && dict <= 4096);
+    if (dict < 0) fprintf(stderr, "  train: %s\n", zsmem_last_error_message());
+    for (int i = 0; i < n; i++) {
+        source_page(page, sizeof page, i + 1000);
+        CHECK_RC(zsmem_store_write(store, (size_t)i, page, sizeof page), 0);
+    }
+    for (int i = 0; i < n; i++) {
+        source_page(page, sizeof page, i + 1000);
+        CHECK_RC(zsmem_store_read(store, (size_t)i, out, sizeof out), 0);
+        CHECK(memcmp(out, page, sizeof page) == 0);
+    }
+
+    CHECK_RC(zsmem_store_writeback(store, ZSMEM_SELECT_ALL, 0), -ENODEV);
+    CHECK_RC(zsmem_store_mark_idle(store, 3600), 0); /* nothing is an hour old */
+    CHECK_RC(zsmem_store_mark_idle(store, 0), n);
+    long long re = zsmem_store_recompress(store, ZSMEM_SELECT_IDLE, 0);
+    CHECK(re >= 0 && re <= n);
+    CHECK_RC(zsmem_store_recompress(store, 9, 0), -EINVAL);
+
+    CHECK_RC(zsmem_store_set_backing_file(store, NULL), -EINVAL);
+    CHECK_RC(zsmem_store_set_backing_file(store, path), 0);
+    CHECK_RC(zsmem_store_set_backing_file(store, path), -EINVAL); /* once per store */
+    CHECK_RC(zsmem_store_set_writeback_limit(store, 2, 5), -EINVAL);
+    CHECK_RC(zsmem_store_set_writeback_limit(store, 1, 5), 0);
+    CHECK_RC(zsmem_store_writeback(store, ZSMEM_SELECT_IDLE, 0), 5);  /* the limit */
+    CHECK_RC(zsmem_store_writeback(store, ZSMEM_SELECT_IDLE, 0), 0);
+    CHECK_RC(zsmem_store_set_writeback_limit(store, 0, 0), 0);
+    CHECK_RC(zsmem_store_writeback(store, ZSMEM_SELECT_IDLE, 3), 3);  /* max_pages */
+    CHECK_RC(zsmem_store_writeback(store, ZSMEM_SELECT_IDLE, 0), n - 8);
+    CHECK_RC(zsmem_store_bd_stat(store, &bd, sizeof bd), 0);
+    CHECK(bd.bd_count == (uint64_t)n && bd.bd_writes == (uint64_t)n && bd.bd_reads == 0);
+
+    for (int i = 0; i < n; i++) {
+        source_page(page, sizeof page, i + 1000);
+        CHECK_RC(zsmem_store_read(store, (size_t)i, out, sizeof out), 0);
+        CHECK(memcmp(out, page, sizeof page) == 0);
+    }
+    CHECK_RC(zsmem_store_bd_stat(store, &bd, sizeof bd), 0);
+    CHECK(bd.bd_reads == (uint64_t)n);
+
+    CHECK_RC(zsmem_store_read(store, 64, out, sizeof out), -ERANGE);
+    CHECK_RC(zsmem_store_discard(store, 0, 2), 0);
+    CHECK_RC(zsmem_store_io_stat(store, &io, sizeof io), 0);
+    CHECK(io.invalid_io == 1 && io.notify_free == 2 && io.failed_reads == 0);
+    CHECK_RC(zsmem_store_io_stat(store, NULL, sizeof io), -EINVAL);
+    CHECK_RC(zsmem_store_bd_stat(NULL, &bd, sizeof bd), -EINVAL);
+    CHECK_RC(zsmem_store_mark_idle(NULL, 0), -EINVAL);
+    zsmem_store_destroy(store);
+
+    /* The backing file is locked while a store has it, free after. */
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), 0);
+    CHECK_RC(zsmem_store_set_backing_file(store, path), 0);
+    zsmem_store *other = NULL;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &other), 0);
+    CHECK_RC(zsmem_store_set_backing_file(other, path), -EIO);
+    CHECK_MSG("zsmem_store_set_backing_file: backing file");
+    zsmem_store_destroy(other);
+    zsmem_store_destroy(store);
+    CHECK(unlink(path) == 0 && rmdir(dir) == 0);
+}
+
 struct test {
     const char *name;
     void (*run)(void);
@@ -778,6 +951,9 @@ int main(void) {
         {"use_after_destroy", test_use_after_destroy},
         {"destroy_while_in_use", test_destroy_while_in_use},
         {"errors_and_messages", test_errors_and_messages},
+        {"deferred_free", test_deferred_free},
+        {"older_struct_sizes", test_older_struct_sizes},
+        {"store_idle_writeback", test_store_idle_writeback},
         {"threads", test_threads},
     };
     int passed = 0, failed = 0;

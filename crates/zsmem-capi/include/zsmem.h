@@ -69,11 +69,42 @@
 // `compaction_max_moves` objects (the default).
 #define ZSMEM_COMPACTION_AUTO 1
 
+// `zsmem_pool_config.free_mode`: a free happens at once, under its size
+// class's lock (the default).
+#define ZSMEM_FREE_CLASS_LOCK 0
+
+// `zsmem_pool_config.free_mode`: a free marks the handle dead at once
+// (a later read or free of it is `-EBADF`) and hands the object to a
+// per-thread batch, freed later in runs of one size class; at most
+// `free_max_pending_bytes` of objects wait. `zsmem_pool_flush` frees
+// everything pending now.
+#define ZSMEM_FREE_DEFERRED 1
+
 // `zsmem_store_config.codec`: LZ4 (liblz4, zram's `lz4`; the default).
 #define ZSMEM_CODEC_LZ4 0
 
 // `zsmem_store_config.codec`: Zstandard at `zstd_level`.
 #define ZSMEM_CODEC_ZSTD 1
+
+// `zsmem_store_config.recompress_codec`: no secondary codec (the
+// default; `zsmem_store_recompress` then has nothing to try).
+#define ZSMEM_CODEC_NONE UINT32_MAX
+
+// Which slots `zsmem_store_recompress` and `zsmem_store_writeback` pick
+// (zram's `type=`): every slot holding an object.
+#define ZSMEM_SELECT_ALL 0
+
+// Slots marked idle (`zsmem_store_mark_idle`).
+#define ZSMEM_SELECT_IDLE 1
+
+// Huge slots (stored uncompressed).
+#define ZSMEM_SELECT_HUGE 2
+
+// Slots both huge and idle.
+#define ZSMEM_SELECT_HUGE_IDLE 3
+
+// Slots recompression found incompressible (writeback only).
+#define ZSMEM_SELECT_INCOMPRESSIBLE 4
 
 // A pool (opaque). Made by `zsmem_pool_new`, released by
 // `zsmem_pool_destroy`. Safe to use from several threads at once. The
@@ -96,7 +127,7 @@ typedef struct zsmem_store zsmem_store;
 // kernel's zsmalloc configuration is the defaults with `chain_size = 8`,
 // `chain_rule = ZSMEM_CHAIN_RULE_MIN_WASTE`,
 // `kernel_handle_header = 1`, `compaction = ZSMEM_COMPACTION_OFF` and
-// `trim_pages = 0`.
+// `trim_pages = 0`. Frees happen at once (`ZSMEM_FREE_CLASS_LOCK`).
 typedef struct zsmem_pool_config {
   // `sizeof(zsmem_pool_config)` as the caller compiled it; set by
   // `zsmem_pool_config_default`. Lets later versions append fields.
@@ -129,6 +160,15 @@ typedef struct zsmem_pool_config {
   // compaction give back single pages (the default); 0 for the kernel's
   // all-or-nothing zspages.
   uint32_t trim_pages;
+  // One of `ZSMEM_FREE_*`. This field and the two after it were
+  // appended: a program built against a header without them gets
+  // `ZSMEM_FREE_CLASS_LOCK`.
+  uint32_t free_mode;
+  // Must be 0: room for a later field.
+  uint32_t reserved;
+  // With `ZSMEM_FREE_DEFERRED`: most bytes of objects waiting to be
+  // freed, at least 1 (default 4 MiB).
+  size_t free_max_pending_bytes;
 } zsmem_pool_config;
 
 // Pool totals, filled by `zsmem_pool_get_stats`. Fields may be appended
@@ -203,7 +243,8 @@ typedef struct zsmem_class_stats {
 // `zsmem_pool_config`). Initialise it with `zsmem_store_config_default`
 // (which sets `size` and every default), then change fields.
 //
-// Defaults: 262144 slots (1 GiB of 4 KiB pages), LZ4, zstd level 3.
+// Defaults: 262144 slots (1 GiB of 4 KiB pages), LZ4, zstd level 3, no
+// secondary codec for recompression.
 typedef struct zsmem_store_config {
   // `sizeof(zsmem_store_config)` as the caller compiled it; set by
   // `zsmem_store_config_default`. Lets later versions append fields.
@@ -214,6 +255,13 @@ typedef struct zsmem_store_config {
   uint32_t codec;
   // Level for `ZSMEM_CODEC_ZSTD`, 1 to 22 (ignored for LZ4).
   int32_t zstd_level;
+  // The secondary codec `zsmem_store_recompress` tries (zram's
+  // `recomp_algorithm`, priority 1): `ZSMEM_CODEC_NONE` (the default),
+  // `ZSMEM_CODEC_LZ4` or `ZSMEM_CODEC_ZSTD`. Appended with the next
+  // field: a program built against a header without them gets none.
+  uint32_t recompress_codec;
+  // Level for a `ZSMEM_CODEC_ZSTD` secondary codec, 1 to 22 (default 12).
+  int32_t recompress_zstd_level;
 } zsmem_store_config;
 
 // zram's `mm_stat`: its nine fields in its order, in bytes or pages as
@@ -239,6 +287,30 @@ typedef struct zsmem_mm_stat {
   uint64_t huge_pages_since;
 } zsmem_mm_stat;
 
+// zram's `io_stat`: requests that failed or were refused, and pages
+// discarded.
+typedef struct zsmem_io_stat {
+  // Reads that failed (a corrupt object or backing block, an I/O error).
+  uint64_t failed_reads;
+  // Writes that failed (the memory limit, the OS refusing memory).
+  uint64_t failed_writes;
+  // Requests refused as malformed: a slot out of range, a buffer that
+  // is not one page.
+  uint64_t invalid_io;
+  // Pages discarded.
+  uint64_t notify_free;
+} zsmem_io_stat;
+
+// zram's `bd_stat`, in pages: the backing file's use.
+typedef struct zsmem_bd_stat {
+  // Pages held in the backing file now.
+  uint64_t bd_count;
+  // Pages read back from the backing file.
+  uint64_t bd_reads;
+  // Pages written to the backing file.
+  uint64_t bd_writes;
+} zsmem_bd_stat;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -263,7 +335,8 @@ const char *zsmem_version(void);
 // | `-EMFILE` | 255 pools (stores included) are alive, the most a process can have |
 // | `-EBADF` | a handle that names no live object of this pool: freed (use after free, double free), stale, forged, 0, or another pool's |
 // | `-ERANGE` | a store slot beyond the store |
-// | `-EIO` | compressed data that does not decompress, a broken invariant, any other failure |
+// | `-ENODEV` | writeback asked of a store without a backing file |
+// | `-EIO` | compressed data that does not decompress, a backing file that cannot be used (in use, not zsmem's, full, an I/O error) or whose block is corrupt, a broken invariant, any other failure |
 // | `-ENOTRECOVERABLE` | a bug in zsmem was caught (a Rust panic); do not trust the object any more |
 const char *zsmem_strerror(int code);
 
@@ -295,6 +368,14 @@ int zsmem_pool_config_init(struct zsmem_pool_config *config, size_t size);
 // `config` is NULL or points to an initialised `zsmem_pool_config`;
 // `pool_out` is NULL or points to writable storage for a pointer.
 int zsmem_pool_new(const struct zsmem_pool_config *config, struct zsmem_pool **pool_out);
+
+// Free now every object whose free was deferred (`ZSMEM_FREE_DEFERRED`),
+// on every thread's batch. Returns 0, or `-EINVAL` (`pool` not live). A
+// pool freeing at once has nothing pending: then this does nothing.
+//
+// # Safety
+// `pool` may be any value: it is looked up, never dereferenced.
+int zsmem_pool_flush(struct zsmem_pool *pool);
 
 // Release a pool and every object in it. NULL is ignored. A pool already
 // destroyed (or a pointer not from `zsmem_pool_new`) is left alone and
@@ -509,6 +590,93 @@ int64_t zsmem_store_compact(struct zsmem_store *store);
 // # Safety
 // `store` may be any value (it is looked up, never dereferenced); `out` is NULL or writable.
 int zsmem_store_mm_stat(const struct zsmem_store *store, struct zsmem_mm_stat *out);
+
+// Mark idle every slot holding an object that was not read or written for
+// at least `age_seconds` (zram's `echo SECONDS > idle`); 0 marks every such
+// slot (`echo all > idle`). A later read or write clears the mark. Returns
+// the slots marked, or `-EINVAL` (`store` not live).
+//
+// # Safety
+// `store` may be any value: it is looked up, never dereferenced.
+int64_t zsmem_store_mark_idle(struct zsmem_store *store, uint64_t age_seconds);
+
+// Recompress the slots `which` picks (a `ZSMEM_SELECT_*` other than
+// `ZSMEM_SELECT_INCOMPRESSIBLE`) with the store's secondary codec
+// (`recompress_codec` of its configuration), only objects of at least
+// `threshold` bytes (0: any). A new object is kept only if it lands in a
+// smaller size class; a slot no codec shrinks is marked incompressible
+// and not tried again. Returns the slots recompressed, or `-EINVAL`
+// (`store` not live, a bad `which`, no secondary codec configured).
+//
+// # Safety
+// `store` may be any value: it is looked up, never dereferenced.
+int64_t zsmem_store_recompress(struct zsmem_store *store, uint32_t which, size_t threshold);
+
+// Use the file at `path` as the store's backing file for writeback
+// (zram's `backing_dev`), once per store: a regular file (created with
+// mode 0600, or an empty one, or an earlier store's backing file) or a
+// block device, locked for the store's life. Returns 0, `-EINVAL` (NULL
+// argument, a path that is not UTF-8, a store that already has one) or
+// `-EIO` (the file cannot be used: in use by another store, someone
+// else's file, not a regular file or block device; the message says why).
+//
+// # Safety
+// `store` may be any value (it is looked up, never dereferenced); `path`
+// is NULL or a NUL-terminated string.
+int zsmem_store_set_backing_file(struct zsmem_store *store, const char *path);
+
+// Write the pages of the slots `which` picks (a `ZSMEM_SELECT_*`) to the
+// backing file and free their memory (zram's `echo idle > writeback`),
+// at most `max_pages` of them (0: no bound but the writeback limit). A
+// read fetches a page back transparently. Returns the pages written,
+// `-EINVAL` (`store` not live, a bad `which`), `-ENODEV` (no backing file)
+// or `-EIO` (an I/O error; that slot is left as it was).
+//
+// # Safety
+// `store` may be any value: it is looked up, never dereferenced.
+int64_t zsmem_store_writeback(struct zsmem_store *store, uint32_t which, uint64_t max_pages);
+
+// Bound writeback to `pages` more pages (zram's `writeback_limit` with
+// `writeback_limit_enable`), with `enable` 1; `enable` 0 lifts the bound
+// (`pages` is then ignored). Returns 0 or `-EINVAL` (`store` not live,
+// `enable` not 0 or 1).
+//
+// # Safety
+// `store` may be any value: it is looked up, never dereferenced.
+int zsmem_store_set_writeback_limit(struct zsmem_store *store, uint32_t enable, uint64_t pages);
+
+// Train a zstd dictionary of at most `max_size` bytes from up to
+// `max_samples` pages now stored, and compress new pages with zstd and it
+// from now on (stored pages keep their codec). Returns the dictionary's
+// size in bytes, `-EINVAL` (`store` not live, too few or too uniform
+// samples, a store that has taken its 15 dictionaries) or `-EIO` (a
+// stored page that does not decompress).
+//
+// # Safety
+// `store` may be any value: it is looked up, never dereferenced.
+int64_t zsmem_store_train_dictionary(struct zsmem_store *store,
+                                     size_t max_size,
+                                     size_t max_samples);
+
+// Fill `*out` with the store's `io_stat`; `out_size` is `sizeof *out` as
+// the caller compiled it. Returns 0 or `-EINVAL` (NULL argument).
+//
+// # Safety
+// `store` may be any value (it is looked up, never dereferenced); `out`
+// is NULL or writable for `out_size` bytes.
+int zsmem_store_io_stat(const struct zsmem_store *store,
+                        struct zsmem_io_stat *out,
+                        size_t out_size);
+
+// Fill `*out` with the store's `bd_stat`; `out_size` is `sizeof *out` as
+// the caller compiled it. Returns 0 or `-EINVAL` (NULL argument).
+//
+// # Safety
+// `store` may be any value (it is looked up, never dereferenced); `out`
+// is NULL or writable for `out_size` bytes.
+int zsmem_store_bd_stat(const struct zsmem_store *store,
+                        struct zsmem_bd_stat *out,
+                        size_t out_size);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -42,6 +42,8 @@ pub(crate) fn code_of(e: &Error) -> c_int {
         Error::TooManyPools { .. } => libc::EMFILE,
         Error::InvalidHandle { .. } => libc::EBADF,
         Error::SlotOutOfRange { .. } => libc::ERANGE,
+        Error::NoBackingFile => libc::ENODEV,
+        Error::BackingFile(_) => libc::EIO,
         // Codec (corrupt data), InvariantViolated, and any error added to
         // zsmem after this binding: an I/O error is the honest general case.
         _ => libc::EIO,
@@ -173,7 +175,8 @@ pub(crate) fn out_ptr<T>(p: *mut T, what: &str) -> Result<*mut T, Fail> {
 /// | `-EMFILE` | 255 pools (stores included) are alive, the most a process can have |
 /// | `-EBADF` | a handle that names no live object of this pool: freed (use after free, double free), stale, forged, 0, or another pool's |
 /// | `-ERANGE` | a store slot beyond the store |
-/// | `-EIO` | compressed data that does not decompress, a broken invariant, any other failure |
+/// | `-ENODEV` | writeback asked of a store without a backing file |
+/// | `-EIO` | compressed data that does not decompress, a backing file that cannot be used (in use, not zsmem's, full, an I/O error) or whose block is corrupt, a broken invariant, any other failure |
 /// | `-ENOTRECOVERABLE` | a bug in zsmem was caught (a Rust panic); do not trust the object any more |
 #[unsafe(no_mangle)]
 pub extern "C" fn zsmem_strerror(code: c_int) -> *const c_char {
@@ -187,7 +190,8 @@ pub extern "C" fn zsmem_strerror(code: c_int) -> *const c_char {
         libc::EMFILE => c"too many pools: 255 are alive",
         libc::EBADF => c"invalid handle: freed, stale, forged or another pool's",
         libc::ERANGE => c"slot out of range",
-        libc::EIO => c"corrupt data or internal inconsistency",
+        libc::ENODEV => c"the store has no backing file",
+        libc::EIO => c"I/O error, corrupt data or internal inconsistency",
         libc::ENOTRECOVERABLE => c"internal error in zsmem (a caught panic)",
         _ => c"unknown error code",
     };
@@ -243,22 +247,44 @@ pub(crate) unsafe fn init_sized<T: Copy>(
 }
 
 /// Read a versioned struct filled by [`init_sized`] and then by the caller.
-/// A `size` smaller than this library's struct (no such older version
-/// exists yet) or larger with non-zero bytes past it (fields this library
-/// does not know) is `EINVAL`.
+/// `versions` lists the sizes of the struct's earlier versions (each a
+/// prefix of this one): a caller built against an older header passes one
+/// of them, and the fields it does not have keep `defaults`. Any other
+/// `size` smaller than this library's struct, or a larger one with
+/// non-zero bytes past it (fields this library does not know), is
+/// `EINVAL`.
 ///
 /// # Safety
-/// A non-NULL `p` must point to an aligned `T` followed by the rest of the
-/// `size` bytes its first field declares, all readable; `T` must be
-/// `repr(C)`, start with a `usize`, have no padding and only integer fields.
-pub(crate) unsafe fn read_sized<T: Copy>(p: *const T, what: &str, init: &str) -> Result<T, Fail> {
+/// A non-NULL `p` must point to the `size` bytes its first field declares,
+/// all readable and aligned for `T`; `T` must be `repr(C)`, start with a
+/// `usize`, have no padding and only integer fields.
+pub(crate) unsafe fn read_sized<T: Copy>(
+    p: *const T,
+    what: &str,
+    init: &str,
+    versions: &[usize],
+    defaults: T,
+) -> Result<T, Fail> {
     if p.is_null() {
         return Err(Fail::invalid(format!("{what} is NULL")));
     }
     let ours = std::mem::size_of::<T>();
-    // SAFETY: `p` is non-NULL and, per the caller, points to an aligned `T`,
-    // which starts with its `usize` size.
+    // SAFETY: `p` is non-NULL and, per the caller, points to an aligned
+    // struct, which starts with its `usize` size.
     let size = unsafe { p.cast::<usize>().read() };
+    if versions.contains(&size) && size < ours {
+        let mut value = defaults;
+        // SAFETY: the caller promises `size` readable bytes at `p`; `value`
+        // is a `T` of `ours > size` bytes, plain integers, on this stack.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                p.cast::<u8>(),
+                (&mut value as *mut T).cast::<u8>(),
+                size,
+            );
+        }
+        return Ok(value);
+    }
     if !(ours..=MAX_STRUCT_SIZE).contains(&size) {
         return Err(Fail::invalid(format!(
             "{what} has size {size}, not {ours}: initialise it with {init} first"

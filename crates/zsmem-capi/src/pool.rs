@@ -5,7 +5,7 @@ use std::ffi::{c_int, c_void};
 use std::mem::size_of;
 use std::sync::Arc;
 
-use zsmem_core::{ChainRule, CompactionPolicy, Handle, Pool, PoolConfig};
+use zsmem_core::{ChainRule, CompactionPolicy, FreeMode, Handle, Pool, PoolConfig};
 
 use crate::error::{Fail, bytes, guard, init_sized, out_buffer, out_ptr, read_sized, write_sized};
 use crate::registry::Registry;
@@ -41,6 +41,16 @@ pub const ZSMEM_COMPACTION_OFF: u32 = 0;
 /// `compaction_max_moves` objects (the default).
 pub const ZSMEM_COMPACTION_AUTO: u32 = 1;
 
+/// `zsmem_pool_config.free_mode`: a free happens at once, under its size
+/// class's lock (the default).
+pub const ZSMEM_FREE_CLASS_LOCK: u32 = 0;
+/// `zsmem_pool_config.free_mode`: a free marks the handle dead at once
+/// (a later read or free of it is `-EBADF`) and hands the object to a
+/// per-thread batch, freed later in runs of one size class; at most
+/// `free_max_pending_bytes` of objects wait. `zsmem_pool_flush` frees
+/// everything pending now.
+pub const ZSMEM_FREE_DEFERRED: u32 = 1;
+
 /// How to make a pool. Initialise it with `zsmem_pool_config_default`
 /// (which sets `size` and every default), then change fields.
 ///
@@ -50,7 +60,7 @@ pub const ZSMEM_COMPACTION_AUTO: u32 = 1;
 /// kernel's zsmalloc configuration is the defaults with `chain_size = 8`,
 /// `chain_rule = ZSMEM_CHAIN_RULE_MIN_WASTE`,
 /// `kernel_handle_header = 1`, `compaction = ZSMEM_COMPACTION_OFF` and
-/// `trim_pages = 0`.
+/// `trim_pages = 0`. Frees happen at once (`ZSMEM_FREE_CLASS_LOCK`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct zsmem_pool_config {
@@ -85,19 +95,34 @@ pub struct zsmem_pool_config {
     /// compaction give back single pages (the default); 0 for the kernel's
     /// all-or-nothing zspages.
     pub trim_pages: u32,
+    /// One of `ZSMEM_FREE_*`. This field and the two after it were
+    /// appended: a program built against a header without them gets
+    /// `ZSMEM_FREE_CLASS_LOCK`.
+    pub free_mode: u32,
+    /// Must be 0: room for a later field.
+    pub reserved: u32,
+    /// With `ZSMEM_FREE_DEFERRED`: most bytes of objects waiting to be
+    /// freed, at least 1 (default 4 MiB).
+    pub free_max_pending_bytes: usize,
 }
 
 // Versioned structs must have no padding (see `read_sized`).
-const _: () = assert!(size_of::<zsmem_pool_config>() == 5 * size_of::<usize>() + 6 * 4);
+const _: () = assert!(size_of::<zsmem_pool_config>() == 6 * size_of::<usize>() + 8 * 4);
 
-fn default_config() -> zsmem_pool_config {
+/// The sizes of the earlier versions of `zsmem_pool_config`: the first
+/// ended at `trim_pages`.
+pub(crate) const POOL_CONFIG_VERSIONS: [usize; 1] = [5 * size_of::<usize>() + 6 * 4];
+
+pub(crate) fn default_config() -> zsmem_pool_config {
     let d = PoolConfig::default();
     let (min_pages, max_moves) = match d.compaction {
         CompactionPolicy::Auto {
             min_freeable_pages,
             max_moves,
         } => (min_freeable_pages as u32, max_moves as u32),
-        CompactionPolicy::Off => (1, 32),
+        // Off, or a policy added to zsmem after this binding: the C
+        // struct's fields keep values that make sense if AUTO is chosen.
+        _ => (1, 32),
     };
     zsmem_pool_config {
         size: size_of::<zsmem_pool_config>(),
@@ -110,6 +135,9 @@ fn default_config() -> zsmem_pool_config {
             ChainRule::UsedPercent => ZSMEM_CHAIN_RULE_USED_PERCENT,
             ChainRule::SpanAware => ZSMEM_CHAIN_RULE_SPAN_AWARE,
             ChainRule::Trim => ZSMEM_CHAIN_RULE_TRIM,
+            // A rule added to zsmem after this binding has no C constant
+            // yet: the kernel's rule is the one every version has.
+            _ => ZSMEM_CHAIN_RULE_MIN_WASTE,
         },
         kernel_handle_header: u32::from(d.kernel_handle_header),
         compaction: if d.compaction == CompactionPolicy::Off {
@@ -120,6 +148,12 @@ fn default_config() -> zsmem_pool_config {
         compaction_max_moves: max_moves,
         compaction_min_pages: min_pages,
         trim_pages: u32::from(d.trim_pages),
+        free_mode: ZSMEM_FREE_CLASS_LOCK,
+        reserved: 0,
+        free_max_pending_bytes: match FreeMode::deferred() {
+            FreeMode::Deferred { max_pending_bytes } => max_pending_bytes,
+            _ => 4 << 20,
+        },
     }
 }
 
@@ -162,6 +196,27 @@ pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
         }
     };
     let trim_pages = flag(c.trim_pages, "trim_pages")?;
+    let free_mode = match c.free_mode {
+        ZSMEM_FREE_CLASS_LOCK => FreeMode::ClassLock,
+        ZSMEM_FREE_DEFERRED if c.free_max_pending_bytes > 0 => FreeMode::Deferred {
+            max_pending_bytes: c.free_max_pending_bytes,
+        },
+        ZSMEM_FREE_DEFERRED => {
+            return Err(Fail::invalid(
+                "invalid configuration: free_max_pending_bytes is 0, it must be at least 1",
+            ));
+        }
+        other => {
+            return Err(Fail::invalid(format!(
+                "invalid configuration: free_mode {other} is not a ZSMEM_FREE_* value"
+            )));
+        }
+    };
+    if c.reserved != 0 {
+        return Err(Fail::invalid(
+            "invalid configuration: reserved is not 0 (it was built for a newer header?)",
+        ));
+    }
     // Start from the defaults so that fields added to PoolConfig later keep
     // their default here.
     #[allow(clippy::field_reassign_with_default)]
@@ -175,6 +230,7 @@ pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
         cfg.memory_limit = (c.memory_limit != 0).then_some(c.memory_limit);
         cfg.compaction = compaction;
         cfg.trim_pages = trim_pages;
+        cfg.free_mode = free_mode;
         Ok(cfg)
     }
 }
@@ -216,11 +272,33 @@ pub unsafe extern "C" fn zsmem_pool_new(
     guard("zsmem_pool_new", || {
         let pool_out = out_ptr(pool_out, "pool_out")?;
         // SAFETY: the caller promises a NULL or initialised config.
-        let c = unsafe { read_sized(config, "config", "zsmem_pool_config_default") }?;
+        let c = unsafe {
+            read_sized(
+                config,
+                "config",
+                "zsmem_pool_config_default",
+                &POOL_CONFIG_VERSIONS,
+                default_config(),
+            )
+        }?;
         let inner = Pool::new(pool_config(&c)?)?;
         let token = POOLS.insert(inner) as *mut zsmem_pool;
         // SAFETY: `pool_out` is non-NULL and, per the caller, writable.
         unsafe { pool_out.write(token) };
+        Ok(0)
+    })
+}
+
+/// Free now every object whose free was deferred (`ZSMEM_FREE_DEFERRED`),
+/// on every thread's batch. Returns 0, or `-EINVAL` (`pool` not live). A
+/// pool freeing at once has nothing pending: then this does nothing.
+///
+/// # Safety
+/// `pool` may be any value: it is looked up, never dereferenced.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_flush(pool: *mut zsmem_pool) -> c_int {
+    guard("zsmem_pool_flush", || {
+        pool_ref(pool)?.flush();
         Ok(0)
     })
 }

@@ -5,9 +5,15 @@ use std::ffi::{c_int, c_void};
 use std::mem::size_of;
 use std::sync::Arc;
 
-use zsmem_core::{Codec, MmStat, PageStore, PageStoreConfig};
+use std::ffi::{CStr, c_char};
+use std::time::Duration;
 
-use crate::error::{Fail, bytes, guard, init_sized, out_buffer, out_ptr, read_sized};
+use zsmem_core::{
+    BdStat, Codec, CodecSpec, IoStat, MmStat, PageStore, PageStoreConfig, RecompressRequest,
+    Selection, WritebackRequest,
+};
+
+use crate::error::{Fail, bytes, guard, init_sized, out_buffer, out_ptr, read_sized, write_sized};
 use crate::pool::{self, zsmem_pool_config};
 use crate::registry::Registry;
 
@@ -26,12 +32,28 @@ static STORES: Registry<PageStore> = Registry::new("store");
 pub const ZSMEM_CODEC_LZ4: u32 = 0;
 /// `zsmem_store_config.codec`: Zstandard at `zstd_level`.
 pub const ZSMEM_CODEC_ZSTD: u32 = 1;
+/// `zsmem_store_config.recompress_codec`: no secondary codec (the
+/// default; `zsmem_store_recompress` then has nothing to try).
+pub const ZSMEM_CODEC_NONE: u32 = u32::MAX;
+
+/// Which slots `zsmem_store_recompress` and `zsmem_store_writeback` pick
+/// (zram's `type=`): every slot holding an object.
+pub const ZSMEM_SELECT_ALL: u32 = 0;
+/// Slots marked idle (`zsmem_store_mark_idle`).
+pub const ZSMEM_SELECT_IDLE: u32 = 1;
+/// Huge slots (stored uncompressed).
+pub const ZSMEM_SELECT_HUGE: u32 = 2;
+/// Slots both huge and idle.
+pub const ZSMEM_SELECT_HUGE_IDLE: u32 = 3;
+/// Slots recompression found incompressible (writeback only).
+pub const ZSMEM_SELECT_INCOMPRESSIBLE: u32 = 4;
 
 /// How to make a page store (the pool under it has its own
 /// `zsmem_pool_config`). Initialise it with `zsmem_store_config_default`
 /// (which sets `size` and every default), then change fields.
 ///
-/// Defaults: 262144 slots (1 GiB of 4 KiB pages), LZ4, zstd level 3.
+/// Defaults: 262144 slots (1 GiB of 4 KiB pages), LZ4, zstd level 3, no
+/// secondary codec for recompression.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct zsmem_store_config {
@@ -44,10 +66,52 @@ pub struct zsmem_store_config {
     pub codec: u32,
     /// Level for `ZSMEM_CODEC_ZSTD`, 1 to 22 (ignored for LZ4).
     pub zstd_level: i32,
+    /// The secondary codec `zsmem_store_recompress` tries (zram's
+    /// `recomp_algorithm`, priority 1): `ZSMEM_CODEC_NONE` (the default),
+    /// `ZSMEM_CODEC_LZ4` or `ZSMEM_CODEC_ZSTD`. Appended with the next
+    /// field: a program built against a header without them gets none.
+    pub recompress_codec: u32,
+    /// Level for a `ZSMEM_CODEC_ZSTD` secondary codec, 1 to 22 (default 12).
+    pub recompress_zstd_level: i32,
 }
 
 // Versioned structs must have no padding (see `read_sized`).
-const _: () = assert!(size_of::<zsmem_store_config>() == 2 * size_of::<usize>() + 2 * 4);
+const _: () = assert!(size_of::<zsmem_store_config>() == 2 * size_of::<usize>() + 4 * 4);
+
+/// The sizes of the earlier versions of `zsmem_store_config`: the first
+/// ended at `zstd_level`.
+const STORE_CONFIG_VERSIONS: [usize; 1] = [2 * size_of::<usize>() + 2 * 4];
+
+/// The codec `code` names at zstd `level`; `field` names the field for the
+/// message.
+fn codec_of(code: u32, level: i32, field: &str) -> Result<Codec, Fail> {
+    match code {
+        ZSMEM_CODEC_LZ4 => Ok(Codec::Lz4),
+        ZSMEM_CODEC_ZSTD if (1..=22).contains(&level) => Ok(Codec::Zstd { level }),
+        ZSMEM_CODEC_ZSTD => Err(Fail::invalid(format!(
+            "invalid configuration: the zstd level of {field} is {level}, not in 1..=22"
+        ))),
+        other => Err(Fail::invalid(format!(
+            "invalid configuration: {field} {other} is not a ZSMEM_CODEC_* value"
+        ))),
+    }
+}
+
+/// The selection `which` names.
+fn selection(which: u32) -> Result<Selection, Fail> {
+    Ok(match which {
+        ZSMEM_SELECT_ALL => Selection::All,
+        ZSMEM_SELECT_IDLE => Selection::Idle,
+        ZSMEM_SELECT_HUGE => Selection::Huge,
+        ZSMEM_SELECT_HUGE_IDLE => Selection::HugeIdle,
+        ZSMEM_SELECT_INCOMPRESSIBLE => Selection::Incompressible,
+        other => {
+            return Err(Fail::invalid(format!(
+                "which {other} is not a ZSMEM_SELECT_* value"
+            )));
+        }
+    })
+}
 
 fn default_config() -> zsmem_store_config {
     let d = PageStoreConfig::default();
@@ -56,6 +120,8 @@ fn default_config() -> zsmem_store_config {
         slots: d.slots,
         codec: ZSMEM_CODEC_LZ4,
         zstd_level: 3,
+        recompress_codec: ZSMEM_CODEC_NONE,
+        recompress_zstd_level: 12,
     }
 }
 
@@ -98,25 +164,33 @@ pub unsafe extern "C" fn zsmem_store_new(
     guard("zsmem_store_new", || {
         let store_out = out_ptr(store_out, "store_out")?;
         // SAFETY: the caller promises NULL or initialised configs.
-        let c = unsafe { read_sized(config, "config", "zsmem_store_config_default") }?;
+        let c = unsafe {
+            read_sized(
+                config,
+                "config",
+                "zsmem_store_config_default",
+                &STORE_CONFIG_VERSIONS,
+                default_config(),
+            )
+        }?;
         // SAFETY: as above.
-        let p = unsafe { read_sized(pool_config, "pool_config", "zsmem_pool_config_default") }?;
-        let codec = match c.codec {
-            ZSMEM_CODEC_LZ4 => Codec::Lz4,
-            ZSMEM_CODEC_ZSTD if (1..=22).contains(&c.zstd_level) => Codec::Zstd {
-                level: c.zstd_level,
-            },
-            ZSMEM_CODEC_ZSTD => {
-                return Err(Fail::invalid(format!(
-                    "invalid configuration: zstd_level {} is not in 1..=22",
-                    c.zstd_level
-                )));
-            }
-            other => {
-                return Err(Fail::invalid(format!(
-                    "invalid configuration: codec {other} is not a ZSMEM_CODEC_* value"
-                )));
-            }
+        let p = unsafe {
+            read_sized(
+                pool_config,
+                "pool_config",
+                "zsmem_pool_config_default",
+                &pool::POOL_CONFIG_VERSIONS,
+                pool::default_config(),
+            )
+        }?;
+        let codec = codec_of(c.codec, c.zstd_level, "codec")?;
+        let recompress = match c.recompress_codec {
+            ZSMEM_CODEC_NONE => Vec::new(),
+            code => vec![CodecSpec::from(codec_of(
+                code,
+                c.recompress_zstd_level,
+                "recompress_codec",
+            )?)],
         };
         // Start from the defaults so that fields added to PageStoreConfig
         // later keep their default here.
@@ -125,6 +199,7 @@ pub unsafe extern "C" fn zsmem_store_new(
             let mut cfg = PageStoreConfig::default();
             cfg.slots = c.slots;
             cfg.codec = codec;
+            cfg.recompress = recompress;
             cfg.pool = pool::pool_config(&p)?;
             cfg
         };
@@ -310,6 +385,245 @@ pub unsafe extern "C" fn zsmem_store_mm_stat(
         let out = out_ptr(out, "out")?;
         // SAFETY: non-NULL and, per the caller, writable and aligned.
         unsafe { out.write(store.mm_stat().into()) };
+        Ok(0)
+    })
+}
+
+/// Mark idle every slot holding an object that was not read or written for
+/// at least `age_seconds` (zram's `echo SECONDS > idle`); 0 marks every such
+/// slot (`echo all > idle`). A later read or write clears the mark. Returns
+/// the slots marked, or `-EINVAL` (`store` not live).
+///
+/// # Safety
+/// `store` may be any value: it is looked up, never dereferenced.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_store_mark_idle(store: *mut zsmem_store, age_seconds: u64) -> i64 {
+    guard("zsmem_store_mark_idle", || {
+        let store = store_ref(store)?;
+        let marked = store.mark_idle(Some(Duration::from_secs(age_seconds)));
+        Ok(i64::try_from(marked).unwrap_or(i64::MAX))
+    })
+}
+
+/// Recompress the slots `which` picks (a `ZSMEM_SELECT_*` other than
+/// `ZSMEM_SELECT_INCOMPRESSIBLE`) with the store's secondary codec
+/// (`recompress_codec` of its configuration), only objects of at least
+/// `threshold` bytes (0: any). A new object is kept only if it lands in a
+/// smaller size class; a slot no codec shrinks is marked incompressible
+/// and not tried again. Returns the slots recompressed, or `-EINVAL`
+/// (`store` not live, a bad `which`, no secondary codec configured).
+///
+/// # Safety
+/// `store` may be any value: it is looked up, never dereferenced.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_store_recompress(
+    store: *mut zsmem_store,
+    which: u32,
+    threshold: usize,
+) -> i64 {
+    guard("zsmem_store_recompress", || {
+        let store = store_ref(store)?;
+        let which = selection(which)?;
+        let done = store.recompress(RecompressRequest {
+            which,
+            threshold: (threshold != 0).then_some(threshold),
+            priority: None,
+        })?;
+        Ok(i64::try_from(done.recompressed).unwrap_or(i64::MAX))
+    })
+}
+
+/// Use the file at `path` as the store's backing file for writeback
+/// (zram's `backing_dev`), once per store: a regular file (created with
+/// mode 0600, or an empty one, or an earlier store's backing file) or a
+/// block device, locked for the store's life. Returns 0, `-EINVAL` (NULL
+/// argument, a path that is not UTF-8, a store that already has one) or
+/// `-EIO` (the file cannot be used: in use by another store, someone
+/// else's file, not a regular file or block device; the message says why).
+///
+/// # Safety
+/// `store` may be any value (it is looked up, never dereferenced); `path`
+/// is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_store_set_backing_file(
+    store: *mut zsmem_store,
+    path: *const c_char,
+) -> c_int {
+    guard("zsmem_store_set_backing_file", || {
+        let store = store_ref(store)?;
+        if path.is_null() {
+            return Err(Fail::invalid("path is NULL"));
+        }
+        // SAFETY: non-NULL and, per the caller, NUL-terminated.
+        let path = unsafe { CStr::from_ptr(path) };
+        let path = path
+            .to_str()
+            .map_err(|_| Fail::invalid("path is not valid UTF-8"))?;
+        store.set_backing_file(path)?;
+        Ok(0)
+    })
+}
+
+/// Write the pages of the slots `which` picks (a `ZSMEM_SELECT_*`) to the
+/// backing file and free their memory (zram's `echo idle > writeback`),
+/// at most `max_pages` of them (0: no bound but the writeback limit). A
+/// read fetches a page back transparently. Returns the pages written,
+/// `-EINVAL` (`store` not live, a bad `which`), `-ENODEV` (no backing file)
+/// or `-EIO` (an I/O error; that slot is left as it was).
+///
+/// # Safety
+/// `store` may be any value: it is looked up, never dereferenced.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_store_writeback(
+    store: *mut zsmem_store,
+    which: u32,
+    max_pages: u64,
+) -> i64 {
+    guard("zsmem_store_writeback", || {
+        let store = store_ref(store)?;
+        let which = selection(which)?;
+        let done = store.writeback(WritebackRequest {
+            which,
+            max_pages: (max_pages != 0).then_some(max_pages),
+        })?;
+        Ok(i64::try_from(done.written).unwrap_or(i64::MAX))
+    })
+}
+
+/// Bound writeback to `pages` more pages (zram's `writeback_limit` with
+/// `writeback_limit_enable`), with `enable` 1; `enable` 0 lifts the bound
+/// (`pages` is then ignored). Returns 0 or `-EINVAL` (`store` not live,
+/// `enable` not 0 or 1).
+///
+/// # Safety
+/// `store` may be any value: it is looked up, never dereferenced.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_store_set_writeback_limit(
+    store: *mut zsmem_store,
+    enable: u32,
+    pages: u64,
+) -> c_int {
+    guard("zsmem_store_set_writeback_limit", || {
+        let store = store_ref(store)?;
+        let limit = match enable {
+            0 => None,
+            1 => Some(pages),
+            other => return Err(Fail::invalid(format!("enable is {other}, not 0 or 1"))),
+        };
+        store.set_writeback_limit(limit);
+        Ok(0)
+    })
+}
+
+/// Train a zstd dictionary of at most `max_size` bytes from up to
+/// `max_samples` pages now stored, and compress new pages with zstd and it
+/// from now on (stored pages keep their codec). Returns the dictionary's
+/// size in bytes, `-EINVAL` (`store` not live, too few or too uniform
+/// samples, a store that has taken its 15 dictionaries) or `-EIO` (a
+/// stored page that does not decompress).
+///
+/// # Safety
+/// `store` may be any value: it is looked up, never dereferenced.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_store_train_dictionary(
+    store: *mut zsmem_store,
+    max_size: usize,
+    max_samples: usize,
+) -> i64 {
+    guard("zsmem_store_train_dictionary", || {
+        let store = store_ref(store)?;
+        let dict = store.train_dictionary(max_size, max_samples)?;
+        Ok(i64::try_from(dict.len()).unwrap_or(i64::MAX))
+    })
+}
+
+/// zram's `io_stat`: requests that failed or were refused, and pages
+/// discarded.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct zsmem_io_stat {
+    /// Reads that failed (a corrupt object or backing block, an I/O error).
+    pub failed_reads: u64,
+    /// Writes that failed (the memory limit, the OS refusing memory).
+    pub failed_writes: u64,
+    /// Requests refused as malformed: a slot out of range, a buffer that
+    /// is not one page.
+    pub invalid_io: u64,
+    /// Pages discarded.
+    pub notify_free: u64,
+}
+
+impl From<IoStat> for zsmem_io_stat {
+    fn from(s: IoStat) -> Self {
+        zsmem_io_stat {
+            failed_reads: s.failed_reads,
+            failed_writes: s.failed_writes,
+            invalid_io: s.invalid_io,
+            notify_free: s.notify_free,
+        }
+    }
+}
+
+/// zram's `bd_stat`, in pages: the backing file's use.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct zsmem_bd_stat {
+    /// Pages held in the backing file now.
+    pub bd_count: u64,
+    /// Pages read back from the backing file.
+    pub bd_reads: u64,
+    /// Pages written to the backing file.
+    pub bd_writes: u64,
+}
+
+impl From<BdStat> for zsmem_bd_stat {
+    fn from(s: BdStat) -> Self {
+        zsmem_bd_stat {
+            bd_count: s.bd_count,
+            bd_reads: s.bd_reads,
+            bd_writes: s.bd_writes,
+        }
+    }
+}
+
+/// Fill `*out` with the store's `io_stat`; `out_size` is `sizeof *out` as
+/// the caller compiled it. Returns 0 or `-EINVAL` (NULL argument).
+///
+/// # Safety
+/// `store` may be any value (it is looked up, never dereferenced); `out`
+/// is NULL or writable for `out_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_store_io_stat(
+    store: *const zsmem_store,
+    out: *mut zsmem_io_stat,
+    out_size: usize,
+) -> c_int {
+    guard("zsmem_store_io_stat", || {
+        let store = store_ref(store)?;
+        let stat = zsmem_io_stat::from(store.io_stat());
+        // SAFETY: the caller promises `out_size` writable bytes at `out`.
+        unsafe { write_sized(out, out_size, &stat) }?;
+        Ok(0)
+    })
+}
+
+/// Fill `*out` with the store's `bd_stat`; `out_size` is `sizeof *out` as
+/// the caller compiled it. Returns 0 or `-EINVAL` (NULL argument).
+///
+/// # Safety
+/// `store` may be any value (it is looked up, never dereferenced); `out`
+/// is NULL or writable for `out_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_store_bd_stat(
+    store: *const zsmem_store,
+    out: *mut zsmem_bd_stat,
+    out_size: usize,
+) -> c_int {
+    guard("zsmem_store_bd_stat", || {
+        let store = store_ref(store)?;
+        let stat = zsmem_bd_stat::from(store.bd_stat());
+        // SAFETY: the caller promises `out_size` writable bytes at `out`.
+        unsafe { write_sized(out, out_size, &stat) }?;
         Ok(0)
     })
 }

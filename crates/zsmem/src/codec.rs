@@ -14,13 +14,24 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::Serialize;
-
 use crate::error::{Error, Result};
 
 /// A compression algorithm with its parameters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "kebab-case")]
+///
+/// ```
+/// use zsmem::Codec;
+/// let codec = Codec::parse("zstd")?;
+/// let page = b"a page of text, a page of text, a page of text. ".repeat(80);
+/// let mut packed = vec![0u8; page.len()];
+/// let n = codec.compress(&page, &mut packed).expect("it shrinks");
+/// let mut back = vec![0u8; page.len()];
+/// codec.decompress(&packed[..n], &mut back)?;
+/// assert_eq!(back, page);
+/// # Ok::<(), zsmem::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
 pub enum Codec {
     /// LZ4, default acceleration (zram's `lz4`).
     #[default]

@@ -42,8 +42,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use serde::Serialize;
-
 use crate::class::{Class, Migration};
 use crate::os::PageSource;
 
@@ -63,8 +61,10 @@ pub(crate) fn step_budget(class: &Class) -> usize {
 }
 
 /// When the pool compacts by itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
+#[non_exhaustive]
 pub enum CompactionPolicy {
     /// Only when asked, through `Pool::compact` (the kernel's behaviour:
     /// zram compacts on request or under memory pressure).
@@ -94,7 +94,9 @@ impl Default for CompactionPolicy {
 }
 
 /// What compaction has done since the pool was made.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct CompactionStats {
     /// Pages returned by compaction (zram's `pages_compacted`), net of the
     /// pages it committed in destination zspages (with `trim_pages`).

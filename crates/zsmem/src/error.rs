@@ -8,6 +8,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Why a handle was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HandleFault {
     /// The handle is 0 or its generation field is 0: no handle the pool
     /// returned looks like that.
@@ -41,7 +42,19 @@ impl fmt::Display for HandleFault {
 }
 
 /// Everything that can go wrong in zsmem.
+///
+/// ```
+/// use zsmem::{Error, Pool, PoolConfig};
+/// let pool = Pool::new(PoolConfig::default())?;
+/// let h = pool.store(b"bytes")?;
+/// pool.free(h)?;
+/// // A freed handle is refused, never another object's bytes.
+/// assert!(matches!(pool.read_vec(h), Err(Error::InvalidHandle { .. })));
+/// assert!(matches!(pool.alloc(0), Err(Error::ZeroLength)));
+/// # Ok::<(), zsmem::Error>(())
+/// ```
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     /// A configuration parameter is out of range.
     #[error("invalid configuration: {0}")]

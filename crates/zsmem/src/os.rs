@@ -7,14 +7,14 @@
 //! memory falls at once, and its address range is kept on a free list for
 //! the next zspage of that length (or split for a shorter one).
 //!
-//! A few freed runs (at most [`RUN_CACHE_PAGES`] pages in all) are kept
+//! A few freed runs (at most `RUN_CACHE_PAGES` pages in all) are kept
 //! resident instead, so a class that empties and refills a zspage in a
 //! tight loop does not pay a `madvise` and a page fault per page each time.
 //! They are reported as cached pages, never hidden.
 //!
 //! A *lazy* page source (pools that trim pages, see `compact.rs`) commits a
 //! run's pages one by one as its zspage grows into them and can give single
-//! pages of a live run back ([`PageSource::decommit`]); its freed runs skip
+//! pages of a live run back (`PageSource::decommit`); its freed runs skip
 //! the cache, so a reused run holds no resident page nobody counts.
 //!
 //! "Pages held" counts exactly the committed pages of live runs (every page

@@ -70,7 +70,19 @@ pub struct PoolConfig {
 }
 
 /// How [`Pool::free`] frees.
+///
+/// ```
+/// use zsmem::{FreeMode, Pool, PoolConfig};
+/// let pool = Pool::new(PoolConfig { free_mode: FreeMode::deferred(), ..PoolConfig::default() })?;
+/// let h = pool.store(&[1u8; 500])?;
+/// pool.free(h)?;
+/// assert!(pool.read_vec(h).is_err()); // dead at once
+/// pool.flush(); // and freed now
+/// assert_eq!(pool.stats().objects, 0);
+/// # Ok::<(), zsmem::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FreeMode {
     /// At once, under the object's class lock alone (the class index is in
     /// the handle, so no pool-wide lock is needed).

@@ -17,8 +17,6 @@
 //!   `ZS_HANDLE_SIZE - 1`, because the kernel stores an 8-byte handle inside
 //!   every non-huge object.
 
-use serde::Serialize;
-
 use crate::error::{Error, Result};
 
 /// Smallest object slot, in bytes (`ZS_MIN_ALLOC_SIZE`).
@@ -34,8 +32,10 @@ pub const MIN_PAGE_SIZE: usize = 4096;
 pub const MAX_PAGE_SIZE: usize = 65536;
 
 /// How the number of pages per zspage is chosen for a class.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Default)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]
+#[non_exhaustive]
 pub enum ChainRule {
     /// The kernel since 6.3: the chain length with the least tail waste, the
     /// first minimum winning.
@@ -86,7 +86,8 @@ impl ChainRule {
 }
 
 /// The parameters that define a size-class table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct SizeClassConfig {
     /// Page size in bytes: a power of two from 4 KiB to 64 KiB.
     pub page_size: usize,
@@ -146,7 +147,9 @@ impl SizeClassConfig {
 }
 
 /// One size class of a table, logical or physical.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct ClassInfo {
     /// Index of this class (the kernel's `class->index` for a physical class).
     pub index: usize,

@@ -2,11 +2,22 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
-
 /// One physical class, as `/sys/kernel/debug/zsmalloc/<pool>/classes`
 /// shows it, plus the bytes its objects hold.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+///
+/// ```
+/// use zsmem::{Pool, PoolConfig};
+/// let pool = Pool::new(PoolConfig::kernel())?;
+/// pool.store(&[1u8; 100])?;
+/// let used: Vec<_> = pool.class_stats().into_iter().filter(|c| c.obj_used > 0).collect();
+/// assert_eq!(used.len(), 1);
+/// assert!(used[0].size >= 100 && used[0].pages_used >= 1);
+/// print!("{}", zsmem::stats::format_kernel_classes(&used));
+/// # Ok::<(), zsmem::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct ClassStats {
     /// Class index (the kernel's `class->index`).
     pub index: usize,
@@ -39,7 +50,20 @@ pub struct ClassStats {
 }
 
 /// Totals for a pool.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+///
+/// ```
+/// use zsmem::{Pool, PoolConfig};
+/// let pool = Pool::new(PoolConfig::default())?;
+/// let h = pool.store(&[7u8; 1000])?;
+/// let s = pool.stats();
+/// assert_eq!((s.objects, s.bytes_stored), (1, 1000));
+/// assert!(s.bytes_held() >= s.bytes_stored && s.metadata_bytes > 0);
+/// pool.free(h)?;
+/// # Ok::<(), zsmem::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct PoolStats {
     /// Page size of the pool.
     pub page_size: usize,
@@ -80,7 +104,8 @@ pub struct PoolStats {
 
 /// The bytes of zspages that hold no object byte, by cause. The three parts
 /// add up to `bytes_held - bytes_stored`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Waste {
     /// Rounding: used slots are larger than their objects (class size minus
     /// object length, the kernel's in-object handle included).

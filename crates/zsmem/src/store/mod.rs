@@ -81,6 +81,19 @@ use slot::{Kind, Slot};
 use stats::{add, get, sub};
 
 /// How to build a [`PageStore`].
+///
+/// ```
+/// use zsmem::{Codec, PageStore, PageStoreConfig, PoolConfig};
+/// let store = PageStore::new(PageStoreConfig {
+///     slots: 256,
+///     codec: Codec::Zstd { level: 3 },
+///     recompress: vec![Codec::Zstd { level: 12 }.into()],
+///     pool: PoolConfig { memory_limit: Some(1 << 20), ..PoolConfig::default() },
+///     ..Default::default()
+/// })?;
+/// assert_eq!((store.slots(), store.page_size()), (256, 4096));
+/// # Ok::<(), zsmem::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PageStoreConfig {
     /// Number of slots (zram's disksize / page size).
@@ -121,6 +134,7 @@ impl Default for PageStoreConfig {
 /// `recompress` and the mode of `writeback`). Only slots holding an object
 /// are ever picked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Selection {
     /// Every slot holding an object.
     All,
@@ -149,6 +163,7 @@ impl Selection {
 
 /// What one slot holds, for tests and tools.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SlotInfo {
     /// Nothing; reads as zeros.
     Empty,

@@ -3,10 +3,21 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::Serialize;
-
 /// zram's `mm_stat`, field by field.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+///
+/// ```
+/// use zsmem::{PageStore, PageStoreConfig};
+/// let store = PageStore::new(PageStoreConfig { slots: 8, ..Default::default() })?;
+/// store.write(0, &[0u8; 4096])?; // same-filled
+/// store.write(1, &b"text ".repeat(820)[..4096])?;
+/// let mm = store.mm_stat();
+/// assert_eq!((mm.orig_data_size, mm.same_pages), (8192, 1));
+/// assert!(mm.compr_data_size < 4096 && mm.mem_used_total >= 4096);
+/// # Ok::<(), zsmem::Error>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct MmStat {
     /// Bytes of pages stored, before compression (same-filled and written
     /// back pages included, as zram counts them).
@@ -30,7 +41,9 @@ pub struct MmStat {
 }
 
 /// zram's `io_stat`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct IoStat {
     /// Reads that failed (a corrupt object or backing block, an I/O error).
     pub failed_reads: u64,
@@ -44,7 +57,9 @@ pub struct IoStat {
 }
 
 /// zram's `bd_stat`, in pages (zram's 4 KiB units are this store's pages).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct BdStat {
     /// Pages held in the backing file now.
     pub bd_count: u64,
@@ -56,7 +71,9 @@ pub struct BdStat {
 
 /// What recompression has done since the store was made (or, returned by
 /// [`PageStore::recompress`](crate::PageStore::recompress), in one call).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct RecompressStat {
     /// Slots that matched the request and were tried.
     pub examined: u64,

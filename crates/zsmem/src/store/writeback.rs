@@ -60,6 +60,7 @@ pub struct WritebackRequest {
 
 /// What one [`PageStore::writeback`] call did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WritebackReport {
     /// Pages written to the backing file.
     pub written: u64,
