@@ -7,7 +7,9 @@ use clap::{Parser, Subcommand};
 use zsmem_cli::{bench, classes, compare, replay, stats};
 
 /// zsmem: a zsmalloc-design compressed-memory allocator, its size-class
-/// simulator and its benchmarks.
+/// simulator and its benchmarks. With no subcommand it runs `compare` on
+/// its embedded corpus: the side-by-side comparison, its summary and the
+/// report's path.
 #[derive(Parser, Debug)]
 #[command(name = "zsmem", version, about, long_about = None)]
 struct Cli {
@@ -35,6 +37,13 @@ enum Command {
     Bench(bench::BenchCommand),
 }
 
+/// The command to run: the one named, or the main job, `compare` with its
+/// defaults.
+fn command(cli: Cli) -> Command {
+    cli.command
+        .unwrap_or_else(|| Command::Compare(compare::CompareArgs::default()))
+}
+
 fn main() -> ExitCode {
     // A closed stdout (`zsmem replay t | head -1`) ends the process quietly,
     // as it does any command-line tool, instead of a panic in println!.
@@ -45,11 +54,7 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
-    let result = match cli
-        .command
-        .unwrap_or(Command::Classes(classes::ClassesArgs::default()))
-    {
+    let result = match command(Cli::parse()) {
         Command::Compare(a) => compare::run(&a),
         Command::Classes(a) => classes::run(&a),
         Command::Stats(a) => stats::run(&a),
@@ -62,5 +67,18 @@ fn main() -> ExitCode {
             eprintln!("zsmem: error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_subcommand_runs_the_comparison() {
+        let cli = Cli::try_parse_from(["zsmem"]).unwrap();
+        assert!(matches!(command(cli), Command::Compare(_)));
+        let cli = Cli::try_parse_from(["zsmem", "classes"]).unwrap();
+        assert!(matches!(command(cli), Command::Classes(_)));
     }
 }
