@@ -767,7 +767,7 @@ fn threads_share_one_pool_and_every_byte_survives() {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    if live.len() > 200 || (x % 3 == 0 && !live.is_empty()) {
+                    if live.len() > 200 || (x.is_multiple_of(3) && !live.is_empty()) {
                         let (h, fill, len) = live.swap_remove(x as usize % live.len());
                         // SAFETY: live pool, buffer of the length given.
                         let n = unsafe {

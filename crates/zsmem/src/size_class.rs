@@ -132,7 +132,7 @@ impl SizeClassConfig {
             )));
         }
         let d = self.class_delta;
-        if d == 0 || d % 8 != 0 {
+        if d == 0 || !d.is_multiple_of(8) {
             return Err(Error::InvalidConfig(format!(
                 "class delta {d} must be a positive multiple of 8"
             )));

@@ -59,7 +59,7 @@ impl Zspage {
     pub(crate) fn new(run: Run, objs: usize, resident: usize) -> Self {
         debug_assert!((1..=1 << 16).contains(&objs) && resident >= 1);
         let mut free = vec![u64::MAX; objs.div_ceil(64)].into_boxed_slice();
-        if objs % 64 != 0 {
+        if !objs.is_multiple_of(64) {
             free[objs / 64] = (1 << (objs % 64)) - 1;
         }
         Zspage {

@@ -218,7 +218,7 @@ impl UntarRm {
                     record(&mut lat.store, c.op_time().unwrap_or(d));
                     mine.push(slot);
                     stored_total += 1;
-                    if stored_total % 4096 == 0 {
+                    if stored_total.is_multiple_of(4096) {
                         progress(stored_total);
                     }
                 }
@@ -229,7 +229,7 @@ impl UntarRm {
                 for (f, mine) in tree.files.iter().zip(&file_slots) {
                     for (page, &slot) in f.pages().zip(mine) {
                         n += 1;
-                        if n % self.verify_every != 0 {
+                        if !n.is_multiple_of(self.verify_every) {
                             continue;
                         }
                         let t = Instant::now();
