@@ -74,8 +74,8 @@ pub struct PoolStats {
     /// Highest `pages_held` since the pool was made (`mem_used_max`).
     pub max_pages_held: usize,
     /// Pages of freed zspages still resident: kept for quick reuse (at most
-    /// 64, without `trim_pages`) or waiting for their batch (1/512 of the
-    /// pages held, 8 to 256 pages) to be discarded; held from the OS but not by any zspage.
+    /// 64, without `trim_pages`) or waiting for their batch (1/128 of the
+    /// pages held, 32 to 256 pages) to be discarded; held from the OS but not by any zspage.
     /// `Pool::trim` returns them.
     pub cached_pages: usize,
     /// Live objects.
