@@ -1,29 +1,6 @@
-//! A self-contained HTML report of a side-by-side run (`zsmem compare`).
-//!
-//! [`write_report`] turns the [`RunResult`]s of the contestants into one
-//! directory:
-//!
-//! | file | content |
-//! |---|---|
-//! | `index.html` | the whole report, one page with no external CSS, JS or fonts; the plots below are inlined as `<svg>` elements |
-//! | `overhead.svg` | overhead ratio `(pool - compr) / compr` after each step, one line per contestant |
-//! | `memory.svg` | pool memory after each step per contestant, compressed bytes dashed |
-//! | `latency-<contestant>.svg` | store/load/discard latency, log2 buckets, grouped bars |
-//!
-//! The page holds a header (title, source, workload, command, contestants
-//! skipped and why), the summary table `zsmem compare` prints, the plots,
-//! and per contestant its step table (with zsmem's split of the overhead
-//! into rounding, partial, tail and metadata where the contestant can tell)
-//! and its latency histograms in the bpftrace log2 style of reference 001,
-//! made by [`log2_histogram`].
-//!
-//! Plots are drawn with plotters' SVG backend into memory. Their ranges are
-//! guarded so that one contestant, one step, empty histograms or all-zero
-//! figures draw an (empty) plot rather than panic.
+//! The report's SVG plots: overhead and memory after each step, and latency per contestant.
 
-use std::fmt::Write as _;
 use std::io;
-use std::path::{Path, PathBuf};
 
 use hdrhistogram::Histogram;
 use plotters::coord::Shift;
@@ -32,10 +9,8 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use super::histogram::{bucket_lower, log2_buckets};
 use crate::workloads::untar_rm::RunResult;
-
-/// Units of the bucket bounds, powers of 1024 as bpftrace prints them.
-const UNITS: [&str; 7] = ["", "K", "M", "G", "T", "P", "E"];
 
 /// Line colours of the contestants, in the order of the runs.
 const PALETTE: [RGBColor; 8] = [
@@ -56,184 +31,25 @@ const OP_COLORS: [RGBColor; 3] = [
     RGBColor(255, 127, 14),
 ];
 
-/// Width of the bars of the `<pre>` histograms in the report.
-const PRE_BAR_WIDTH: usize = 52;
-
 /// Size of the per-step plots.
 const STEP_PLOT: (u32, u32) = (960, 540);
 
 /// Size of a latency plot.
 const LATENCY_PLOT: (u32, u32) = (960, 420);
 
-/// Describes a report: everything on the page that is not in the runs.
-#[derive(Clone, Debug, Default)]
-pub struct ReportContext {
-    /// Page title, e.g. `zsmem compare: untar/rm`.
-    pub title: String,
-    /// Where the pages came from (a path or the embedded corpus).
-    pub source: String,
-    /// The workload and its parameters.
-    pub workload: String,
-    /// The command line that produced the runs.
-    pub generated_by: String,
-    /// Contestants that did not run: `(name, reason)`.
-    pub skipped: Vec<(String, String)>,
-}
-
-/// The power-of-two buckets of `h` that hold counts, as `(key, count)`
-/// sorted by key: key 0 holds the value 0, key `k >= 1` the values in
-/// `[2^(k-1), 2^k)`.
-fn log2_buckets(h: &Histogram<u64>) -> Vec<(u32, u64)> {
-    let mut counts = [0u64; 65];
-    for v in h.iter_recorded() {
-        let value = h.lowest_equivalent(v.value_iterated_to());
-        let key = if value == 0 {
-            0
-        } else {
-            64 - value.leading_zeros()
-        };
-        counts[key as usize] += v.count_at_value();
-    }
-    counts
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| **c > 0)
-        .map(|(k, c)| (k as u32, *c))
-        .collect()
-}
-
-/// `2^exp` with a K/M/G... unit (1K = 1024), as bpftrace labels buckets.
-fn pow2_label(exp: u32) -> String {
-    format!("{}{}", 1u64 << (exp % 10), UNITS[(exp / 10) as usize])
-}
-
-/// The bpftrace label of bucket `key` (see [`log2_buckets`]).
-fn bucket_label(key: u32) -> String {
-    match key {
-        0 => "[0]".to_string(),
-        1 => "[1]".to_string(),
-        k => format!("[{}, {})", pow2_label(k - 1), pow2_label(k)),
-    }
-}
-
-/// The lower bound of bucket `key`, for plot axes.
-fn bucket_lower(key: u32) -> String {
-    match key {
-        0 => "0".to_string(),
-        k => pow2_label(k - 1),
-    }
-}
-
-fn us(ns: u64) -> f64 {
-    ns as f64 / 1000.0
-}
-
-/// A histogram of nanoseconds in the style of bpftrace's `hist()` (as in
-/// reference 001): one line per power-of-two bucket that holds counts,
-///
-/// ```text
-/// [512, 1K)     12345 |@@@@@                    |
-/// ```
-///
-/// bounds with K/M/G units (powers of 1024), bars `width` characters wide
-/// scaled to the largest bucket, then a line with the sample count and the
-/// p50, p90, p99, p99.9 and max in µs with two decimals. An empty histogram
-/// gives the single line `(no samples)`.
-pub fn log2_histogram(h: &Histogram<u64>, width: usize) -> String {
-    let buckets = log2_buckets(h);
-    if buckets.is_empty() {
-        return "(no samples)\n".to_string();
-    }
-    let labels: Vec<String> = buckets.iter().map(|&(k, _)| bucket_label(k)).collect();
-    let label_width = labels.iter().map(String::len).max().unwrap_or(0);
-    let count_width = buckets
-        .iter()
-        .map(|&(_, c)| c.to_string().len())
-        .max()
-        .unwrap_or(1);
-    let max = buckets.iter().map(|&(_, c)| c).max().unwrap_or(1).max(1);
-    let mut out = String::new();
-    for (label, &(_, count)) in labels.iter().zip(&buckets) {
-        let n = (u128::from(count) * width as u128 / u128::from(max)) as usize;
-        let bar = "@".repeat(n);
-        let _ = writeln!(
-            out,
-            "{label:<label_width$} {count:>count_width$} |{bar:<width$}|"
-        );
-    }
-    let _ = writeln!(
-        out,
-        "n {}  p50 {:.2} µs  p90 {:.2} µs  p99 {:.2} µs  p99.9 {:.2} µs  max {:.2} µs",
-        h.len(),
-        us(h.value_at_quantile(0.5)),
-        us(h.value_at_quantile(0.9)),
-        us(h.value_at_quantile(0.99)),
-        us(h.value_at_quantile(0.999)),
-        us(h.max()),
-    );
-    out
-}
-
-/// `s` with `&`, `<`, `>`, `"` and `'` escaped for HTML text and attributes.
-fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// A file-name- and id-safe form of a contestant name.
-fn slug(name: &str) -> String {
-    let s: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if s.is_empty() { "_".to_string() } else { s }
-}
-
-/// Slugs of all runs, made unique by a `-2`, `-3`... suffix.
-fn unique_slugs(runs: &[RunResult]) -> Vec<String> {
-    let mut seen: Vec<String> = Vec::with_capacity(runs.len());
-    for r in runs {
-        let base = slug(&r.contestant);
-        let mut s = base.clone();
-        let mut i = 2;
-        while seen.contains(&s) {
-            s = format!("{base}-{i}");
-            i += 1;
-        }
-        seen.push(s);
-    }
-    seen
-}
-
-fn step_label(round: usize, label: &str) -> String {
+pub(super) fn step_label(round: usize, label: &str) -> String {
     format!("r{round}:{label}")
 }
 
-fn mib(b: u64) -> f64 {
+pub(super) fn mib(b: u64) -> f64 {
     b as f64 / (1u64 << 20) as f64
 }
 
-fn color_of(i: usize) -> RGBColor {
+pub(super) fn color_of(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
-fn hex(c: RGBColor) -> String {
+pub(super) fn hex(c: RGBColor) -> String {
     format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
 }
 
@@ -332,7 +148,7 @@ fn render(size: (u32, u32), draw: impl FnOnce(&Area) -> DrawResult) -> io::Resul
 }
 
 /// The step labels of the x axis: those of the run with the most steps.
-fn x_labels(runs: &[RunResult]) -> Vec<String> {
+pub(super) fn x_labels(runs: &[RunResult]) -> Vec<String> {
     runs.iter()
         .max_by_key(|r| r.steps.len())
         .map(|r| {
@@ -563,7 +379,7 @@ fn step_plot(
 
 /// Plot 1: overhead ratio in % after each step, steps without compressed
 /// data left out.
-fn overhead_plot(runs: &[RunResult], labels: &[String]) -> io::Result<String> {
+pub(super) fn overhead_plot(runs: &[RunResult], labels: &[String]) -> io::Result<String> {
     let lines: Vec<StepLine> = runs
         .iter()
         .enumerate()
@@ -588,7 +404,7 @@ fn overhead_plot(runs: &[RunResult], labels: &[String]) -> io::Result<String> {
 }
 
 /// Plot 2: pool memory in MiB after each step, compressed bytes dashed.
-fn memory_plot(runs: &[RunResult], labels: &[String]) -> io::Result<String> {
+pub(super) fn memory_plot(runs: &[RunResult], labels: &[String]) -> io::Result<String> {
     let mut lines: Vec<StepLine> = runs
         .iter()
         .enumerate()
@@ -636,7 +452,7 @@ fn memory_plot(runs: &[RunResult], labels: &[String]) -> io::Result<String> {
 
 /// Plot 3: a contestant's store/load/discard latencies, log2 buckets as
 /// grouped bars, in % of each operation's samples.
-fn latency_plot(r: &RunResult) -> io::Result<String> {
+pub(super) fn latency_plot(r: &RunResult) -> io::Result<String> {
     let ops: [(&str, &Histogram<u64>); 3] = [
         ("store", &r.latency.store),
         ("load", &r.latency.load),
@@ -730,363 +546,9 @@ fn latency_plot(r: &RunResult) -> io::Result<String> {
     })
 }
 
-const STYLE: &str = "\
-body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0 auto;max-width:1200px;padding:1em 2em;color:#222;background:#fff}
-h1{margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
-dl.meta{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}dl.meta dt{font-weight:600}dl.meta dd{margin:0}
-code,pre{font-family:ui-monospace,'SFMono-Regular',Menlo,Consolas,monospace;font-size:.9em}
-pre{background:#f6f8fa;border:1px solid #e1e4e8;padding:.6em;overflow-x:auto;line-height:1.25}
-table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
-th,td{border:1px solid #ddd;padding:.25em .6em}th{background:#f3f3f3}
-td.n{text-align:right;font-variant-numeric:tabular-nums}td.skip{color:#a33}
-tr:nth-child(even) td{background:#fafafa}
-.swatch{display:inline-block;width:.9em;height:.9em;border-radius:2px;margin-right:.4em;vertical-align:-.1em}
-figure{margin:1em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}
-figcaption,.note{color:#555;font-size:.9em}.empty{font-size:1.2em;color:#a33}
-.skipped li{color:#a33}
-";
-
-fn lat_cell(h: &Histogram<u64>, quantiles: &[f64]) -> String {
-    if h.is_empty() {
-        return "–".to_string();
-    }
-    quantiles
-        .iter()
-        .map(|&q| format!("{:.2}", us(h.value_at_quantile(q))))
-        .collect::<Vec<_>>()
-        .join(" / ")
-}
-
-fn summary_table(out: &mut String, runs: &[RunResult], skipped: &[(String, String)]) {
-    out.push_str(
-        "<table class=\"summary\">\n<tr><th>contestant</th><th>peak used (pool) MiB</th>\
-         <th>peak all-in MiB</th><th>max overhead ratio</th><th>last overhead ratio</th>\
-         <th>max all-in ratio</th><th>last all-in ratio</th><th>store p50 / p99 µs</th><th>load p50 / p99 µs</th><th>discard p50 µs</th>\
-         <th>wall time s</th></tr>\n",
-    );
-    for (i, r) in runs.iter().enumerate() {
-        let (max, last) = r.overhead_ratios();
-        let (all_max, all_last) = r.all_in_ratios();
-        let l = &r.latency;
-        let _ = writeln!(
-            out,
-            "<tr><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td>\
-             <td class=\"n\">{:.2}</td><td class=\"n\">{:.2}</td><td class=\"n\">{:.2}%</td>\
-             <td class=\"n\">{:.2}%</td><td class=\"n\">{:.2}%</td><td class=\"n\">{:.2}%</td>\
-             <td class=\"n\">{}</td><td class=\"n\">{}</td>\
-             <td class=\"n\">{}</td><td class=\"n\">{:.2}</td></tr>",
-            hex(color_of(i)),
-            esc(&r.contestant),
-            mib(r.peak_pool()),
-            mib(r.peak_all_in()),
-            max * 100.0,
-            last * 100.0,
-            all_max * 100.0,
-            all_last * 100.0,
-            lat_cell(&l.store, &[0.5, 0.99]),
-            lat_cell(&l.load, &[0.5, 0.99]),
-            lat_cell(&l.discard, &[0.5]),
-            r.wall.as_secs_f64(),
-        );
-    }
-    for (name, why) in skipped {
-        let _ = writeln!(
-            out,
-            "<tr><td>{}</td><td class=\"skip\" colspan=\"10\">skipped: {}</td></tr>",
-            esc(name),
-            esc(why)
-        );
-    }
-    out.push_str("</table>\n");
-    out.push_str(
-        "<p class=\"note\">used (pool) = pages the allocator holds for objects (zram's \
-         <code>mem_used_total</code>; for a malloc baseline its heap growth); all-in = \
-         everything held for the data, the sum of the terms below, counted the same way for \
-         every contestant; overhead ratio = (pool − compr) / compr and all-in ratio = \
-         (all-in − compr) / compr, over the steps with data, the final compaction left \
-         out.</p>\n",
-    );
-    all_in_terms(out);
-}
-
-/// The all-in terms with their formulas and sources ([`crate::allin::explain`]).
-fn all_in_terms(out: &mut String) {
-    out.push_str(
-        "<table class=\"terms\">\n<tr><th>all-in term</th><th>formula</th><th>source</th></tr>\n",
-    );
-    for t in crate::allin::explain() {
-        let _ = writeln!(
-            out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(t.name),
-            esc(&t.formula),
-            esc(t.source)
-        );
-    }
-    out.push_str("</table>\n");
-}
-
-fn step_table(out: &mut String, r: &RunResult) {
-    let with_waste = r.steps.iter().any(|s| s.figures.waste.is_some());
-    out.push_str(
-        "<table class=\"steps\">\n<tr><th>round:step</th><th>orig MiB</th><th>compr MiB</th>\
-         <th>used MiB</th><th>all-in MiB</th>",
-    );
-    out.push_str(
-        "<th>overhead MiB</th><th>ratio</th><th>all-in ratio</th><th>same</th><th>huge</th>\
-         <th>compacted</th>",
-    );
-    if with_waste {
-        out.push_str(
-            "<th>rounding</th><th>partial</th><th>tail</th><th>meta</th><th>ratio with meta</th>",
-        );
-    }
-    out.push_str("</tr>\n");
-    for s in &r.steps {
-        let f = &s.figures;
-        let _ = write!(
-            out,
-            "<tr><td>{}</td><td class=\"n\">{:.2}</td><td class=\"n\">{:.2}</td>\
-             <td class=\"n\">{:.2}</td>",
-            esc(&step_label(s.round, &s.label)),
-            mib(f.orig),
-            mib(f.compr),
-            mib(f.pool),
-        );
-        let _ = write!(out, "<td class=\"n\">{:.2}</td>", mib(f.all_in));
-        // Shares of compressed bytes mean nothing without compressed bytes.
-        let pct = |b: u64| {
-            if f.compr == 0 {
-                "–".to_string()
-            } else {
-                format!("{:.2}%", 100.0 * b as f64 / f.compr as f64)
-            }
-        };
-        let ratio = |r: f64| {
-            if f.compr == 0 {
-                "–".to_string()
-            } else {
-                format!("{:.2}%", r * 100.0)
-            }
-        };
-        let _ = write!(
-            out,
-            "<td class=\"n\">{:.2}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
-             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>",
-            f.overhead() as f64 / (1u64 << 20) as f64,
-            ratio(f.overhead_ratio()),
-            ratio(f.all_in_ratio()),
-            f.same_pages,
-            f.huge_pages,
-            f.pages_compacted,
-        );
-        if with_waste {
-            match f.waste {
-                Some(w) => {
-                    let _ = write!(
-                        out,
-                        "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
-                         <td class=\"n\">{}</td><td class=\"n\">{}</td>",
-                        pct(w.rounding_bytes as u64),
-                        pct(w.partial_bytes as u64),
-                        pct(w.tail_bytes as u64),
-                        pct(f.meta),
-                        ratio(f.meta_ratio()),
-                    );
-                }
-                None => out.push_str("<td colspan=\"5\"></td>"),
-            }
-        }
-        out.push_str("</tr>\n");
-    }
-    out.push_str("</table>\n");
-    if with_waste {
-        out.push_str(
-            "<p class=\"note\">In % of compressed bytes: rounding = slots larger than their \
-             objects; partial = free slots in partly used zspages (what compaction recovers); \
-             tail = end of each zspage no slot can use; meta = the allocator's metadata \
-             (handle tables, zspage descriptors, free stacks); ratio with meta = \
-             (pool + meta − compr) / compr.</p>\n",
-        );
-    }
-}
-
-fn figure(out: &mut String, svg: &str, file: &str, caption: &str) {
-    let _ = writeln!(
-        out,
-        "<figure>\n{}\n<figcaption>{} (also <code>{}</code>)</figcaption>\n</figure>",
-        svg.trim_end(),
-        caption,
-        esc(file)
-    );
-}
-
-/// Write the report of `runs` to `dir/index.html` (creating `dir` and its
-/// parents), with the plots also written as `overhead.svg`, `memory.svg`
-/// and `latency-<contestant>.svg` next to it (contestant names made
-/// file-name safe). Returns the path of `index.html`.
-///
-/// With no runs the page says so, lists the skipped contestants, and no
-/// plot is written.
-pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
-    let mut out = String::with_capacity(64 * 1024);
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>\n{}</style>\n</head>\n<body>\n<header>\n<h1>{}</h1>\n\
-         <dl class=\"meta\">\n<dt>source</dt><dd>{}</dd>\n<dt>workload</dt><dd>{}</dd>\n\
-         <dt>command</dt><dd><code>{}</code></dd>\n</dl>\n",
-        esc(&ctx.title),
-        STYLE,
-        esc(&ctx.title),
-        esc(&ctx.source),
-        esc(&ctx.workload),
-        esc(&ctx.generated_by),
-    );
-    if !ctx.skipped.is_empty() {
-        out.push_str("<p>Skipped contestants:</p>\n<ul class=\"skipped\">\n");
-        for (name, why) in &ctx.skipped {
-            let _ = writeln!(out, "<li><b>{}</b>: {}</li>", esc(name), esc(why));
-        }
-        out.push_str("</ul>\n");
-    }
-    out.push_str("</header>\n");
-
-    if runs.is_empty() {
-        out.push_str(
-            "<p class=\"empty\">There were no runs: no contestant produced results.</p>\n",
-        );
-        out.push_str("</body>\n</html>\n");
-        let index = dir.join("index.html");
-        std::fs::write(&index, out)?;
-        return Ok(index);
-    }
-
-    let slugs = unique_slugs(runs);
-    out.push_str("<nav><p>Contestants: ");
-    let links: Vec<String> = runs
-        .iter()
-        .zip(&slugs)
-        .map(|(r, s)| format!("<a href=\"#c-{s}\">{}</a>", esc(&r.contestant)))
-        .collect();
-    out.push_str(&links.join(" · "));
-    out.push_str("</p></nav>\n");
-
-    out.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n");
-    summary_table(&mut out, runs, &ctx.skipped);
-    out.push_str("</section>\n");
-
-    let labels = x_labels(runs);
-    let overhead = overhead_plot(runs, &labels)?;
-    std::fs::write(dir.join("overhead.svg"), &overhead)?;
-    let memory = memory_plot(runs, &labels)?;
-    std::fs::write(dir.join("memory.svg"), &memory)?;
-    out.push_str("<section id=\"plots\">\n<h2>Overhead and memory</h2>\n");
-    figure(
-        &mut out,
-        &overhead,
-        "overhead.svg",
-        "Overhead ratio (pool − compr) / compr in % after each step; steps without \
-         compressed data are left out",
-    );
-    figure(
-        &mut out,
-        &memory,
-        "memory.svg",
-        "Pool memory in MiB after each step; dashed: compressed bytes",
-    );
-    out.push_str("</section>\n");
-
-    for (r, s) in runs.iter().zip(&slugs) {
-        let _ = writeln!(
-            out,
-            "<section class=\"contestant\" id=\"c-{s}\">\n<h2>{}</h2>\n<p>{}</p>",
-            esc(&r.contestant),
-            esc(&r.config)
-        );
-        out.push_str("<h3>Steps</h3>\n");
-        step_table(&mut out, r);
-        out.push_str("<h3>Latency</h3>\n");
-        let file = format!("latency-{s}.svg");
-        let svg = latency_plot(r)?;
-        std::fs::write(dir.join(&file), &svg)?;
-        figure(
-            &mut out,
-            &svg,
-            &file,
-            "Store, load and discard latency: share of each operation's samples per \
-             power-of-two bucket of nanoseconds (a bucket with any samples is drawn at \
-             least a hair tall; the counts are in the histograms below)",
-        );
-        for (name, h) in [
-            ("store", &r.latency.store),
-            ("load", &r.latency.load),
-            ("discard", &r.latency.discard),
-        ] {
-            let _ = writeln!(
-                out,
-                "<pre>@{name}_ns:\n{}</pre>",
-                esc(&log2_histogram(h, PRE_BAR_WIDTH))
-            );
-        }
-        out.push_str("</section>\n");
-    }
-    out.push_str(
-        "<footer><p class=\"note\">Generated by zsmem-lab's report module.</p></footer>\n\
-         </body>\n</html>\n",
-    );
-    let index = dir.join("index.html");
-    std::fs::write(&index, out)?;
-    Ok(index)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hist() -> Histogram<u64> {
-        Histogram::new_with_bounds(1, 60_000_000_000, 3).unwrap()
-    }
-
-    #[test]
-    fn escapes_html() {
-        assert_eq!(esc(r#"a<b&"c"'d>"#), "a&lt;b&amp;&quot;c&quot;&#39;d&gt;");
-        assert_eq!(esc("plain µs"), "plain µs");
-    }
-
-    #[test]
-    fn slugs_are_safe_and_unique() {
-        assert_eq!(slug("zsmem-kernel"), "zsmem-kernel");
-        assert_eq!(slug("a<b&\"c\""), "a_b__c_");
-        assert_eq!(slug("../x"), "___x");
-        assert_eq!(slug(""), "_");
-    }
-
-    #[test]
-    fn bucket_labels_follow_bpftrace() {
-        assert_eq!(bucket_label(0), "[0]");
-        assert_eq!(bucket_label(1), "[1]");
-        assert_eq!(bucket_label(2), "[2, 4)");
-        assert_eq!(bucket_label(10), "[512, 1K)");
-        assert_eq!(bucket_label(11), "[1K, 2K)");
-        assert_eq!(bucket_label(21), "[1M, 2M)");
-        assert_eq!(bucket_label(31), "[1G, 2G)");
-        assert_eq!(bucket_label(64), "[8E, 16E)");
-    }
-
-    #[test]
-    fn buckets_split_at_powers_of_two() {
-        let mut h = hist();
-        for v in [1023u64, 1024, 2047, 2048, 4095, 4096, 1 << 20] {
-            h.record(v).unwrap();
-        }
-        assert_eq!(
-            log2_buckets(&h),
-            vec![(10, 1), (11, 2), (12, 2), (13, 1), (21, 1)]
-        );
-    }
 
     #[test]
     fn ranges_are_never_empty() {
@@ -1096,17 +558,5 @@ mod tests {
         assert!(hi > lo && lo <= 5.0 && hi >= 5.0);
         let (lo, hi) = guarded_range([f64::NAN, -3.0, 2.0].into_iter(), true);
         assert!(lo < -3.0 && hi > 2.0);
-    }
-
-    #[test]
-    fn bars_scale_to_the_largest_bucket() {
-        let mut h = hist();
-        h.record_n(1500, 100).unwrap();
-        h.record_n(3000, 50).unwrap();
-        let s = log2_histogram(&h, 10);
-        let lines: Vec<&str> = s.lines().collect();
-        assert_eq!(lines[0], "[1K, 2K) 100 |@@@@@@@@@@|");
-        assert_eq!(lines[1], "[2K, 4K)  50 |@@@@@     |");
-        assert!(lines[2].starts_with("n 150  p50 1.50 µs"), "{}", lines[2]);
     }
 }
