@@ -1,0 +1,5 @@
+//! `zsmem classes`: the size-class simulator (being split up: see simulate.rs).
+
+mod simulate;
+
+pub use simulate::*;
