@@ -1,0 +1,97 @@
+//! The HTML pieces of the report: escaping, contestant slugs, the style sheet, figures.
+
+use std::fmt::Write as _;
+
+use crate::workloads::untar_rm::RunResult;
+
+/// `s` with `&`, `<`, `>`, `"` and `'` escaped for HTML text and attributes.
+pub(super) fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A file-name- and id-safe form of a contestant name.
+fn slug(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() { "_".to_string() } else { s }
+}
+
+/// Slugs of all runs, made unique by a `-2`, `-3`... suffix.
+pub(super) fn unique_slugs(runs: &[RunResult]) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::with_capacity(runs.len());
+    for r in runs {
+        let base = slug(&r.contestant);
+        let mut s = base.clone();
+        let mut i = 2;
+        while seen.contains(&s) {
+            s = format!("{base}-{i}");
+            i += 1;
+        }
+        seen.push(s);
+    }
+    seen
+}
+
+pub(super) const STYLE: &str = "\
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0 auto;max-width:1200px;padding:1em 2em;color:#222;background:#fff}
+h1{margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
+dl.meta{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}dl.meta dt{font-weight:600}dl.meta dd{margin:0}
+code,pre{font-family:ui-monospace,'SFMono-Regular',Menlo,Consolas,monospace;font-size:.9em}
+pre{background:#f6f8fa;border:1px solid #e1e4e8;padding:.6em;overflow-x:auto;line-height:1.25}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+th,td{border:1px solid #ddd;padding:.25em .6em}th{background:#f3f3f3}
+td.n{text-align:right;font-variant-numeric:tabular-nums}td.skip{color:#a33}
+tr:nth-child(even) td{background:#fafafa}
+.swatch{display:inline-block;width:.9em;height:.9em;border-radius:2px;margin-right:.4em;vertical-align:-.1em}
+figure{margin:1em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}
+figcaption,.note{color:#555;font-size:.9em}.empty{font-size:1.2em;color:#a33}
+.skipped li{color:#a33}
+";
+
+pub(super) fn figure(out: &mut String, svg: &str, file: &str, caption: &str) {
+    let _ = writeln!(
+        out,
+        "<figure>\n{}\n<figcaption>{} (also <code>{}</code>)</figcaption>\n</figure>",
+        svg.trim_end(),
+        caption,
+        esc(file)
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_html() {
+        assert_eq!(esc(r#"a<b&"c"'d>"#), "a&lt;b&amp;&quot;c&quot;&#39;d&gt;");
+        assert_eq!(esc("plain µs"), "plain µs");
+    }
+
+    #[test]
+    fn slugs_are_safe_and_unique() {
+        assert_eq!(slug("zsmem-kernel"), "zsmem-kernel");
+        assert_eq!(slug("a<b&\"c\""), "a_b__c_");
+        assert_eq!(slug("../x"), "___x");
+        assert_eq!(slug(""), "_");
+    }
+}

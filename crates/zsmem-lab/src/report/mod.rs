@@ -1,0 +1,180 @@
+//! A self-contained HTML report of a side-by-side run (`zsmem compare`).
+//!
+//! [`write_report`] turns the [`RunResult`]s of the contestants into one
+//! directory:
+//!
+//! | file | content |
+//! |---|---|
+//! | `index.html` | the whole report, one page with no external CSS, JS or fonts; the plots below are inlined as `<svg>` elements |
+//! | `overhead.svg` | overhead ratio `(pool - compr) / compr` after each step, one line per contestant |
+//! | `memory.svg` | pool memory after each step per contestant, compressed bytes dashed |
+//! | `latency-<contestant>.svg` | store/load/discard latency, log2 buckets, grouped bars |
+//!
+//! The page holds a header (title, source, workload, command, contestants
+//! skipped and why), the summary table `zsmem compare` prints, the plots,
+//! and per contestant its step table (with zsmem's split of the overhead
+//! into rounding, partial, tail and metadata where the contestant can tell)
+//! and its latency histograms in the bpftrace log2 style of reference 001,
+//! made by [`log2_histogram`].
+//!
+//! Plots are drawn with plotters' SVG backend into memory. Their ranges are
+//! guarded so that one contestant, one step, empty histograms or all-zero
+//! figures draw an (empty) plot rather than panic.
+//!
+//! The page is put together here from `tables.rs`, `plots.rs` and
+//! `histogram.rs`, with the pieces of `html.rs`.
+
+mod histogram;
+mod html;
+mod plots;
+mod tables;
+
+use std::fmt::Write as _;
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub use histogram::log2_histogram;
+use html::{STYLE, esc, figure, unique_slugs};
+use plots::{latency_plot, memory_plot, overhead_plot, x_labels};
+use tables::{step_table, summary_table};
+
+use crate::workloads::untar_rm::RunResult;
+
+/// Width of the bars of the `<pre>` histograms in the report.
+const PRE_BAR_WIDTH: usize = 52;
+
+/// Describes a report: everything on the page that is not in the runs.
+#[derive(Clone, Debug, Default)]
+pub struct ReportContext {
+    /// Page title, e.g. `zsmem compare: untar/rm`.
+    pub title: String,
+    /// Where the pages came from (a path or the embedded corpus).
+    pub source: String,
+    /// The workload and its parameters.
+    pub workload: String,
+    /// The command line that produced the runs.
+    pub generated_by: String,
+    /// Contestants that did not run: `(name, reason)`.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Write the report of `runs` to `dir/index.html` (creating `dir` and its
+/// parents), with the plots also written as `overhead.svg`, `memory.svg`
+/// and `latency-<contestant>.svg` next to it (contestant names made
+/// file-name safe). Returns the path of `index.html`.
+///
+/// With no runs the page says so, lists the skipped contestants, and no
+/// plot is written.
+pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let mut out = String::with_capacity(64 * 1024);
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>\n{}</style>\n</head>\n<body>\n<header>\n<h1>{}</h1>\n\
+         <dl class=\"meta\">\n<dt>source</dt><dd>{}</dd>\n<dt>workload</dt><dd>{}</dd>\n\
+         <dt>command</dt><dd><code>{}</code></dd>\n</dl>\n",
+        esc(&ctx.title),
+        STYLE,
+        esc(&ctx.title),
+        esc(&ctx.source),
+        esc(&ctx.workload),
+        esc(&ctx.generated_by),
+    );
+    if !ctx.skipped.is_empty() {
+        out.push_str("<p>Skipped contestants:</p>\n<ul class=\"skipped\">\n");
+        for (name, why) in &ctx.skipped {
+            let _ = writeln!(out, "<li><b>{}</b>: {}</li>", esc(name), esc(why));
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("</header>\n");
+
+    if runs.is_empty() {
+        out.push_str(
+            "<p class=\"empty\">There were no runs: no contestant produced results.</p>\n",
+        );
+        out.push_str("</body>\n</html>\n");
+        let index = dir.join("index.html");
+        std::fs::write(&index, out)?;
+        return Ok(index);
+    }
+
+    let slugs = unique_slugs(runs);
+    out.push_str("<nav><p>Contestants: ");
+    let links: Vec<String> = runs
+        .iter()
+        .zip(&slugs)
+        .map(|(r, s)| format!("<a href=\"#c-{s}\">{}</a>", esc(&r.contestant)))
+        .collect();
+    out.push_str(&links.join(" · "));
+    out.push_str("</p></nav>\n");
+
+    out.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n");
+    summary_table(&mut out, runs, &ctx.skipped);
+    out.push_str("</section>\n");
+
+    let labels = x_labels(runs);
+    let overhead = overhead_plot(runs, &labels)?;
+    std::fs::write(dir.join("overhead.svg"), &overhead)?;
+    let memory = memory_plot(runs, &labels)?;
+    std::fs::write(dir.join("memory.svg"), &memory)?;
+    out.push_str("<section id=\"plots\">\n<h2>Overhead and memory</h2>\n");
+    figure(
+        &mut out,
+        &overhead,
+        "overhead.svg",
+        "Overhead ratio (pool − compr) / compr in % after each step; steps without \
+         compressed data are left out",
+    );
+    figure(
+        &mut out,
+        &memory,
+        "memory.svg",
+        "Pool memory in MiB after each step; dashed: compressed bytes",
+    );
+    out.push_str("</section>\n");
+
+    for (r, s) in runs.iter().zip(&slugs) {
+        let _ = writeln!(
+            out,
+            "<section class=\"contestant\" id=\"c-{s}\">\n<h2>{}</h2>\n<p>{}</p>",
+            esc(&r.contestant),
+            esc(&r.config)
+        );
+        out.push_str("<h3>Steps</h3>\n");
+        step_table(&mut out, r);
+        out.push_str("<h3>Latency</h3>\n");
+        let file = format!("latency-{s}.svg");
+        let svg = latency_plot(r)?;
+        std::fs::write(dir.join(&file), &svg)?;
+        figure(
+            &mut out,
+            &svg,
+            &file,
+            "Store, load and discard latency: share of each operation's samples per \
+             power-of-two bucket of nanoseconds (a bucket with any samples is drawn at \
+             least a hair tall; the counts are in the histograms below)",
+        );
+        for (name, h) in [
+            ("store", &r.latency.store),
+            ("load", &r.latency.load),
+            ("discard", &r.latency.discard),
+        ] {
+            let _ = writeln!(
+                out,
+                "<pre>@{name}_ns:\n{}</pre>",
+                esc(&log2_histogram(h, PRE_BAR_WIDTH))
+            );
+        }
+        out.push_str("</section>\n");
+    }
+    out.push_str(
+        "<footer><p class=\"note\">Generated by zsmem-lab's report module.</p></footer>\n\
+         </body>\n</html>\n",
+    );
+    let index = dir.join("index.html");
+    std::fs::write(&index, out)?;
+    Ok(index)
+}

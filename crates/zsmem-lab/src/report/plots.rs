@@ -1,0 +1,562 @@
+//! The report's SVG plots: overhead and memory after each step, and latency per contestant.
+
+use std::io;
+
+use hdrhistogram::Histogram;
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::coord::types::RangedCoordf64;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::histogram::{bucket_lower, log2_buckets};
+use crate::workloads::untar_rm::RunResult;
+
+/// Line colours of the contestants, in the order of the runs.
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
+];
+
+/// Colours of the store, load and discard bars.
+const OP_COLORS: [RGBColor; 3] = [
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+];
+
+/// Size of the per-step plots.
+const STEP_PLOT: (u32, u32) = (960, 540);
+
+/// Size of a latency plot.
+const LATENCY_PLOT: (u32, u32) = (960, 420);
+
+pub(super) fn step_label(round: usize, label: &str) -> String {
+    format!("r{round}:{label}")
+}
+
+pub(super) fn mib(b: u64) -> f64 {
+    b as f64 / (1u64 << 20) as f64
+}
+
+pub(super) fn color_of(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+pub(super) fn hex(c: RGBColor) -> String {
+    format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
+}
+
+/// A `[lo, hi)` range with `hi > lo`, both finite, with some headroom.
+fn guarded_range(values: impl Iterator<Item = f64>, include_zero: bool) -> (f64, f64) {
+    let mut lo = f64::INFINITY;
+    let mut hi = f64::NEG_INFINITY;
+    for v in values.filter(|v| v.is_finite()) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if !lo.is_finite() || !hi.is_finite() {
+        return (0.0, 1.0);
+    }
+    if include_zero {
+        lo = lo.min(0.0);
+        hi = hi.max(0.0);
+    }
+    let span = hi - lo;
+    if span <= f64::EPSILON * hi.abs().max(1.0) {
+        if lo == 0.0 {
+            return (0.0, 1.0);
+        }
+        return (lo - 0.5, hi + 0.5);
+    }
+    let pad = span * 0.06;
+    (if lo < 0.0 { lo - pad } else { lo }, hi + pad)
+}
+
+/// An f64 axis whose ticks (and vertical mesh lines) sit exactly at the
+/// given points: step indices or log2 bucket keys. plotters' own
+/// `with_key_points` lacks a value formatter for f64, so it cannot be
+/// given to `configure_mesh`.
+struct KeyAxis {
+    inner: RangedCoordf64,
+    keys: Vec<f64>,
+}
+
+impl KeyAxis {
+    fn new(lo: f64, hi: f64, keys: Vec<f64>) -> Self {
+        KeyAxis {
+            inner: (lo..hi).into(),
+            keys,
+        }
+    }
+}
+
+impl Ranged for KeyAxis {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.inner.map(value, limit)
+    }
+
+    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            Vec::new()
+        } else {
+            self.keys.clone()
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.inner.range()
+    }
+}
+
+/// `v` with as many decimals as an axis spanning `span` needs.
+fn axis_number(v: f64, span: f64) -> String {
+    let decimals = if span >= 20.0 {
+        0
+    } else if span >= 2.0 {
+        1
+    } else if span >= 0.2 {
+        2
+    } else {
+        3
+    };
+    format!("{v:.decimals$}")
+}
+
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+type DrawResult = Result<(), DrawingAreaErrorKind<io::Error>>;
+
+/// Draw into an SVG of `size` in memory.
+fn render(size: (u32, u32), draw: impl FnOnce(&Area) -> DrawResult) -> io::Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE).map_err(io::Error::other)?;
+        draw(&root).map_err(io::Error::other)?;
+        root.present().map_err(io::Error::other)?;
+    }
+    Ok(svg)
+}
+
+/// The step labels of the x axis: those of the run with the most steps.
+pub(super) fn x_labels(runs: &[RunResult]) -> Vec<String> {
+    runs.iter()
+        .max_by_key(|r| r.steps.len())
+        .map(|r| {
+            r.steps
+                .iter()
+                .map(|s| step_label(s.round, &s.label))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// How a legend entry is marked.
+#[derive(Clone, Copy)]
+enum Mark {
+    /// A solid line.
+    Line,
+    /// A dashed line.
+    Dashed,
+    /// A filled square.
+    Bar,
+}
+
+/// One entry of a plot's legend.
+struct LegendEntry {
+    label: String,
+    color: RGBColor,
+    mark: Mark,
+}
+
+/// Longest legend label drawn; longer ones are cut with `…`.
+const LEGEND_CHARS: usize = 36;
+
+fn legend_label(s: &str) -> String {
+    if s.chars().count() <= LEGEND_CHARS {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(LEGEND_CHARS - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// Draw `caption` over `root` and split the rest into the plot's area and,
+/// on the right, a strip for the legend wide enough for its labels (so the
+/// legend never hides data).
+fn split_legend<'a>(
+    root: &Area<'a>,
+    caption: &str,
+    legend: &[LegendEntry],
+) -> Result<(Area<'a>, Area<'a>), DrawingAreaErrorKind<io::Error>> {
+    let body = root.titled(caption, ("sans-serif", 20))?;
+    let longest = legend
+        .iter()
+        .map(|e| legend_label(&e.label).chars().count())
+        .max()
+        .unwrap_or(0) as i32;
+    let width = body.dim_in_pixel().0 as i32;
+    let strip = if legend.is_empty() {
+        0
+    } else {
+        (longest * 7 + 50).clamp(100, width / 3)
+    };
+    Ok(body.split_horizontally(width - strip))
+}
+
+/// Draw the legend down the strip made by [`split_legend`].
+fn draw_legend(area: &Area, legend: &[LegendEntry]) -> DrawResult {
+    let font =
+        TextStyle::from(("sans-serif", 15).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+    for (i, e) in legend.iter().enumerate() {
+        let (x, y) = (4, 24 + 22 * i as i32);
+        let line = e.color.stroke_width(2);
+        match e.mark {
+            Mark::Line => {
+                area.draw(&PathElement::new(vec![(x, y), (x + 24, y)], line))?;
+                area.draw(&Circle::new((x + 12, y), 3, e.color.filled()))?;
+            }
+            Mark::Dashed => {
+                area.draw(&PathElement::new(vec![(x, y), (x + 9, y)], line))?;
+                area.draw(&PathElement::new(vec![(x + 15, y), (x + 24, y)], line))?;
+            }
+            Mark::Bar => {
+                area.draw(&Rectangle::new(
+                    [(x + 6, y - 6), (x + 18, y + 6)],
+                    e.color.filled(),
+                ))?;
+            }
+        }
+        area.draw(&Text::new(
+            legend_label(&e.label),
+            (x + 32, y),
+            font.clone(),
+        ))?;
+    }
+    Ok(())
+}
+
+/// One line of a step plot.
+struct StepLine {
+    /// Legend entry.
+    label: String,
+    /// Colour.
+    color: RGBColor,
+    /// Dashed (a reference line) rather than solid.
+    dashed: bool,
+    /// `(step index, value)`, `None` where the step has no value (the line
+    /// is broken there).
+    points: Vec<Option<f64>>,
+}
+
+/// A plot of values after each step: x = step index labelled with
+/// `labels` (rotated), one line per entry of `lines`.
+fn step_plot(
+    caption: &str,
+    y_desc: &str,
+    labels: &[String],
+    lines: &[StepLine],
+    empty_note: &str,
+) -> io::Result<String> {
+    let n = labels.len().max(1);
+    let (y_lo, y_hi) = guarded_range(
+        lines
+            .iter()
+            .flat_map(|l| l.points.iter().flatten().copied()),
+        true,
+    );
+    let any_point = lines.iter().any(|l| l.points.iter().any(Option::is_some));
+    // Rotated labels of about 6.5 pixels a character.
+    let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+    let label_area = (longest as u32 * 13 / 2 + 24).clamp(40, 160);
+    let legend: Vec<LegendEntry> = lines
+        .iter()
+        .filter(|l| l.points.iter().any(Option::is_some))
+        .map(|l| LegendEntry {
+            label: l.label.clone(),
+            color: l.color,
+            mark: if l.dashed { Mark::Dashed } else { Mark::Line },
+        })
+        .collect();
+    render(STEP_PLOT, |root| {
+        let (plot, key) = split_legend(root, caption, &legend)?;
+        let mut chart = ChartBuilder::on(&plot)
+            .margin(12)
+            .x_label_area_size(label_area)
+            .y_label_area_size(70)
+            .build_cartesian_2d(
+                KeyAxis::new(-0.5, n as f64 - 0.5, (0..n).map(|i| i as f64).collect()),
+                y_lo..y_hi,
+            )?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&|_| String::new())
+            .y_desc(y_desc)
+            .y_label_formatter(&|v| axis_number(*v, y_hi - y_lo))
+            .max_light_lines(1)
+            .light_line_style(RGBColor(240, 240, 240))
+            .bold_line_style(RGBColor(210, 210, 210))
+            .draw()?;
+        // Zero line where the range crosses it.
+        if y_lo < 0.0 && y_hi > 0.0 {
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![(-0.5, 0.0), (n as f64 - 0.5, 0.0)],
+                BLACK.mix(0.4),
+            )))?;
+        }
+        for line in lines {
+            let color = line.color;
+            let mut segments: Vec<Vec<(f64, f64)>> = Vec::new();
+            let mut current: Vec<(f64, f64)> = Vec::new();
+            for (i, p) in line.points.iter().enumerate() {
+                match p {
+                    Some(v) if v.is_finite() => current.push((i as f64, *v)),
+                    _ => {
+                        if !current.is_empty() {
+                            segments.push(std::mem::take(&mut current));
+                        }
+                    }
+                }
+            }
+            if !current.is_empty() {
+                segments.push(current);
+            }
+            for seg in &segments {
+                let style = ShapeStyle::from(color).stroke_width(2);
+                if line.dashed {
+                    chart.draw_series(DashedLineSeries::new(seg.iter().copied(), 8, 5, style))?;
+                } else {
+                    chart.draw_series(LineSeries::new(seg.iter().copied(), style))?;
+                }
+                if !line.dashed {
+                    chart.draw_series(
+                        seg.iter()
+                            .map(|&p| Circle::new(p, 3, ShapeStyle::from(color).filled())),
+                    )?;
+                }
+            }
+        }
+        draw_legend(&key, &legend)?;
+        // Step labels, rotated, below the axis; thinned out where they
+        // would overlap.
+        let (x0, _) = chart.backend_coord(&(0.0, y_lo));
+        let (x1, _) = chart.backend_coord(&(1.0, y_lo));
+        let spacing = (x1 - x0).max(1);
+        let stride = (14 + spacing - 1) / spacing;
+        let style = TextStyle::from(("sans-serif", 13).into_font())
+            .transform(FontTransform::Rotate270)
+            .pos(Pos::new(HPos::Right, VPos::Center));
+        for (i, label) in labels.iter().enumerate() {
+            if i as i32 % stride != 0 {
+                continue;
+            }
+            let (x, y) = chart.backend_coord(&(i as f64, y_lo));
+            root.draw(&Text::new(label.as_str(), (x, y + 8), style.clone()))?;
+        }
+        if !any_point {
+            let (cx, cy) = chart.backend_coord(&((n as f64 - 1.0) / 2.0, (y_lo + y_hi) / 2.0));
+            root.draw(&Text::new(
+                empty_note,
+                (cx, cy),
+                TextStyle::from(("sans-serif", 18).into_font())
+                    .color(&RGBColor(120, 120, 120))
+                    .pos(Pos::new(HPos::Center, VPos::Center)),
+            ))?;
+        }
+        Ok(())
+    })
+}
+
+/// Plot 1: overhead ratio in % after each step, steps without compressed
+/// data left out.
+pub(super) fn overhead_plot(runs: &[RunResult], labels: &[String]) -> io::Result<String> {
+    let lines: Vec<StepLine> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| StepLine {
+            label: r.contestant.clone(),
+            color: color_of(i),
+            dashed: false,
+            points: r
+                .steps
+                .iter()
+                .map(|s| (s.figures.compr > 0).then(|| s.figures.overhead_ratio() * 100.0))
+                .collect(),
+        })
+        .collect();
+    step_plot(
+        "Overhead ratio (pool - compr) / compr after each step",
+        "overhead ratio (%)",
+        labels,
+        &lines,
+        "no step with compressed data",
+    )
+}
+
+/// Plot 2: pool memory in MiB after each step, compressed bytes dashed.
+pub(super) fn memory_plot(runs: &[RunResult], labels: &[String]) -> io::Result<String> {
+    let mut lines: Vec<StepLine> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| StepLine {
+            label: format!("{} pool", r.contestant),
+            color: color_of(i),
+            dashed: false,
+            points: r.steps.iter().map(|s| Some(mib(s.figures.pool))).collect(),
+        })
+        .collect();
+    let compr: Vec<Vec<u64>> = runs
+        .iter()
+        .map(|r| r.steps.iter().map(|s| s.figures.compr).collect())
+        .collect();
+    let mut compr_lines: Vec<StepLine> = Vec::new();
+    if compr.windows(2).all(|w| w[0] == w[1]) {
+        // Every contestant stored the same compressed bytes: one line.
+        if let Some(c) = compr.first() {
+            compr_lines.push(StepLine {
+                label: "compressed".into(),
+                color: RGBColor(60, 60, 60),
+                dashed: true,
+                points: c.iter().map(|&b| Some(mib(b))).collect(),
+            });
+        }
+    } else {
+        for (i, (r, c)) in runs.iter().zip(&compr).enumerate() {
+            compr_lines.push(StepLine {
+                label: format!("{} compressed", r.contestant),
+                color: color_of(i),
+                dashed: true,
+                points: c.iter().map(|&b| Some(mib(b))).collect(),
+            });
+        }
+    }
+    lines.extend(compr_lines);
+    step_plot(
+        "Pool memory after each step (dashed: compressed bytes)",
+        "MiB",
+        labels,
+        &lines,
+        "no steps",
+    )
+}
+
+/// Plot 3: a contestant's store/load/discard latencies, log2 buckets as
+/// grouped bars, in % of each operation's samples.
+pub(super) fn latency_plot(r: &RunResult) -> io::Result<String> {
+    let ops: [(&str, &Histogram<u64>); 3] = [
+        ("store", &r.latency.store),
+        ("load", &r.latency.load),
+        ("discard", &r.latency.discard),
+    ];
+    let buckets: Vec<Vec<(u32, u64)>> = ops.iter().map(|(_, h)| log2_buckets(h)).collect();
+    let keys = buckets.iter().flatten().map(|&(k, _)| k);
+    let (mut k_lo, mut k_hi) = match (keys.clone().min(), keys.max()) {
+        (Some(a), Some(b)) => (a, b),
+        _ => (10, 14),
+    };
+    // At least six buckets wide, so that a lone bar is not a wall.
+    while k_hi - k_lo < 5 {
+        k_lo = k_lo.saturating_sub(1);
+        k_hi += 1;
+    }
+    let shares: Vec<Vec<(u32, f64)>> = ops
+        .iter()
+        .zip(&buckets)
+        .map(|((_, h), b)| {
+            let total = h.len().max(1) as f64;
+            b.iter()
+                .map(|&(k, c)| (k, 100.0 * c as f64 / total))
+                .collect()
+        })
+        .collect();
+    let (_, y_hi) = guarded_range(shares.iter().flatten().map(|&(_, s)| s), true);
+    let n_keys = (k_hi - k_lo + 1) as usize;
+    let stride = n_keys.div_ceil(24).max(1);
+    let key_points: Vec<f64> = (k_lo..=k_hi)
+        .filter(|k| (k - k_lo) as usize % stride == 0)
+        .map(f64::from)
+        .collect();
+    let caption = format!("{}: latency (ns, log2 buckets)", r.contestant);
+    let empty = buckets.iter().all(Vec::is_empty);
+    let legend: Vec<LegendEntry> = ops
+        .iter()
+        .zip(OP_COLORS)
+        .map(|((name, h), color)| LegendEntry {
+            label: format!("{name} (n={})", h.len()),
+            color,
+            mark: Mark::Bar,
+        })
+        .collect();
+    render(LATENCY_PLOT, |root| {
+        let (plot, key) = split_legend(root, &caption, &legend)?;
+        let mut chart = ChartBuilder::on(&plot)
+            .margin(12)
+            .x_label_area_size(50)
+            .y_label_area_size(70)
+            .build_cartesian_2d(
+                KeyAxis::new(f64::from(k_lo) - 0.5, f64::from(k_hi) + 0.5, key_points),
+                0.0..y_hi,
+            )?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_label_formatter(&|v| bucket_lower(v.round().max(0.0) as u32))
+            .x_desc("bucket lower bound (ns, 1K = 1024)")
+            .y_desc("% of the operation's samples")
+            .y_label_formatter(&|v| axis_number(*v, y_hi))
+            .max_light_lines(1)
+            .light_line_style(RGBColor(240, 240, 240))
+            .bold_line_style(RGBColor(210, 210, 210))
+            .draw()?;
+        let group = 0.8;
+        let bar = group / ops.len() as f64;
+        for (j, share) in shares.iter().enumerate() {
+            let color = OP_COLORS[j];
+            let offset = -group / 2.0 + j as f64 * bar;
+            chart.draw_series(share.iter().map(|&(k, s)| {
+                let x = f64::from(k) + offset;
+                // A bucket with samples stays visible however few it has.
+                let s = s.max(y_hi * 0.006);
+                Rectangle::new([(x, 0.0), (x + bar * 0.92, s)], color.filled())
+            }))?;
+        }
+        draw_legend(&key, &legend)?;
+        if empty {
+            let (cx, cy) =
+                chart.backend_coord(&((f64::from(k_lo) + f64::from(k_hi)) / 2.0, y_hi / 2.0));
+            root.draw(&Text::new(
+                "no samples",
+                (cx, cy),
+                TextStyle::from(("sans-serif", 18).into_font())
+                    .color(&RGBColor(120, 120, 120))
+                    .pos(Pos::new(HPos::Center, VPos::Center)),
+            ))?;
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_never_empty() {
+        assert_eq!(guarded_range(std::iter::empty(), true), (0.0, 1.0));
+        assert_eq!(guarded_range([0.0, 0.0].into_iter(), true), (0.0, 1.0));
+        let (lo, hi) = guarded_range([5.0].into_iter(), false);
+        assert!(hi > lo && lo <= 5.0 && hi >= 5.0);
+        let (lo, hi) = guarded_range([f64::NAN, -3.0, 2.0].into_iter(), true);
+        assert!(lo < -3.0 && hi > 2.0);
+    }
+}
