@@ -483,7 +483,7 @@ pub(super) fn latency_plot(r: &RunResult) -> io::Result<String> {
     let n_keys = (k_hi - k_lo + 1) as usize;
     let stride = n_keys.div_ceil(24).max(1);
     let key_points: Vec<f64> = (k_lo..=k_hi)
-        .filter(|k| (k - k_lo) as usize % stride == 0)
+        .filter(|k| ((k - k_lo) as usize).is_multiple_of(stride))
         .map(f64::from)
         .collect();
     let caption = format!("{}: latency (ns, log2 buckets)", r.contestant);

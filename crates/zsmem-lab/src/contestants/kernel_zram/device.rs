@@ -98,10 +98,10 @@ pub(super) fn teardown(entry: &Registered) -> Result<(), String> {
             problems.push(e.to_string());
         }
     }
-    if let Some(node_dir) = &entry.node_dir {
-        if let Err(e) = std::fs::remove_dir_all(node_dir) {
-            problems.push(format!("removing {}: {e}", node_dir.display()));
-        }
+    if let Some(node_dir) = &entry.node_dir
+        && let Err(e) = std::fs::remove_dir_all(node_dir)
+    {
+        problems.push(format!("removing {}: {e}", node_dir.display()));
     }
     if dir.exists() {
         problems.push(format!("{} still exists", dir.display()));

@@ -65,7 +65,7 @@ impl ZramConfig {
                 "algorithm {alg:?} is not a plain algorithm name"
             )));
         }
-        if self.disksize_bytes == 0 || self.disksize_bytes % PAGE_U64 != 0 {
+        if self.disksize_bytes == 0 || !self.disksize_bytes.is_multiple_of(PAGE_U64) {
             return Err(ZramError::BadArgument(format!(
                 "disksize_bytes {} is not a non-zero multiple of {PAGE_SIZE}",
                 self.disksize_bytes

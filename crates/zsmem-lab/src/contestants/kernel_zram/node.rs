@@ -28,10 +28,11 @@ pub(super) fn device_number_of(dir: &Path) -> Result<libc::dev_t, ZramError> {
 pub(super) fn wait_for_node(path: &Path, rdev: libc::dev_t) -> Option<PathBuf> {
     let deadline = Instant::now() + WAIT;
     loop {
-        if let Ok(meta) = std::fs::metadata(path) {
-            if meta.file_type().is_block_device() && meta.rdev() == rdev {
-                return Some(path.to_path_buf());
-            }
+        if let Ok(meta) = std::fs::metadata(path)
+            && meta.file_type().is_block_device()
+            && meta.rdev() == rdev
+        {
+            return Some(path.to_path_buf());
         }
         if Instant::now() >= deadline {
             return None;
