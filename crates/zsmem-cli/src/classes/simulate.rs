@@ -93,7 +93,7 @@ pub struct Simulation {
 const MAX_ROWS: usize = 1 << 20;
 
 fn page_label(page: usize) -> String {
-    if page % 1024 == 0 {
+    if page.is_multiple_of(1024) {
         format!("{}K", page / 1024)
     } else {
         page.to_string()
