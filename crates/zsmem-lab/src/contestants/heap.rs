@@ -6,12 +6,12 @@
 //! it, so the comparison is about the allocator alone: a same-filled page
 //! (every 8-byte word equal) keeps only its word and allocates nothing;
 //! any other page is compressed with lz4 (`zsmem::Codec::Lz4`, the codec the
-//! other contestants use) into at most [`HUGE_CLASS_SIZE`] bytes, and a page
+//! other contestants use) into at most [`HUGE_CLASS_SIZE`](super::zram_front::HUGE_CLASS_SIZE) bytes, and a page
 //! that does not compress under that is kept raw (4096 bytes, a "huge"
 //! page). The compressed bytes are then kept as one plain heap allocation of
 //! exactly their length (`Layout::from_size_align(len, 1)`) from a general
 //! purpose allocator, and a slot table remembers where. Nothing is ever
-//! compacted: [`PageContestant::compact`] does nothing, because a heap
+//! compacted: [`PageContestant::compact`](super::PageContestant::compact) does nothing, because a heap
 //! cannot move its blocks. The memory figures (`Figures::pool` and
 //! `Figures::used`) are the growth, since the contestant was created, of
 //! what the allocator itself says it holds from the OS; `meta` is 0 and

@@ -28,7 +28,7 @@ enum Entry {
 /// pages kept as their word, other pages compressed with lz4 and kept as
 /// one object each, raw (4096 bytes, "huge") when the compressed size would
 /// be [`HUGE_CLASS_SIZE`] or more. The malloc baselines
-/// ([`HeapContestant`]) and the peers (`crate::contestants::peers`) are this front on
+/// ([`HeapContestant`](super::heap::HeapContestant)) and the peers (`crate::contestants::peers`) are this front on
 /// their object stores, so the page handling is the same code for all.
 /// Memory figures are the store's: `pool` is `ObjectMemory::held`, `meta`
 /// its metadata, `used` the two together; `compact` asks the store.

@@ -98,7 +98,7 @@ struct AlignedPage([u8; PAGE_SIZE]);
 
 /// A private kernel zram device taking 4 KiB pages; removed on drop.
 ///
-/// See the [module documentation](self) for the protocol and the cleanup
+/// See the module documentation (`contestants::kernel_zram`) for the protocol and the cleanup
 /// guarantees.
 pub struct KernelZram {
     device: u32,

@@ -1,4 +1,4 @@
-//! The embedded corpus: a synthetic kernel-like source tree, planned ([`plan`]) then written
+//! The embedded corpus: a synthetic kernel-like source tree, planned (`plan.rs`) then written
 //! file by file, one module per kind of content.
 //!
 //! Text is made of tokens drawn with a skewed (Zipf-like) choice from vocabularies, most of
