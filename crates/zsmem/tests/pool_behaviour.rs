@@ -224,9 +224,14 @@ fn deferred_frees_are_drained_before_the_memory_limit_refuses() {
         live.push(pool.alloc(3000).unwrap());
     }
     pool.check_invariants().unwrap();
+}
 
-    // A page store over such a pool, overwriting at half its limit: every
-    // overwrite frees the slot's old object (deferred) and stores anew.
+/// The same through a page store over such a pool, overwriting at half its
+/// limit: every overwrite frees the slot's old object (deferred) and stores
+/// anew.
+#[test]
+#[cfg_attr(miri, ignore = "calls liblz4 through FFI")]
+fn a_page_store_over_a_deferred_pool_is_not_refused_at_half_its_limit() {
     let store = zsmem::PageStore::new(zsmem::PageStoreConfig {
         slots: 16,
         pool: PoolConfig {
