@@ -382,7 +382,7 @@ impl Pool {
             Ok(h) => Ok(h.tagged(self.tag.get())),
             Err(e) => {
                 if let Some(s) = &self.spacing {
-                    s.unplace(logical);
+                    s.freed(logical);
                 }
                 Err(e)
             }

@@ -140,24 +140,22 @@ impl Spacing {
     pub(crate) fn place(&self, logical: usize) -> usize {
         self.live[logical].fetch_add(1, Ordering::Relaxed);
         let levels = self.levels(logical);
+        // The last level (threshold 0) is taken without summing its window.
         let chosen = levels.iter().find(|l| {
             let window = &self.live[usize::from(l.first)..=usize::from(l.last)];
-            window
-                .iter()
-                .map(|n| n.load(Ordering::Relaxed))
-                .sum::<u32>()
-                >= l.threshold
+            l.threshold == 0
+                || window
+                    .iter()
+                    .map(|n| n.load(Ordering::Relaxed))
+                    .sum::<u32>()
+                    >= l.threshold
         });
         // The last level's threshold is 0, so one is always found.
         usize::from(chosen.or(levels.last()).map_or(0, |l| l.anchor))
     }
 
-    /// Undo [`Spacing::place`]'s count: the object was not made.
-    pub(crate) fn unplace(&self, logical: usize) {
-        self.live[logical].fetch_sub(1, Ordering::Relaxed);
-    }
-
-    /// An object of logical class `logical` was freed.
+    /// An object of logical class `logical` was freed, or [`Spacing::place`]
+    /// counted one that was not made.
     pub(crate) fn freed(&self, logical: usize) {
         self.live[logical].fetch_sub(1, Ordering::Relaxed);
     }
