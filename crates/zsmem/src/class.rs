@@ -266,7 +266,7 @@ impl Class {
         if need <= have {
             return Ok(0);
         }
-        src.commit(need - have)?;
+        src.commit(self.zspage(id).page_ptr(have, self.page_size), need - have)?;
         self.zspage_mut(id).set_resident(need);
         self.account_resident(have, need);
         Ok(need - have)
@@ -381,8 +381,7 @@ impl Class {
         }
         let pages = self.info.pages_per_zspage;
         let (run, resident) = if self.trim {
-            let first = self.pages_for(0);
-            (src.alloc_lazy_run(pages, first)?, first)
+            src.alloc_lazy_run(pages, self.pages_for(0))?
         } else {
             (src.alloc_run(pages)?, pages)
         };

@@ -21,6 +21,7 @@ use crate::deferred::{Push, Shards};
 use crate::error::{Error, HandleFault, Result};
 use crate::handle::{CLASS_BITS, Directory, Handle, PoolTag};
 use crate::os::PageSource;
+use crate::page_return::PageReturn;
 use crate::size_class::{ChainRule, KERNEL_HANDLE_SIZE, SizeClassConfig, SizeClassTable};
 use crate::spacing::Spacing;
 use crate::stats::{ClassStats, PoolStats, Waste};
@@ -67,6 +68,9 @@ pub struct PoolConfig {
     /// anchor. 1 turns it off (every class its own, the kernel's
     /// behaviour).
     pub class_grid: usize,
+    /// When freed pages go back to the OS: after a bounded delay by a
+    /// background thread (the default), or at once on the freeing thread.
+    pub page_return: PageReturn,
 }
 
 /// How [`Pool::free`] frees.
@@ -143,6 +147,7 @@ impl Default for PoolConfig {
             trim_pages: true,
             free_mode: FreeMode::ClassLock,
             class_grid: DEFAULT_CLASS_GRID,
+            page_return: PageReturn::default(),
         }
     }
 }
@@ -150,7 +155,7 @@ impl Default for PoolConfig {
 impl PoolConfig {
     /// The kernel's zsmalloc as configured on Linux 6.18 with 4 KiB pages:
     /// chain size 8, 16-byte classes, the handle counted in each object,
-    /// compaction only when asked.
+    /// compaction only when asked, freed pages returned at once.
     pub fn kernel() -> Self {
         PoolConfig {
             chain_size: SizeClassConfig::default().chain_size,
@@ -159,6 +164,7 @@ impl PoolConfig {
             compaction: CompactionPolicy::Off,
             trim_pages: false,
             class_grid: 1,
+            page_return: PageReturn::Immediate,
             ..PoolConfig::default()
         }
     }
@@ -224,7 +230,7 @@ pub struct Pool {
     spacing: Option<Spacing>,
     /// Taken by every free in `FreeMode::PoolLock` only.
     pool_lock: std::sync::RwLock<()>,
-    pages: PageSource,
+    pages: Arc<PageSource>,
     compaction: Counters,
     /// Runs of deferred frees drained, each under one class lock.
     deferred_batches: std::sync::atomic::AtomicU64,
@@ -325,7 +331,12 @@ impl Pool {
             spacing,
             pool_lock: std::sync::RwLock::new(()),
             header: cfg.header(),
-            pages: PageSource::new(cfg.page_size, cfg.memory_limit, cfg.trim_pages),
+            pages: PageSource::new(
+                cfg.page_size,
+                cfg.memory_limit,
+                cfg.trim_pages,
+                cfg.page_return,
+            ),
             cfg,
             table,
             dense,
@@ -717,6 +728,8 @@ impl Pool {
 impl Drop for Pool {
     fn drop(&mut self) {
         self.flush();
+        // The regions are unmapped with the source: no pages to queue.
+        self.pages.close();
         for c in self.classes.iter() {
             c.lock().release_all(&self.pages);
         }

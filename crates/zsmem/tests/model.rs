@@ -174,6 +174,17 @@ fn configs() -> Vec<PoolConfig> {
             free_mode: FreeMode::ClassLock,
             trim_pages: false,
             class_grid: 4,
+            // A short delay and a tiny bound: runs come and go through the
+            // return queue all the time.
+            page_return: zsmem::PageReturn::Delayed {
+                delay: std::time::Duration::from_millis(1),
+                max_pages: 8,
+            },
+        },
+        // Trimming with pages returned at once (the default's other path).
+        PoolConfig {
+            page_return: zsmem::PageReturn::Immediate,
+            ..PoolConfig::default()
         },
         // Deferred free with small batches (16 handles per shard on 2 cores),
         // drained many times over the run.

@@ -1,0 +1,396 @@
+//! Address space bookkeeping and the return queue, under the page source's
+//! lock: regions reserved from the OS, free (discarded) runs by length, and
+//! the pages waiting to be returned (freed runs and trimmed ranges of live
+//! runs), oldest first.
+
+use std::collections::VecDeque;
+use std::ptr::NonNull;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::size_class::MAX_CHAIN_SIZE;
+
+/// A freed run waiting to be returned; its first `resident` pages are
+/// resident (all of them for an eager source).
+#[derive(Debug)]
+pub(super) struct Waiting {
+    pub(super) ptr: NonNull<u8>,
+    pub(super) pages: usize,
+    pub(super) resident: usize,
+    since: Instant,
+}
+
+/// Pages trimmed off the top of a live run, waiting to be returned.
+#[derive(Debug)]
+struct Top {
+    start: NonNull<u8>,
+    pages: usize,
+    since: Instant,
+}
+
+pub(super) struct Arena {
+    page_size: usize,
+    regions: Vec<Region>,
+    /// Next unused byte of the last region.
+    bump: usize,
+    /// Free, discarded runs by length in pages (index 0 unused).
+    free_runs: [Vec<NonNull<u8>>; MAX_CHAIN_SIZE + 1],
+    /// Freed runs waiting to be returned, by length, oldest first.
+    waiting: [VecDeque<Waiting>; MAX_CHAIN_SIZE + 1],
+    /// Trimmed ranges of live runs waiting to be returned, oldest first.
+    tops: Vec<Top>,
+    /// Resident pages in `waiting` and `tops`.
+    pub(super) waiting_pages: usize,
+    /// Pages the returner took and is discarding outside the lock.
+    pub(super) returning_pages: usize,
+    /// The source is in the returner's registry (or returns its own pages).
+    pub(super) registered: bool,
+    /// The returner was woken for passing `max_pages` and has not run yet.
+    pub(super) urgent: bool,
+}
+
+// SAFETY: the arena only stores addresses of memory it reserved; it never
+// dereferences them. It is only reached through the page source's mutex.
+unsafe impl Send for Arena {}
+
+impl Arena {
+    pub(super) fn new(page_size: usize) -> Self {
+        Arena {
+            page_size,
+            regions: Vec::new(),
+            bump: 0,
+            free_runs: std::array::from_fn(|_| Vec::new()),
+            waiting: std::array::from_fn(|_| VecDeque::new()),
+            tops: Vec::new(),
+            waiting_pages: 0,
+            returning_pages: 0,
+            registered: false,
+            urgent: false,
+        }
+    }
+
+    pub(super) fn reserved_bytes(&self) -> usize {
+        self.regions.iter().map(|r| r.len).sum()
+    }
+
+    /// The newest waiting run of `pages` pages, if any (still resident).
+    pub(super) fn take_waiting(&mut self, pages: usize) -> Option<Waiting> {
+        let w = self.waiting[pages].pop_back()?;
+        self.waiting_pages -= w.resident;
+        Some(w)
+    }
+
+    /// Put back a run `take_waiting` gave out (the memory limit refused it).
+    pub(super) fn untake_waiting(&mut self, w: Waiting) {
+        self.waiting_pages += w.resident;
+        self.waiting[w.pages].push_back(w);
+    }
+
+    /// A discarded run of `pages` pages: a free one, a piece of a longer
+    /// free one, or new address space.
+    pub(super) fn alloc(&mut self, pages: usize) -> Result<NonNull<u8>> {
+        if let Some(p) = self.free_runs[pages].pop() {
+            return Ok(p);
+        }
+        // Split a longer free run rather than grow the address space.
+        for longer in pages + 1..=MAX_CHAIN_SIZE {
+            if let Some(p) = self.free_runs[longer].pop() {
+                // SAFETY: `p` starts a free run of `longer` pages inside one
+                // region, so `p + pages * page_size` is inside that run.
+                let rest = unsafe { p.add(pages * self.page_size) };
+                self.free_runs[longer - pages].push(rest);
+                return Ok(p);
+            }
+        }
+        let bytes = pages * self.page_size;
+        let fits = self
+            .regions
+            .last()
+            .is_some_and(|r| self.bump + bytes <= r.len);
+        if !fits {
+            // The tail of the old region is left unused: it was never
+            // touched, so it costs address space only.
+            self.regions.push(Region::reserve(bytes)?);
+            self.bump = 0;
+        }
+        let region = self.regions.last().expect("a region was just ensured");
+        // SAFETY: `bump + bytes <= region.len`, so the run lies in the region.
+        let p = unsafe { region.base.add(self.bump) };
+        self.bump += bytes;
+        Ok(p)
+    }
+
+    /// A discarded run is free for reuse.
+    pub(super) fn put_free(&mut self, p: NonNull<u8>, pages: usize) {
+        self.free_runs[pages].push(p);
+    }
+
+    /// Queue a freed run of `pages` pages whose first `resident` are
+    /// resident. Trimmed ranges of the run still waiting join it (they lie
+    /// just above its resident pages), so a run never has a waiting top.
+    pub(super) fn queue_run(
+        &mut self,
+        p: NonNull<u8>,
+        pages: usize,
+        resident: usize,
+        now: Instant,
+    ) {
+        let (start, end) = (
+            p.as_ptr() as usize,
+            p.as_ptr() as usize + pages * self.page_size,
+        );
+        let mut resident = resident;
+        let mut absorbed = 0;
+        self.tops.retain(|t| {
+            let inside = (start..end).contains(&(t.start.as_ptr() as usize));
+            if inside {
+                absorbed += t.pages;
+            }
+            !inside
+        });
+        // They were counted as waiting already; now as the run's.
+        self.waiting_pages -= absorbed;
+        resident += absorbed;
+        debug_assert!(resident <= pages);
+        self.waiting_pages += resident;
+        self.waiting[pages].push_back(Waiting {
+            ptr: p,
+            pages,
+            resident,
+            since: now,
+        });
+    }
+
+    /// Queue `pages` pages from `start`, trimmed off a live run.
+    pub(super) fn queue_top(&mut self, start: NonNull<u8>, pages: usize, now: Instant) {
+        self.waiting_pages += pages;
+        self.tops.push(Top {
+            start,
+            pages,
+            since: now,
+        });
+    }
+
+    /// A live run commits `pages` pages from `start` again: waiting trimmed
+    /// pages among them stay resident instead of being returned. Returns
+    /// how many were waiting.
+    pub(super) fn cancel_tops(&mut self, start: NonNull<u8>, pages: usize) -> usize {
+        if self.tops.is_empty() {
+            return 0;
+        }
+        let ps = self.page_size;
+        let (s, e) = (
+            start.as_ptr() as usize,
+            start.as_ptr() as usize + pages * ps,
+        );
+        let mut cancelled = 0;
+        let mut kept = Vec::new();
+        for t in self.tops.drain(..) {
+            let a = t.start.as_ptr() as usize;
+            let b = a + t.pages * ps;
+            if b <= s || e <= a {
+                kept.push(t);
+                continue;
+            }
+            cancelled += (b.min(e) - a.max(s)) / ps;
+            if a < s {
+                kept.push(Top {
+                    start: t.start,
+                    pages: (s - a) / ps,
+                    since: t.since,
+                });
+            }
+            if e < b {
+                kept.push(Top {
+                    // SAFETY: `e - a` bytes past the range's start is inside
+                    // the range (e < b), so inside its run.
+                    start: unsafe { t.start.add(e - a) },
+                    pages: (b - e) / ps,
+                    since: t.since,
+                });
+            }
+        }
+        self.tops = kept;
+        self.waiting_pages -= cancelled;
+        cancelled
+    }
+
+    /// Take what is due for return at `now`: everything with `all`, else
+    /// what has waited `delay`, then the oldest until at most `max_pages`
+    /// wait. Due trimmed ranges are discarded here, under the lock (a
+    /// commit of their run must not race the discard; they are rare); the
+    /// runs are returned for the caller to discard outside it. Also returns
+    /// when the oldest page left will be due.
+    pub(super) fn take_due(
+        &mut self,
+        now: Instant,
+        all: bool,
+        delay: Duration,
+        max_pages: usize,
+    ) -> (Vec<Waiting>, Option<Instant>) {
+        let due = |since: Instant| all || since + delay <= now;
+        let ps = self.page_size;
+        let mut discarded = 0;
+        self.tops.retain(|t| {
+            if due(t.since) {
+                // A trimmed range of a live run: nobody uses it until it is
+                // committed again, which waits for this lock.
+                Region::discard(t.start, t.pages * ps);
+                discarded += t.pages;
+                false
+            } else {
+                true
+            }
+        });
+        self.waiting_pages -= discarded;
+        let mut out = Vec::new();
+        for q in self.waiting.iter_mut() {
+            while q.front().is_some_and(|w| due(w.since)) {
+                out.push(q.pop_front().expect("checked"));
+            }
+        }
+        let taken: usize = out.iter().map(|w| w.resident).sum();
+        self.waiting_pages -= taken;
+        // Over the bound: the oldest runs go too.
+        while self.waiting_pages > max_pages {
+            let Some(q) = self
+                .waiting
+                .iter_mut()
+                .filter(|q| !q.is_empty())
+                .min_by_key(|q| q.front().map(|w| w.since))
+            else {
+                break;
+            };
+            let w = q.pop_front().expect("non-empty");
+            self.waiting_pages -= w.resident;
+            out.push(w);
+        }
+        self.returning_pages += out.iter().map(|w| w.resident).sum::<usize>();
+        let oldest = self
+            .waiting
+            .iter()
+            .filter_map(|q| q.front().map(|w| w.since))
+            .chain(self.tops.iter().map(|t| t.since))
+            .min();
+        (out, oldest.map(|t| t + delay))
+    }
+
+    /// Discard the resident pages of `runs` (outside the lock), adjacent
+    /// wholly resident runs in one call.
+    pub(super) fn discard_runs(page_size: usize, runs: &mut [Waiting]) {
+        runs.sort_unstable_by_key(|w| w.ptr.as_ptr() as usize);
+        let mut i = 0;
+        while i < runs.len() {
+            let start = runs[i].ptr;
+            let mut bytes = runs[i].resident * page_size;
+            let mut j = i + 1;
+            while j < runs.len()
+                && runs[j - 1].resident == runs[j - 1].pages
+                && start.as_ptr() as usize + bytes == runs[j].ptr.as_ptr() as usize
+            {
+                bytes += runs[j].resident * page_size;
+                j += 1;
+            }
+            if bytes > 0 {
+                Region::discard(start, bytes);
+            }
+            i = j;
+        }
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        for r in self.regions.drain(..) {
+            r.release();
+        }
+    }
+}
+
+/// One reservation of address space from the OS.
+pub(super) struct Region {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+/// Address space reserved per region: large, since untouched pages cost
+/// nothing, and fewer regions mean fewer mappings for the kernel to track.
+#[cfg(not(miri))]
+const REGION_BYTES: usize = 256 << 20;
+
+#[cfg(not(miri))]
+impl Region {
+    fn reserve(min_bytes: usize) -> Result<Region> {
+        let len = REGION_BYTES.max(min_bytes);
+        // SAFETY: an anonymous private mapping at an address of the kernel's
+        // choosing; no existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::OsOutOfMemory {
+                bytes: len,
+                reason: format!("mmap failed: {}", std::io::Error::last_os_error()),
+            });
+        }
+        Ok(Region {
+            base: NonNull::new(p.cast()).expect("mmap never returns null on success"),
+            len,
+        })
+    }
+
+    pub(super) fn discard(p: NonNull<u8>, bytes: usize) {
+        // SAFETY: `p..p+bytes` is a whole run inside a live region that no
+        // zspage owns any more; dropping its contents is what we want.
+        let rc = unsafe { libc::madvise(p.as_ptr().cast(), bytes, libc::MADV_DONTNEED) };
+        debug_assert_eq!(rc, 0, "madvise(MADV_DONTNEED) on a run of ours failed");
+    }
+
+    fn release(self) {
+        // SAFETY: the region was mapped by `reserve` with this length, and the
+        // pool that owned its runs is being dropped.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+// Miri cannot run mmap/madvise: each region is one heap allocation, and
+// "discarding" a run zeroes it, which is what MADV_DONTNEED's observable
+// effect on a private anonymous mapping is.
+#[cfg(miri)]
+const REGION_BYTES: usize = 1 << 20;
+
+#[cfg(miri)]
+impl Region {
+    fn layout(len: usize) -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(len, 4096).expect("valid layout")
+    }
+
+    fn reserve(min_bytes: usize) -> Result<Region> {
+        let len = REGION_BYTES.max(min_bytes);
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(Self::layout(len)) };
+        NonNull::new(p)
+            .map(|base| Region { base, len })
+            .ok_or_else(|| Error::OsOutOfMemory {
+                bytes: len,
+                reason: "the global allocator returned null".into(),
+            })
+    }
+
+    pub(super) fn discard(p: NonNull<u8>, bytes: usize) {
+        // SAFETY: the run is inside a live region and owned by nobody.
+        unsafe { std::ptr::write_bytes(p.as_ptr(), 0, bytes) };
+    }
+
+    fn release(self) {
+        // SAFETY: allocated by `reserve` with the same layout.
+        unsafe { std::alloc::dealloc(self.base.as_ptr(), Self::layout(self.len)) };
+    }
+}

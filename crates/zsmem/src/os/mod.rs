@@ -1,0 +1,324 @@
+//! The OS page source: where zspages' memory comes from and goes back to.
+//!
+//! Memory is reserved from the OS in large regions of address space
+//! (`mmap` with `MAP_NORESERVE`: no memory is committed until touched) and
+//! carved into runs of 1..=32 pages, one run per zspage (`arena.rs`).
+//!
+//! A freed run goes back as the pool's [`PageReturn`] says: at once, with
+//! `madvise(MADV_DONTNEED)` on the freeing thread, or (the default) into
+//! the return queue, from which new zspages take their runs first and the
+//! returner thread (`page_return.rs`) discards what has waited long enough.
+//! Its address range is then kept free for the next zspage of that length
+//! (or split for a shorter one).
+//!
+//! A *lazy* page source (pools that trim pages, see `compact.rs`) commits a
+//! run's pages one by one as its zspage grows into them and can give single
+//! pages of a live run back (`PageSource::decommit`), at once or through
+//! the queue; a commit of pages still waiting there takes them back out
+//! (they were never discarded), and the returner discards waiting trimmed
+//! pages under the source's lock, so no discard races a commit.
+//!
+//! "Pages held" counts exactly the committed pages of live runs (every page
+//! of every run for an eager source); pages in the queue or being returned
+//! are `cached_pages`, never hidden. Under Miri, which has no `mmap`, runs
+//! come from the Rust allocator instead, with the same accounting.
+//!
+//! Invariant: `held_pages` equals the committed pages of runs handed out and
+//! not yet freed (their whole lengths for an eager source); it never passes
+//! `limit_pages`. `cached_pages` equals the resident pages of queued runs
+//! and ranges plus those being discarded.
+
+mod arena;
+mod blocks;
+#[cfg(test)]
+mod tests;
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+pub use blocks::{OsPages, PageBlock};
+
+use crate::error::{Error, Result};
+use crate::page_return::{self, PageReturn};
+use crate::size_class::MAX_CHAIN_SIZE;
+use crate::sync::{Mutex, MutexGuard};
+use arena::{Arena, Region};
+
+/// Refuse a page size that is not a power of two at least as large as the
+/// system's: `madvise` gives back whole OS pages, so a smaller page could
+/// take a neighbour's bytes with it.
+pub(crate) fn check_page_size(page_size: usize) -> Result<()> {
+    let os = system_page_size();
+    if !page_size.is_power_of_two() || page_size < os {
+        return Err(Error::InvalidConfig(format!(
+            "page size {page_size} is not a power of two of at least {os} (the system's page size)"
+        )));
+    }
+    Ok(())
+}
+
+/// The operating system's page size.
+fn system_page_size() -> usize {
+    #[cfg(not(miri))]
+    {
+        // SAFETY: sysconf has no preconditions.
+        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(n).unwrap_or(4096).max(4096)
+    }
+    #[cfg(miri)]
+    {
+        4096
+    }
+}
+
+/// A run of pages handed to one zspage.
+#[derive(Debug)]
+pub(crate) struct Run(NonNull<u8>);
+
+// SAFETY: a run is a plain range of process memory owned by exactly one
+// zspage; moving that ownership between threads is fine. All access to the
+// bytes happens under the owning class's lock.
+unsafe impl Send for Run {}
+
+impl Run {
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.0.as_ptr()
+    }
+}
+
+/// Where zspages get their pages.
+pub(crate) struct PageSource {
+    page_size: usize,
+    /// Runs are committed page by page.
+    lazy: bool,
+    policy: PageReturn,
+    limit_pages: Option<usize>,
+    held_pages: AtomicUsize,
+    max_held_pages: AtomicUsize,
+    arena: Mutex<Arena>,
+    /// For registering with the returner thread.
+    me: Weak<PageSource>,
+    /// The owner is dropping: freed runs skip the queue (the regions are
+    /// about to be unmapped).
+    closing: std::sync::atomic::AtomicBool,
+}
+
+impl PageSource {
+    pub(crate) fn new(
+        page_size: usize,
+        limit_bytes: Option<usize>,
+        lazy: bool,
+        policy: PageReturn,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| PageSource {
+            page_size,
+            lazy,
+            policy,
+            limit_pages: limit_bytes.map(|b| b / page_size),
+            held_pages: AtomicUsize::new(0),
+            max_held_pages: AtomicUsize::new(0),
+            arena: Mutex::new(Arena::new(page_size)),
+            me: me.clone(),
+            closing: Default::default(),
+        })
+    }
+
+    /// Pages of live zspages.
+    pub(crate) fn held_pages(&self) -> usize {
+        self.held_pages.load(Ordering::Relaxed)
+    }
+
+    /// Highest `held_pages` seen (zram's `mem_used_max`).
+    pub(crate) fn max_held_pages(&self) -> usize {
+        self.max_held_pages.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of address space reserved from the OS (resident or not).
+    pub(crate) fn reserved_bytes(&self) -> usize {
+        self.arena.lock().reserved_bytes()
+    }
+
+    /// Pages freed and still resident: waiting in the return queue or
+    /// being returned.
+    pub(crate) fn cached_pages(&self) -> usize {
+        let a = self.arena.lock();
+        a.waiting_pages + a.returning_pages
+    }
+
+    /// Give every waiting page back to the OS now.
+    pub(crate) fn purge_cache(&self) {
+        self.return_due(Instant::now(), true);
+    }
+
+    /// The owner is being dropped: freed runs go straight to the free lists.
+    pub(crate) fn close(&self) {
+        self.closing.store(true, Ordering::Relaxed);
+    }
+
+    /// Take `pages` pages for a zspage, all committed.
+    pub(crate) fn alloc_run(&self, pages: usize) -> Result<Run> {
+        debug_assert!(!self.lazy);
+        self.take_run(pages, pages).map(|(run, _)| run)
+    }
+
+    /// Take a run of `pages` pages with at least its first `commit`
+    /// committed; returns the run and how many of its first pages are
+    /// committed (more than `commit` when a waiting run still had them).
+    pub(crate) fn alloc_lazy_run(&self, pages: usize, commit: usize) -> Result<(Run, usize)> {
+        debug_assert!(self.lazy && (1..=pages).contains(&commit));
+        self.take_run(pages, commit)
+    }
+
+    fn take_run(&self, pages: usize, commit: usize) -> Result<(Run, usize)> {
+        debug_assert!((1..=MAX_CHAIN_SIZE).contains(&pages));
+        let mut arena = self.arena.lock();
+        if let Some(w) = arena.take_waiting(pages) {
+            let resident = w.resident.max(commit);
+            if self.reserve(resident).is_ok() {
+                return Ok((Run(w.ptr), resident));
+            }
+            arena.untake_waiting(w);
+        }
+        self.reserve(commit)?;
+        match arena.alloc(pages) {
+            Ok(p) => Ok((Run(p), commit)),
+            Err(e) => {
+                self.held_pages.fetch_sub(commit, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    /// Count `pages` more pages of a live run, from `start`, as held (a lazy
+    /// source's zspage growing into them), or refuse at the memory limit.
+    /// Those of them still waiting to be returned stay resident.
+    pub(crate) fn commit(&self, start: NonNull<u8>, pages: usize) -> Result<()> {
+        debug_assert!(self.lazy);
+        self.reserve(pages)?;
+        if !matches!(self.policy, PageReturn::Immediate) {
+            self.arena.lock().cancel_tops(start, pages);
+        }
+        Ok(())
+    }
+
+    /// Give `pages` pages of a live run, from `start`, back: at once or
+    /// through the queue; they may read as zeros afterwards. The caller
+    /// owns them and touches them again only after committing them again.
+    pub(crate) fn decommit(&self, start: NonNull<u8>, pages: usize) {
+        debug_assert!(self.lazy && pages > 0);
+        self.held_pages.fetch_sub(pages, Ordering::Relaxed);
+        match self.policy {
+            PageReturn::Immediate => Region::discard(start, pages * self.page_size),
+            PageReturn::Delayed { .. } => {
+                let arena = self.arena.lock();
+                self.queued(arena, |a, now| a.queue_top(start, pages, now));
+            }
+        }
+    }
+
+    /// Give a zspage's pages back; `committed` of its `pages` were counted
+    /// as held (all of them for an eager source), and are its first ones.
+    pub(crate) fn free_run(&self, run: Run, pages: usize, committed: usize) {
+        debug_assert!(committed <= pages && (self.lazy || committed == pages));
+        self.held_pages.fetch_sub(committed, Ordering::Relaxed);
+        if self.closing.load(Ordering::Relaxed) {
+            return;
+        }
+        match self.policy {
+            PageReturn::Immediate => {
+                if committed > 0 {
+                    Region::discard(run.0, committed * self.page_size);
+                }
+                self.arena.lock().put_free(run.0, pages);
+            }
+            PageReturn::Delayed { .. } => {
+                let arena = self.arena.lock();
+                self.queued(arena, |a, now| a.queue_run(run.0, pages, committed, now));
+            }
+        }
+    }
+
+    /// Queue pages with `push` under the arena lock, then see that they will
+    /// be returned: register with the returner if this is the source's
+    /// first waiting page, wake it if `max_pages` is passed, or return due
+    /// pages here if no returner serves the source.
+    fn queued(&self, mut arena: MutexGuard<'_, Arena>, push: impl FnOnce(&mut Arena, Instant)) {
+        let PageReturn::Delayed { max_pages, .. } = self.policy else {
+            unreachable!("only a delayed source queues");
+        };
+        let now = Instant::now();
+        push(&mut arena, now);
+        let register = !arena.registered;
+        arena.registered = true;
+        let urgent = arena.waiting_pages > max_pages && !arena.urgent;
+        if urgent {
+            arena.urgent = true;
+        }
+        drop(arena);
+        if register && !page_return::register(self.me.clone()) {
+            // No thread serves the source: return what is due ourselves.
+            self.return_due(now, false);
+        } else if urgent {
+            page_return::wake_urgently();
+        }
+    }
+
+    /// Return the pages that are due at `now` (all of them with `all`);
+    /// returns when the oldest page left will be due, or `None` when none
+    /// is left (the source is then no longer registered).
+    pub(crate) fn return_due(&self, now: Instant, all: bool) -> Option<std::time::Instant> {
+        let (delay, max_pages) = match self.policy {
+            PageReturn::Immediate => return None,
+            PageReturn::Delayed { delay, max_pages } => (delay, max_pages),
+        };
+        let mut arena = self.arena.lock();
+        let (mut runs, next) = arena.take_due(now, all, delay, max_pages);
+        arena.urgent = false;
+        if next.is_none() {
+            arena.registered = false;
+        }
+        drop(arena);
+        if runs.is_empty() {
+            return next;
+        }
+        Arena::discard_runs(self.page_size, &mut runs);
+        let mut arena = self.arena.lock();
+        for w in runs {
+            arena.returning_pages -= w.resident;
+            arena.put_free(w.ptr, w.pages);
+        }
+        next
+    }
+
+    /// Count `pages` as held, or refuse if the limit would be passed.
+    fn reserve(&self, pages: usize) -> Result<()> {
+        // Relaxed is enough: the counter guards a quantity, not other memory.
+        let mut held = self.held_pages.load(Ordering::Relaxed);
+        loop {
+            if let Some(limit) = self.limit_pages
+                && held + pages > limit
+            {
+                return Err(Error::MemoryLimit {
+                    limit: limit * self.page_size,
+                    held: held * self.page_size,
+                    needed: pages * self.page_size,
+                });
+            }
+            match self.held_pages.compare_exchange_weak(
+                held,
+                held + pages,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => {
+                    self.max_held_pages
+                        .fetch_max(held + pages, Ordering::Relaxed);
+                    return Ok(());
+                }
+                Err(now) => held = now,
+            }
+        }
+    }
+}

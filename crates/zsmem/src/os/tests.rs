@@ -1,0 +1,221 @@
+use std::time::Duration;
+
+use super::*;
+
+const NOW: PageReturn = PageReturn::Immediate;
+
+/// A delayed policy whose delay never passes in a test: only `max_pages`
+/// and `purge_cache` return pages.
+fn delayed(max_pages: usize) -> PageReturn {
+    PageReturn::Delayed {
+        delay: Duration::from_secs(3600),
+        max_pages,
+    }
+}
+
+#[test]
+fn runs_are_reused_split_and_counted() {
+    let src = PageSource::new(4096, None, false, NOW);
+    let a = src.alloc_run(8).unwrap();
+    let a_addr = a.as_ptr() as usize;
+    assert_eq!(src.held_pages(), 8);
+    src.free_run(a, 8, 8);
+    assert_eq!((src.held_pages(), src.cached_pages()), (0, 0));
+    // A 3-page run is cut from the freed 8-page one.
+    let b = src.alloc_run(3).unwrap();
+    assert_eq!(b.as_ptr() as usize, a_addr);
+    let c = src.alloc_run(5).unwrap();
+    assert_eq!(c.as_ptr() as usize, a_addr + 3 * 4096);
+    assert_eq!(src.held_pages(), 8);
+    assert_eq!(src.max_held_pages(), 8);
+    src.free_run(b, 3, 3);
+    src.free_run(c, 5, 5);
+    assert_eq!(src.held_pages(), 0);
+}
+
+#[test]
+fn waiting_runs_are_counted_and_reused_first() {
+    let src = PageSource::new(4096, None, false, delayed(1 << 20));
+    let runs: Vec<Run> = (0..4).map(|_| src.alloc_run(8).unwrap()).collect();
+    let last = runs[3].as_ptr();
+    for r in runs {
+        src.free_run(r, 8, 8);
+    }
+    assert_eq!((src.held_pages(), src.cached_pages()), (0, 32));
+    // The newest waiting run comes back first, still resident.
+    let again = src.alloc_run(8).unwrap();
+    assert_eq!(again.as_ptr(), last);
+    assert_eq!((src.held_pages(), src.cached_pages()), (8, 24));
+    src.free_run(again, 8, 8);
+    src.purge_cache();
+    assert_eq!((src.held_pages(), src.cached_pages()), (0, 0));
+}
+
+#[test]
+fn the_page_bound_returns_the_oldest_runs() {
+    // Without a returner thread serving it (a test cannot rely on one), a
+    // source over its bound is brought back under it by the returner or,
+    // under Miri, by the freeing thread; purge always works.
+    let src = PageSource::new(4096, None, false, delayed(16));
+    let runs: Vec<Run> = (0..6).map(|_| src.alloc_run(4).unwrap()).collect();
+    for r in runs {
+        src.free_run(r, 4, 4);
+    }
+    src.return_due(Instant::now(), false);
+    assert!(src.cached_pages() <= 16, "{}", src.cached_pages());
+    src.purge_cache();
+    assert_eq!(src.cached_pages(), 0);
+}
+
+#[test]
+fn due_pages_are_returned_after_the_delay() {
+    let src = PageSource::new(
+        4096,
+        None,
+        false,
+        PageReturn::Delayed {
+            delay: Duration::from_millis(1),
+            max_pages: 1 << 20,
+        },
+    );
+    let a = src.alloc_run(2).unwrap();
+    let t0 = Instant::now();
+    src.free_run(a, 2, 2);
+    // Early: nothing due; the answer says when it will be.
+    let next = src.return_due(t0, false);
+    assert!(next.is_some());
+    assert_eq!(src.cached_pages(), 2);
+    assert_eq!(src.return_due(t0 + Duration::from_secs(1), false), None);
+    assert_eq!((src.cached_pages(), src.held_pages()), (0, 0));
+}
+
+#[test]
+fn limit_refuses_and_loses_nothing() {
+    for policy in [NOW, delayed(1 << 20)] {
+        let src = PageSource::new(4096, Some(4 * 4096), false, policy);
+        let a = src.alloc_run(3).unwrap();
+        let e = src.alloc_run(2).unwrap_err();
+        assert!(matches!(e, Error::MemoryLimit { .. }), "{e}");
+        assert_eq!(src.held_pages(), 3);
+        src.free_run(a, 3, 3);
+        let b = src.alloc_run(4).unwrap();
+        src.free_run(b, 4, 4);
+        src.purge_cache();
+        assert_eq!((src.held_pages(), src.cached_pages()), (0, 0));
+    }
+}
+
+#[test]
+fn discarded_runs_read_back_as_zero() {
+    for policy in [NOW, delayed(1 << 20)] {
+        let src = PageSource::new(4096, None, false, policy);
+        let a = src.alloc_run(1).unwrap();
+        let p = a.as_ptr();
+        // SAFETY: the run is ours and 4096 bytes long.
+        unsafe { p.write_bytes(0xAB, 4096) };
+        src.free_run(a, 1, 1);
+        src.purge_cache();
+        let b = src.alloc_run(1).unwrap();
+        assert_eq!(b.as_ptr(), p);
+        // SAFETY: as above.
+        let bytes = unsafe { std::slice::from_raw_parts(b.as_ptr(), 4096) };
+        assert!(bytes.iter().all(|&x| x == 0));
+        src.free_run(b, 1, 1);
+    }
+}
+
+/// The first `n` bytes of a run.
+fn bytes(run: &Run, n: usize) -> &[u8] {
+    // SAFETY: the tests only look at runs they own, within their length.
+    unsafe { std::slice::from_raw_parts(run.as_ptr(), n) }
+}
+
+fn page(run: &Run, i: usize) -> NonNull<u8> {
+    // SAFETY: callers pass an index inside the run.
+    unsafe { NonNull::new_unchecked(run.as_ptr().add(i * 4096)) }
+}
+
+#[test]
+fn lazy_runs_commit_and_decommit_page_by_page() {
+    let src = PageSource::new(4096, Some(6 * 4096), true, NOW);
+    let (a, resident) = src.alloc_lazy_run(8, 1).unwrap();
+    assert_eq!((resident, src.held_pages()), (1, 1));
+    src.commit(page(&a, 1), 4).unwrap();
+    assert_eq!(src.held_pages(), 5);
+    // SAFETY: the run is ours and 8 pages long; 5 are committed.
+    unsafe { a.as_ptr().write_bytes(0xCD, 5 * 4096) };
+    assert!(matches!(
+        src.commit(page(&a, 5), 2),
+        Err(Error::MemoryLimit { .. })
+    ));
+    assert_eq!(src.held_pages(), 5, "a refused commit counts nothing");
+    src.decommit(page(&a, 3), 2);
+    assert_eq!(src.held_pages(), 3);
+    // A decommitted page reads as zeros.
+    assert!(bytes(&a, 3 * 4096).iter().all(|&x| x == 0xCD));
+    assert!(bytes(&a, 5 * 4096)[3 * 4096..].iter().all(|&x| x == 0));
+    src.free_run(a, 8, 3);
+    assert_eq!((src.held_pages(), src.cached_pages()), (0, 0));
+    assert_eq!(src.max_held_pages(), 5);
+}
+
+#[test]
+fn a_commit_takes_waiting_trimmed_pages_back() {
+    let src = PageSource::new(4096, None, true, delayed(1 << 20));
+    let (a, _) = src.alloc_lazy_run(8, 6).unwrap();
+    // SAFETY: 6 committed pages of our run.
+    unsafe { a.as_ptr().write_bytes(0x77, 6 * 4096) };
+    src.decommit(page(&a, 2), 4);
+    assert_eq!((src.held_pages(), src.cached_pages()), (2, 4));
+    // Pages 2..4 come back before the returner discarded them: the commit
+    // takes them out of the queue, so no later discard can hit them.
+    src.commit(page(&a, 2), 2).unwrap();
+    assert_eq!((src.held_pages(), src.cached_pages()), (4, 2));
+    src.purge_cache();
+    assert_eq!(src.cached_pages(), 0);
+    assert!(bytes(&a, 4 * 4096).iter().all(|&x| x == 0x77));
+    // The run's pages 4..6 were returned.
+    assert!(bytes(&a, 6 * 4096)[4 * 4096..].iter().all(|&x| x == 0));
+    src.free_run(a, 8, 4);
+    src.purge_cache();
+    assert_eq!((src.held_pages(), src.cached_pages()), (0, 0));
+}
+
+#[test]
+fn a_freed_run_takes_its_waiting_top_along() {
+    let src = PageSource::new(4096, None, true, delayed(1 << 20));
+    let (a, _) = src.alloc_lazy_run(8, 5).unwrap();
+    let p = a.as_ptr();
+    src.decommit(page(&a, 3), 2);
+    src.free_run(a, 8, 3);
+    // One waiting run of 5 resident pages (3 committed + 2 trimmed).
+    assert_eq!((src.held_pages(), src.cached_pages()), (0, 5));
+    // Reused first, with its resident pages counted as committed.
+    let (b, resident) = src.alloc_lazy_run(8, 1).unwrap();
+    assert_eq!((b.as_ptr(), resident), (p, 5));
+    assert_eq!((src.held_pages(), src.cached_pages()), (5, 0));
+    src.free_run(b, 8, 5);
+    src.purge_cache();
+    assert_eq!((src.held_pages(), src.cached_pages()), (0, 0));
+}
+
+#[test]
+fn page_blocks_count_and_return_their_pages() {
+    let os = OsPages::with_return(4096, Some(8 * 4096), NOW).unwrap();
+    assert!(OsPages::new(1000, None).is_err());
+    assert!(os.alloc(0).is_err() && os.alloc(MAX_CHAIN_SIZE + 1).is_err());
+    let mut a = os.alloc(3).unwrap();
+    assert_eq!((a.len(), a.pages(), a.addr() % 4096), (3 * 4096, 3, 0));
+    a.as_mut_slice().fill(0x5A);
+    let b = os.alloc(5).unwrap();
+    assert!(matches!(os.alloc(1), Err(Error::MemoryLimit { .. })));
+    assert!(a.as_slice().iter().all(|&x| x == 0x5A));
+    assert!(b.as_slice().iter().all(|&x| x == 0));
+    drop(a);
+    assert_eq!(os.held_pages(), 5);
+    let clone = os.clone();
+    drop(os);
+    drop(b); // the block keeps the source alive
+    assert_eq!(clone.held_pages(), 0);
+    assert_eq!(clone.max_held_pages(), 8);
+}

@@ -1,0 +1,207 @@
+//! When freed pages go back to the OS: the policy, and the background
+//! thread that returns delayed pages.
+//!
+//! With [`PageReturn::Delayed`] (the default) a freed zspage's run, or the
+//! pages trimming cuts off a live zspage, are not given back on the freeing
+//! thread: they wait in their page source's *return queue*, counted as
+//! `cached_pages`. A new zspage takes the newest waiting run of its length
+//! first (its pages are still resident: no page faults on the store path).
+//! One process-wide thread, `zsmem-return`, gives waiting pages back with
+//! `madvise(MADV_DONTNEED)` once they have waited `delay`, and at once when
+//! more than `max_pages` wait in one source. This is jemalloc's and
+//! mimalloc's answer (decay, purge delay): the freeing thread makes no
+//! system call, and two freeing threads do not shoot down each other's
+//! TLBs.
+//!
+//! The hand-off: a source with waiting pages is *registered* (a flag under
+//! its arena lock, and a weak reference in the registry below). The
+//! returner takes the whole registry, asks each source to return what is
+//! due, and keeps the sources that still have pages waiting; a source that
+//! reports an empty queue clears its flag under the same lock that checked
+//! the queue, so the next enqueue registers it again (never twice: the flag
+//! is set by whoever registers). The thread starts on the first
+//! registration and ends after a second with nothing registered. Under Miri
+//! there is no thread: the freeing thread returns what is due itself.
+
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use crate::os::PageSource;
+
+/// When a pool gives freed pages back to the OS.
+///
+/// ```
+/// use std::time::Duration;
+/// use zsmem::{PageReturn, Pool, PoolConfig};
+/// let pool = Pool::new(PoolConfig {
+///     page_return: PageReturn::Delayed { delay: Duration::from_secs(60), max_pages: 256 },
+///     ..PoolConfig::default()
+/// })?;
+/// let h = pool.store(&[9u8; 3000])?;
+/// pool.free(h)?;
+/// // The zspage's page waits to be returned: held from the OS, not by a zspage.
+/// let s = pool.stats();
+/// assert_eq!((s.pages_held, s.cached_pages), (0, 1));
+/// pool.trim(); // or wait: the returner gives it back after a minute
+/// assert_eq!(pool.stats().cached_pages, 0);
+/// # Ok::<(), zsmem::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub enum PageReturn {
+    /// On the freeing thread, at once: one `madvise` per freed zspage (and
+    /// per trimmed range). The kernel's zsmalloc frees its pages at once
+    /// too; `PoolConfig::kernel()` uses this.
+    Immediate,
+    /// Queued, reused first, and returned by a background thread once they
+    /// have waited `delay`, or at once when more than `max_pages` wait.
+    Delayed {
+        /// Longest a freed page waits before it is returned (plus the
+        /// returner's scheduling delay).
+        delay: Duration,
+        /// Most pages that may wait; beyond it the returner is woken to give
+        /// back the oldest at once.
+        max_pages: usize,
+    },
+}
+
+/// Default wait of a freed page: mimalloc's purge delay.
+pub const DEFAULT_RETURN_DELAY: Duration = Duration::from_millis(10);
+
+/// Default most pages waiting (4 MiB of 4 KiB pages).
+pub const DEFAULT_RETURN_MAX_PAGES: usize = 1024;
+
+impl Default for PageReturn {
+    fn default() -> Self {
+        PageReturn::Delayed {
+            delay: DEFAULT_RETURN_DELAY,
+            max_pages: DEFAULT_RETURN_MAX_PAGES,
+        }
+    }
+}
+
+impl PageReturn {
+    /// The longest a freed page waits before the returner is due to give it
+    /// back (zero for `Immediate`): read figures after this much time has
+    /// passed since the last free to see them settled.
+    pub fn bound(&self) -> Duration {
+        match *self {
+            PageReturn::Immediate => Duration::ZERO,
+            PageReturn::Delayed { delay, .. } => delay,
+        }
+    }
+}
+
+/// Sources with pages waiting, and whether the returner thread runs.
+#[derive(Default)]
+struct Registry {
+    sources: Vec<Weak<PageSource>>,
+    running: bool,
+    /// A source passed its `max_pages`: run a round now.
+    urgent: bool,
+}
+
+struct Returner {
+    registry: Mutex<Registry>,
+    wake: Condvar,
+}
+
+fn returner() -> &'static Returner {
+    static R: OnceLock<Returner> = OnceLock::new();
+    R.get_or_init(|| Returner {
+        registry: Mutex::new(Registry::default()),
+        wake: Condvar::new(),
+    })
+}
+
+fn lock(r: &Returner) -> MutexGuard<'_, Registry> {
+    r.registry.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How long the thread lingers with nothing registered before it ends.
+const IDLE_EXIT: Duration = Duration::from_secs(1);
+
+/// Register a source that just got its first waiting pages (its flag is
+/// set by the caller). Starts the thread if it is not running. False when
+/// no thread serves it (under Miri, or the thread could not be started):
+/// the caller then returns its due pages itself.
+pub(crate) fn register(src: Weak<PageSource>) -> bool {
+    if cfg!(miri) {
+        return false;
+    }
+    let r = returner();
+    let mut reg = lock(r);
+    reg.sources.push(src);
+    if !reg.running {
+        reg.running = true;
+        let spawned = std::thread::Builder::new()
+            .name("zsmem-return".into())
+            .spawn(run);
+        if spawned.is_err() {
+            // No thread: the source returns its own pages when it next
+            // frees (see `PageSource::queue`); try again next time.
+            reg.running = false;
+            reg.sources.pop();
+            return false;
+        }
+    }
+    drop(reg);
+    r.wake.notify_one();
+    true
+}
+
+/// A source has more than its `max_pages` waiting: run a round now.
+pub(crate) fn wake_urgently() {
+    if cfg!(miri) {
+        return;
+    }
+    let r = returner();
+    lock(r).urgent = true;
+    r.wake.notify_one();
+}
+
+/// The thread: rounds over the registered sources until none is left.
+fn run() {
+    let r = returner();
+    let mut reg = lock(r);
+    loop {
+        if reg.sources.is_empty() {
+            let (g, _) = r
+                .wake
+                .wait_timeout(reg, IDLE_EXIT)
+                .unwrap_or_else(|e| e.into_inner());
+            reg = g;
+            if reg.sources.is_empty() {
+                reg.running = false;
+                return;
+            }
+        }
+        reg.urgent = false;
+        let sources = std::mem::take(&mut reg.sources);
+        drop(reg);
+        let now = Instant::now();
+        let mut keep = Vec::with_capacity(sources.len());
+        let mut next: Option<Instant> = None;
+        for weak in sources {
+            let Some(src) = weak.upgrade() else { continue };
+            if let Some(due) = src.return_due(now, false) {
+                next = Some(next.map_or(due, |n| n.min(due)));
+                keep.push(weak);
+            }
+        }
+        reg = lock(r);
+        reg.sources.extend(keep);
+        if reg.urgent {
+            continue;
+        }
+        if let Some(next) = next {
+            // A little slack batches the returns of neighbouring frees.
+            let wait = next.saturating_duration_since(Instant::now()) + Duration::from_micros(200);
+            let (g, _) = r
+                .wake
+                .wait_timeout(reg, wait)
+                .unwrap_or_else(|e| e.into_inner());
+            reg = g;
+        }
+    }
+}
