@@ -25,7 +25,7 @@ use crate::page_return::PageReturn;
 use crate::size_class::{ChainRule, KERNEL_HANDLE_SIZE, SizeClassConfig, SizeClassTable};
 use crate::spacing::Spacing;
 use crate::stats::{ClassStats, PoolStats, Waste};
-use crate::sync::{CachePadded, Mutex, MutexGuard};
+use crate::sync::{CachePadded, ReadGuard, RwLock, WriteGuard};
 
 /// How to build a [`Pool`].
 ///
@@ -221,7 +221,7 @@ pub struct Pool {
     header: usize,
     /// Class index (as carried in handles) to position in `classes`.
     dense: Box<[u16]>,
-    classes: Box<[CachePadded<Mutex<Class>>]>,
+    classes: Box<[CachePadded<RwLock<Class>>]>,
     /// Per class (same order): the lock-free handle directory; empty
     /// unless frees are deferred.
     directories: Box<[Arc<Directory>]>,
@@ -316,7 +316,7 @@ impl Pool {
             .map(|(d, &i)| {
                 dense[i] = d as u16;
                 let dir = directories.get(d).cloned();
-                CachePadded(Mutex::new(Class::new(
+                CachePadded(RwLock::new(Class::new(
                     table.classes()[i],
                     cfg.page_size,
                     cfg.trim_pages,
@@ -389,7 +389,7 @@ impl Pool {
         let own = self.table.classes()[logical].physical;
         let index = self.spacing.as_ref().map_or(own, |s| s.place(logical));
         let class = &self.classes[usize::from(self.dense[index])];
-        match self.at_limit_drain_and_retry(|| class.lock().alloc(index, len, data, &self.pages)) {
+        match self.at_limit_drain_and_retry(|| class.write().alloc(index, len, data, &self.pages)) {
             Ok(h) => Ok(h.tagged(self.tag.get())),
             Err(e) => {
                 if let Some(s) = &self.spacing {
@@ -420,8 +420,14 @@ impl Pool {
     }
 
     /// Lock the class a handle names.
-    fn lock_class(&self, h: Handle) -> Result<MutexGuard<'_, Class>> {
-        Ok(self.classes[self.dense_class(h)?].lock())
+    /// The handle's class, locked alone (for changes).
+    fn lock_class(&self, h: Handle) -> Result<WriteGuard<'_, Class>> {
+        Ok(self.classes[self.dense_class(h)?].write())
+    }
+
+    /// The handle's class, locked shared with other readers.
+    fn read_class(&self, h: Handle) -> Result<ReadGuard<'_, Class>> {
+        Ok(self.classes[self.dense_class(h)?].read())
     }
 
     /// Allocate an object of `len` bytes (1..=page size). Its bytes are
@@ -465,7 +471,7 @@ impl Pool {
     /// Copy the object into `buf`, which must be at least as long; returns
     /// the object's length.
     pub fn read(&self, h: Handle, buf: &mut [u8]) -> Result<usize> {
-        let class = self.lock_class(h)?;
+        let class = self.read_class(h)?;
         let loc = class.resolve(h)?;
         if buf.len() < loc.len {
             return Err(Error::BufferTooSmall {
@@ -494,14 +500,14 @@ impl Pool {
     /// docs/DESIGN.md, "Locks and their order"). Copy the bytes out with
     /// [`read`](Pool::read) when the work needs the pool.
     pub fn with_object<R>(&self, h: Handle, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
-        let class = self.lock_class(h)?;
+        let class = self.read_class(h)?;
         let loc = class.resolve(h)?;
         Ok(f(class.bytes(loc)))
     }
 
     /// The object's length in bytes.
     pub fn object_len(&self, h: Handle) -> Result<usize> {
-        Ok(self.lock_class(h)?.resolve(h)?.len)
+        Ok(self.read_class(h)?.resolve(h)?.len)
     }
 
     /// Free the object. The handle is dead at once: any later use of it is
@@ -561,7 +567,7 @@ impl Pool {
             let Ok(d) = self.dense_class(first) else {
                 continue;
             };
-            let mut class = self.classes[d].lock();
+            let mut class = self.classes[d].write();
             for &raw in run {
                 // Marked by `free_deferred`, which only this drain undoes:
                 // cannot fail.
@@ -600,7 +606,7 @@ impl Pool {
         let (mut freed, mut committed) = (0, 0);
         for class in self.classes.iter() {
             loop {
-                let mut c = class.lock();
+                let mut c = class.write();
                 if !c.compaction_due(1) {
                     break;
                 }
@@ -632,7 +638,7 @@ impl Pool {
         self.classes
             .iter()
             .map(|c| {
-                let c = c.lock();
+                let c = c.read();
                 let info = c.info;
                 let groups = c.group_counts();
                 let mut fullness = [0; 11];
@@ -689,7 +695,7 @@ impl Pool {
             });
         }
         for c in self.classes.iter() {
-            let c = c.lock();
+            let c = c.read();
             let info = c.info;
             s.objects += c.objects();
             s.bytes_stored += c.bytes_stored();
@@ -711,7 +717,7 @@ impl Pool {
     pub fn check_invariants(&self) -> Result<()> {
         let mut pages = 0;
         for c in self.classes.iter() {
-            let c = c.lock();
+            let c = c.read();
             c.check(c.info.index).map_err(Error::InvariantViolated)?;
             pages += c.resident_pages();
         }
@@ -731,7 +737,98 @@ impl Drop for Pool {
         // The regions are unmapped with the source: no pages to queue.
         self.pages.close();
         for c in self.classes.iter() {
-            c.lock().release_all(&self.pages);
+            c.write().release_all(&self.pages);
         }
+    }
+}
+
+/// The read protocol under loom: readers of one class share its lock, and
+/// compaction, which takes it alone, never moves an object's bytes under a
+/// reader (each read sees the object whole, before or after its move).
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use loom::sync::Arc;
+
+    #[test]
+    fn loom_readers_share_a_class_while_compaction_moves_their_object() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(|| {
+            let pool = Arc::new(
+                Pool::new(PoolConfig {
+                    page_return: PageReturn::Immediate,
+                    ..PoolConfig::kernel()
+                })
+                .unwrap(),
+            );
+            let len = 3000;
+            let objs = pool
+                .size_classes()
+                .physical_for(len + KERNEL_HANDLE_SIZE)
+                .objs_per_zspage;
+            // Two full zspages; then the first keeps one object and the
+            // second loses one: compaction moves the first's last object.
+            let hs: Vec<Handle> = (0..2 * objs)
+                .map(|i| pool.store(&vec![i as u8; len]).unwrap())
+                .collect();
+            for &h in &hs[1..objs] {
+                pool.free(h).unwrap();
+            }
+            pool.free(hs[objs]).unwrap();
+            let target = hs[0];
+            let reader = |pool: Arc<Pool>| {
+                move || {
+                    let v = pool.read_vec(target).unwrap();
+                    assert!(v.len() == len && v.iter().all(|&b| b == 0));
+                }
+            };
+            let a = loom::thread::spawn(reader(pool.clone()));
+            let b = loom::thread::spawn(reader(pool.clone()));
+            let mover = {
+                let pool = pool.clone();
+                loom::thread::spawn(move || pool.compact())
+            };
+            a.join().unwrap();
+            b.join().unwrap();
+            assert!(mover.join().unwrap() > 0, "the object moved");
+            assert_eq!(pool.read_vec(target).unwrap(), vec![0u8; len]);
+            pool.check_invariants().unwrap();
+        });
+    }
+
+    #[test]
+    fn loom_two_readers_are_inside_one_class_at_once() {
+        use loom::sync::atomic::{AtomicBool, Ordering};
+        loom::model(|| {
+            let pool = Arc::new(
+                Pool::new(PoolConfig {
+                    page_return: PageReturn::Immediate,
+                    ..PoolConfig::default()
+                })
+                .unwrap(),
+            );
+            let h1 = pool.store(&[1u8; 700]).unwrap();
+            let h2 = pool.store(&[2u8; 700]).unwrap();
+            assert_eq!(h1.class(), h2.class());
+            let inside = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+            // Each reader waits inside its read for the other to be inside
+            // too: with readers taking turns this would never end.
+            let reader = |me: usize, h: Handle| {
+                let (pool, inside) = (pool.clone(), inside.clone());
+                loom::thread::spawn(move || {
+                    pool.with_object(h, |bytes| {
+                        inside[me].store(true, Ordering::Release);
+                        while !inside[1 - me].load(Ordering::Acquire) {
+                            loom::thread::yield_now();
+                        }
+                        bytes[0]
+                    })
+                    .unwrap()
+                })
+            };
+            let (a, b) = (reader(0, h1), reader(1, h2));
+            assert_eq!((a.join().unwrap(), b.join().unwrap()), (1, 2));
+        });
     }
 }

@@ -1,7 +1,7 @@
 //! The one place concurrency primitives come from, so that loom can stand in
 //! for them under `cfg(loom)`: the atomics of the lock-free parts (the
-//! handle directory's dying mark and the deferred-free shards) and the
-//! spin-wait come from here. Run the models with
+//! handle directory's dying mark and the deferred-free shards), the class
+//! locks (shared by readers) and the spin-wait come from here. Run the models with
 //! `RUSTFLAGS="--cfg loom" cargo test -p zsmem --release --lib loom`.
 //!
 //! The pool never panics while holding a lock, so a poisoned lock can only
@@ -50,6 +50,51 @@ impl<T> Mutex<T> {
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A reader-writer lock whose `read` and `write` never fail. A class lock:
+/// reads of objects share it, everything that changes the class takes it
+/// alone. loom's under `cfg(loom)`, so the read protocol can be modelled.
+pub(crate) struct RwLock<T>(InnerRwLock<T>);
+
+#[cfg(not(loom))]
+type InnerRwLock<T> = std::sync::RwLock<T>;
+#[cfg(loom)]
+type InnerRwLock<T> = loom::sync::RwLock<T>;
+
+/// Shared guard of [`RwLock`].
+#[cfg(not(loom))]
+pub(crate) type ReadGuard<'a, T> = std::sync::RwLockReadGuard<'a, T>;
+/// Exclusive guard of [`RwLock`].
+#[cfg(not(loom))]
+pub(crate) type WriteGuard<'a, T> = std::sync::RwLockWriteGuard<'a, T>;
+#[cfg(loom)]
+pub(crate) type ReadGuard<'a, T> = loom::sync::RwLockReadGuard<'a, T>;
+#[cfg(loom)]
+pub(crate) type WriteGuard<'a, T> = loom::sync::RwLockWriteGuard<'a, T>;
+
+impl<T> RwLock<T> {
+    pub(crate) fn new(value: T) -> Self {
+        RwLock(InnerRwLock::new(value))
+    }
+
+    pub(crate) fn read(&self) -> ReadGuard<'_, T> {
+        self.0
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn write(&self) -> WriteGuard<'_, T> {
+        self.0
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl<T> std::fmt::Debug for RwLock<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RwLock")
     }
 }
 

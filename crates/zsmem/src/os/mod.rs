@@ -81,6 +81,10 @@ pub(crate) struct Run(NonNull<u8>);
 // zspage; moving that ownership between threads is fine. All access to the
 // bytes happens under the owning class's lock.
 unsafe impl Send for Run {}
+// SAFETY: shared access to a run only reads its bytes (readers of a class
+// hold its lock shared); every write goes through the class's exclusive
+// lock, so no write races a read.
+unsafe impl Sync for Run {}
 
 impl Run {
     pub(crate) fn as_ptr(&self) -> *mut u8 {

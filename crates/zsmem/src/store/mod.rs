@@ -283,6 +283,11 @@ pub(crate) fn try_table<T>(n: usize, what: &str, make: impl FnMut() -> T) -> Res
     Ok(v.into_boxed_slice())
 }
 
+thread_local! {
+    /// A reader's copy of a compressed page, decompressed outside the locks.
+    static COMPRESSED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl PageStore {
     /// Make a store; fails on a bad pool configuration, zero slots, a
     /// dictionary without zstd, too many secondary codecs, a backing
@@ -470,12 +475,29 @@ impl PageStore {
         };
         let mut s = slot.lock();
         s.touch(now);
-        self.decode(index, &s, buf).inspect_err(|_| {
+        let r = if s.kind() == Kind::Stored && !s.is_huge() {
+            // Copy the compressed bytes out (the class lock is held shared,
+            // for a copy), let the slot go, and decompress outside every
+            // lock: readers of one class or one slot never wait for each
+            // other's decompression. A write racing us swaps the slot after
+            // the copy; we return the page as it was when we read it.
+            let (h, codec) = (s.handle(), self.codecs.get(s.codec()));
+            COMPRESSED.with_borrow_mut(|scratch| {
+                scratch.resize(self.page_size, 0);
+                let n = self.pool.read(h, scratch);
+                drop(s);
+                codec.decompress(&scratch[..n?], buf)
+            })
+        } else {
+            self.decode(index, &s, buf)
+        };
+        r.inspect_err(|_| {
             add(&self.counters.failed_reads, 1);
         })
     }
 
-    /// The page slot `s` (at `index`) holds, into `buf`.
+    /// The page slot `s` (at `index`) holds, into `buf`, under the slot's
+    /// lock (and, for a stored page, its class's lock, shared).
     fn decode(&self, index: usize, s: &Slot, buf: &mut [u8]) -> Result<()> {
         match s.kind() {
             Kind::Empty => buf.fill(0),
