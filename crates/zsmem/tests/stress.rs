@@ -1,6 +1,9 @@
 //! Bounded multi-threaded stress: threads alloc, write, read, free and
 //! compact at random, every byte of every live object checked; one thread
-//! frees objects other threads made (cross-thread frees). At the end, after
+//! frees objects other threads made (cross-thread frees), and a reader
+//! thread keeps reading a set of objects that live throughout, while
+//! compaction moves them and freed pages pass through the return queue
+//! (a 1 ms delay and a 16-page bound, so it is busy). At the end, after
 //! freeing everything, the pool holds no object and no page. Run for every
 //! free mode.
 
@@ -9,7 +12,9 @@ mod common;
 use std::sync::Mutex;
 
 use common::{Rng, compressed_len, pattern};
-use zsmem::{CompactionPolicy, Error, FreeMode, Handle, HandleFault, Pool, PoolConfig};
+use zsmem::{
+    CompactionPolicy, Error, FreeMode, Handle, HandleFault, PageReturn, Pool, PoolConfig,
+};
 
 const THREADS: u64 = 4;
 
@@ -43,16 +48,46 @@ fn stress(mode: FreeMode) {
             min_freeable_pages: 1,
             max_moves: 8,
         },
+        page_return: PageReturn::Delayed {
+            delay: std::time::Duration::from_millis(1),
+            max_pages: 16,
+        },
         ..PoolConfig::default()
     })
     .unwrap();
     let page = pool.max_object_size();
+    // Objects the reader thread reads over and over, never freed until the
+    // end: all in a few classes, so their readers share class locks with
+    // the churn.
+    let mut r = Rng(0xBEEF);
+    let pinned: Vec<Obj> = (0..64)
+        .map(|_| {
+            let len = compressed_len(&mut r, page);
+            let seed = r.next();
+            let h = pool.store(&pattern(seed, len)).unwrap();
+            Obj { h, seed, len }
+        })
+        .collect();
+    let done = std::sync::atomic::AtomicBool::new(false);
     // Objects any thread may free: the hand-over pile.
     let shared: Mutex<Vec<Obj>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
+        let (pool_ref, pinned_ref, done_ref) = (&pool, &pinned, &done);
+        s.spawn(move || {
+            let mut buf = vec![0u8; page];
+            let mut r = Rng(7);
+            loop {
+                let o = pinned_ref[r.range(0, pinned_ref.len() - 1)];
+                check(pool_ref, &o, &mut buf);
+                if cfg!(miri) || done_ref.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+            }
+        });
+        let mut workers = Vec::new();
         for t in 0..THREADS {
             let (pool, shared) = (&pool, &shared);
-            s.spawn(move || {
+            workers.push(s.spawn(move || {
                 let mut r = Rng(0xC0FFEE + t);
                 let mut mine: Vec<Obj> = Vec::new();
                 let mut buf = vec![0u8; page];
@@ -119,10 +154,18 @@ fn stress(mode: FreeMode) {
                 for o in mine {
                     pool.free(o.h).unwrap();
                 }
-            });
+            }));
         }
+        for w in workers {
+            w.join().unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
     });
     let mut buf = vec![0u8; page];
+    for o in pinned {
+        check(&pool, &o, &mut buf);
+        pool.free(o.h).unwrap();
+    }
     for o in shared.into_inner().unwrap() {
         check(&pool, &o, &mut buf);
         pool.free(o.h).unwrap();
