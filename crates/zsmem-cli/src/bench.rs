@@ -67,6 +67,10 @@ pub struct PoolBenchArgs {
     /// Output format: table or json.
     #[arg(long, default_value = "table")]
     pub format: String,
+    /// Thread counts, comma-separated: zsmem (one shared pool), mimalloc
+    /// and the system allocator at each, per-thread rings.
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
+    pub threads: Vec<usize>,
 }
 
 /// Run a benchmark.
@@ -170,6 +174,19 @@ fn bench_pool(a: &PoolBenchArgs) -> CliResult {
         )));
     }
     let json = crate::table_or_json(&a.format)?;
+    if !a.threads.is_empty() {
+        let figures =
+            crate::bench_pool_threads::pool_threads(&sizes, &a.threads, a.live, a.ops, a.repeats)?;
+        if json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&figures).map_err(std::io::Error::other)?
+            );
+        } else {
+            crate::bench_pool_threads::print(&figures, a.live, a.ops, a.repeats);
+        }
+        return Ok(());
+    }
     let mut figures = Vec::new();
     for &size in &sizes {
         for mut store in contestants()? {

@@ -12,6 +12,10 @@
 //!   sorted by class; the time until `flush()` has returned all memory is
 //!   printed too.
 //!
+//! Freed pages go back to the OS as the pool's default says (after a
+//! bounded delay, by the returner thread, off the freeing threads): the
+//! time until the last page is back with the OS is printed too.
+//!
 //! Compaction is off in every mode, so a free does only its own work.
 //! A second pass, one thread per mode, times every free for the latency
 //! percentiles; the cost of reading the clock is printed beside them.
@@ -63,8 +67,11 @@ pub struct FreeFigure {
     pub objects_per_thread: usize,
     /// Median ms from the start of the frees until the last thread returned.
     pub free_ms: f64,
-    /// Deferred only: median ms until `flush()` had returned every page.
+    /// Deferred only: median ms until `flush()` had freed every object.
     pub until_flushed_ms: Option<f64>,
+    /// Median ms from the start of the frees until every freed page was
+    /// back with the OS (`cached_pages` 0: the return delay included).
+    pub until_os_ms: f64,
     /// Median ms the threads took to store their objects.
     pub store_ms: f64,
     /// Millions of objects allocated, written and freed per second, over
@@ -140,7 +147,24 @@ struct Run {
     store: Duration,
     free: Duration,
     flushed: Duration,
+    returned: Duration,
     objects: usize,
+}
+
+/// Wait until every freed page of `pool` is back with the OS (polled; the
+/// returner's bound is milliseconds), for at most a minute.
+fn wait_returned(pool: &Pool) -> CliResult {
+    let end = Instant::now() + Duration::from_secs(60);
+    while pool.stats().cached_pages > 0 {
+        if Instant::now() > end {
+            return Err(CliError::Usage(format!(
+                "{} freed pages were not returned to the OS within a minute",
+                pool.stats().cached_pages
+            )));
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    Ok(())
 }
 
 fn run_once(mode: FreeMode, threads: usize, sizes: &[usize], bytes: usize) -> CliResult<Run> {
@@ -178,10 +202,12 @@ fn run_once(mode: FreeMode, threads: usize, sizes: &[usize], bytes: usize) -> Cl
         }
         pool.flush();
         let flushed = t1.elapsed();
+        wait_returned(&pool)?;
         Ok(Run {
             store: t1 - t0,
             free: last - t1,
             flushed,
+            returned: t1.elapsed(),
             objects,
         })
     })?;
@@ -267,6 +293,7 @@ pub fn bench_free(a: &FreeBenchArgs) -> CliResult {
                 free_ms,
                 until_flushed_ms: matches!(mode, FreeMode::Deferred { .. })
                     .then(|| median(runs.iter().map(|r| ms(r.flushed)).collect())),
+                until_os_ms: median(runs.iter().map(|r| ms(r.returned)).collect()),
                 store_ms,
                 alloc_free_mops: objects as f64 / ((free_ms + store_ms) * 1e3),
             });
@@ -339,13 +366,14 @@ fn print_table(r: &FreeBench, a: &FreeBenchArgs, threads: &[usize], nsizes: usiz
     }
     println!();
     println!(
-        "{:<14} {:>8} {:>12} {:>10} {:>14} {:>16} {:>14}",
+        "{:<14} {:>8} {:>12} {:>10} {:>14} {:>16} {:>12} {:>14}",
         "mode",
         "threads",
         "objects",
         "free ms",
         "x vs 1 thread",
         "until flushed ms",
+        "until OS ms",
         "alloc+free Mops/s"
     );
     for f in &r.figures {
@@ -354,7 +382,7 @@ fn print_table(r: &FreeBench, a: &FreeBenchArgs, threads: &[usize], nsizes: usiz
         // free N times the objects.
         let scaling = (f.threads as f64 / one.threads as f64) * one.free_ms / f.free_ms;
         println!(
-            "{:<14} {:>8} {:>12} {:>10.1} {:>13.2}x {:>16} {:>14.2}",
+            "{:<14} {:>8} {:>12} {:>10.1} {:>13.2}x {:>16} {:>12.1} {:>14.2}",
             f.mode,
             f.threads,
             f.objects_per_thread * f.threads,
@@ -362,6 +390,7 @@ fn print_table(r: &FreeBench, a: &FreeBenchArgs, threads: &[usize], nsizes: usiz
             scaling,
             f.until_flushed_ms
                 .map_or("-".to_string(), |m| format!("{m:.1}")),
+            f.until_os_ms,
             f.alloc_free_mops
         );
     }

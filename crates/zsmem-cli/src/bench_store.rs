@@ -55,6 +55,14 @@ pub struct StoreBenchArgs {
     /// Output format: table or json.
     #[arg(long, default_value = "table")]
     pub format: String,
+    /// Thread counts, comma-separated: measure store and load throughput
+    /// at each (zsmem, the kernel's zram, the codec alone) instead of the
+    /// single-threaded latency comparison.
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
+    pub threads: Vec<usize>,
+    /// Runs per thread count with `--threads`; the median is printed.
+    #[arg(long, default_value_t = 3, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100))]
+    pub repeats: usize,
 }
 
 /// Percentiles of per-page latency, in microseconds.
@@ -298,6 +306,35 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
         (pages.len() * PAGE_SIZE) as f64 / (1 << 20) as f64,
         codec.name()
     );
+    if !a.threads.is_empty() {
+        let (rows, kernel_skipped) = crate::bench_threads::store_threads(
+            &pages,
+            codec,
+            &pool,
+            &a.threads,
+            a.repeats,
+            a.no_kernel,
+        )?;
+        if let Some(why) = &kernel_skipped {
+            eprintln!("kernel zram skipped: {why}");
+        }
+        let result = crate::bench_threads::ThreadBench {
+            source,
+            codec: codec.name(),
+            pages: pages.len(),
+            rows,
+            kernel_skipped,
+        };
+        if json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&result).map_err(std::io::Error::other)?
+            );
+        } else {
+            crate::bench_threads::print_rows(&result.rows);
+        }
+        return Ok(());
+    }
     let make = |measure_allocator| {
         PageStore::new(PageStoreConfig {
             slots: pages.len(),

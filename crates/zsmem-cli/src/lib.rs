@@ -3,7 +3,9 @@
 
 pub mod bench;
 pub mod bench_free;
+pub mod bench_pool_threads;
 pub mod bench_store;
+pub mod bench_threads;
 pub mod classes;
 pub mod compare;
 pub mod replay;

@@ -12,9 +12,7 @@ mod common;
 use std::sync::Mutex;
 
 use common::{Rng, compressed_len, pattern};
-use zsmem::{
-    CompactionPolicy, Error, FreeMode, Handle, HandleFault, PageReturn, Pool, PoolConfig,
-};
+use zsmem::{CompactionPolicy, Error, FreeMode, Handle, HandleFault, PageReturn, Pool, PoolConfig};
 
 const THREADS: u64 = 4;
 
