@@ -197,7 +197,7 @@ pub fn explain() -> Vec<TermInfo> {
         },
         TermInfo {
             name: CACHED_PAGES,
-            formula: "zsmem: cached_pages x page size (freed zspages' pages still resident)".into(),
+            formula: "zsmem: cached_pages x page size (freed pages waiting to be returned to the OS; also in `pool`)".into(),
             source: "measured (PoolStats::cached_pages)",
             estimated: false,
         },

@@ -306,3 +306,39 @@ fn every_contestant_counts_all_in_at_least_its_pool() {
         );
     }
 }
+
+/// Pages given back after a delay are counted until they are, and the lab
+/// reads each step after the delay: every step's figures are those of a
+/// pool that returns its pages at once.
+#[test]
+fn delayed_page_return_reads_as_immediate_at_every_step() {
+    use zsmem::{PageReturn, PageStore, PageStoreConfig, PoolConfig};
+    let _g = serial();
+    let tree = tree();
+    let slots = slots_needed(&tree);
+    let make = |name: &str, page_return| {
+        let store = PageStore::new(PageStoreConfig {
+            slots,
+            codec: Codec::Lz4,
+            pool: PoolConfig {
+                page_return,
+                ..PoolConfig::default()
+            },
+            ..Default::default()
+        })
+        .unwrap();
+        ZsmemContestant::from_store(name, store)
+    };
+    let delayed = run(&mut make("delayed", PageReturn::default()), &tree);
+    let immediate = run(&mut make("immediate", PageReturn::Immediate), &tree);
+    assert_eq!(delayed.steps.len(), immediate.steps.len());
+    for (d, i) in delayed.steps.iter().zip(&immediate.steps) {
+        assert_eq!(
+            (d.figures.compr, d.figures.pool, d.figures.meta),
+            (i.figures.compr, i.figures.pool, i.figures.meta),
+            "r{}:{}: delayed vs immediate",
+            d.round,
+            d.label
+        );
+    }
+}

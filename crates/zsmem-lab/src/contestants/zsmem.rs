@@ -8,6 +8,10 @@ use super::{Figures, LabError, ObjectContestant, ObjectMemory, PageContestant};
 use crate::allin::{self, Term};
 use crate::corpus::Page;
 
+/// Time given to the returner thread beyond the return delay before a
+/// step's figures are read.
+const RETURN_SLACK: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// zsmem's `PageStore` as a contestant.
 pub struct ZsmemContestant {
     name: String,
@@ -97,8 +101,23 @@ impl PageContestant for ZsmemContestant {
     }
 
     fn figures(&mut self) -> Result<Figures, LabError> {
+        // Freed pages wait up to the return delay before they go back to
+        // the OS: read the figures after it has passed, as the reference's
+        // script syncs and sleeps before reading mm_stat. Pages still
+        // waiting then are counted in `pool` all the same.
+        let bound = self.store.pool().config().page_return.bound();
+        if !bound.is_zero() {
+            std::thread::sleep(bound + RETURN_SLACK);
+            // A loaded machine may run the returner late: give it up to a
+            // second more before reading (never needed on an idle one).
+            let end = std::time::Instant::now() + std::time::Duration::from_secs(1);
+            while self.store.pool().stats().cached_pages > 0 && std::time::Instant::now() < end {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
         let m = self.store.mm_stat();
         let p = self.store.pool().stats();
+        let cached = (p.cached_pages * p.page_size) as u64;
         // PageStore::metadata_bytes is the store's tables plus the pool's
         // metadata; the pool's is its own term.
         let tables = self.store.metadata_bytes().saturating_sub(p.metadata_bytes);
@@ -109,7 +128,7 @@ impl PageContestant for ZsmemContestant {
             },
             Term {
                 name: allin::CACHED_PAGES,
-                bytes: (p.cached_pages * p.page_size) as u64,
+                bytes: cached,
             },
             Term {
                 name: allin::ALLOCATOR_METADATA,
@@ -123,7 +142,7 @@ impl PageContestant for ZsmemContestant {
         let f = Figures {
             orig: m.orig_data_size,
             compr: m.compr_data_size,
-            pool: m.mem_used_total,
+            pool: m.mem_used_total + cached,
             meta: p.metadata_bytes as u64,
             waste: Some(p.waste),
             same_pages: m.same_pages,
@@ -198,7 +217,8 @@ impl ObjectContestant for PoolObjects {
     fn memory(&mut self) -> Result<ObjectMemory, LabError> {
         let s = self.pool.stats();
         Ok(ObjectMemory {
-            held: s.bytes_held() as u64,
+            // Freed pages waiting to be returned are held too.
+            held: (s.bytes_held() + s.cached_pages * s.page_size) as u64,
             meta: s.metadata_bytes as u64,
         })
     }

@@ -167,9 +167,10 @@ impl PageSource {
         self.take_run(pages, pages).map(|(run, _)| run)
     }
 
-    /// Take a run of `pages` pages with at least its first `commit`
-    /// committed; returns the run and how many of its first pages are
-    /// committed (more than `commit` when a waiting run still had them).
+    /// Take a run of `pages` pages with its first `commit` committed;
+    /// returns the run and how many of its first pages are committed
+    /// (always `commit`: resident pages of a reused run beyond them wait in
+    /// the queue as the run's top).
     pub(crate) fn alloc_lazy_run(&self, pages: usize, commit: usize) -> Result<(Run, usize)> {
         debug_assert!(self.lazy && (1..=pages).contains(&commit));
         self.take_run(pages, commit)
@@ -179,9 +180,16 @@ impl PageSource {
         debug_assert!((1..=MAX_CHAIN_SIZE).contains(&pages));
         let mut arena = self.arena.lock();
         if let Some(w) = arena.take_waiting(pages) {
-            let resident = w.resident.max(commit);
-            if self.reserve(resident).is_ok() {
-                return Ok((Run(w.ptr), resident));
+            if self.reserve(commit).is_ok() {
+                if w.resident > commit {
+                    // Resident pages beyond what the new zspage needs wait
+                    // on as its top: returned after the delay unless it
+                    // grows into them first (a commit takes them back).
+                    // SAFETY: `commit < resident <= pages`: inside the run.
+                    let top = unsafe { w.ptr.add(commit * self.page_size) };
+                    arena.queue_top(top, w.resident - commit, Instant::now());
+                }
+                return Ok((Run(w.ptr), commit));
             }
             arena.untake_waiting(w);
         }

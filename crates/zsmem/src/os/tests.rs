@@ -190,11 +190,15 @@ fn a_freed_run_takes_its_waiting_top_along() {
     src.free_run(a, 8, 3);
     // One waiting run of 5 resident pages (3 committed + 2 trimmed).
     assert_eq!((src.held_pages(), src.cached_pages()), (0, 5));
-    // Reused first, with its resident pages counted as committed.
+    // Reused first; the resident pages it does not need wait on as its
+    // top, and come back without a fault when it grows into them.
     let (b, resident) = src.alloc_lazy_run(8, 1).unwrap();
-    assert_eq!((b.as_ptr(), resident), (p, 5));
-    assert_eq!((src.held_pages(), src.cached_pages()), (5, 0));
-    src.free_run(b, 8, 5);
+    assert_eq!((b.as_ptr(), resident), (p, 1));
+    assert_eq!((src.held_pages(), src.cached_pages()), (1, 4));
+    src.commit(page(&b, 1), 2).unwrap();
+    assert_eq!((src.held_pages(), src.cached_pages()), (3, 2));
+    src.free_run(b, 8, 3);
+    assert_eq!((src.held_pages(), src.cached_pages()), (0, 5));
     src.purge_cache();
     assert_eq!((src.held_pages(), src.cached_pages()), (0, 0));
 }

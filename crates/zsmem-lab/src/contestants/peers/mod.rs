@@ -471,9 +471,16 @@ impl<P: PeerAllocator> ObjectContestant for PeerObjects<P> {
     }
 }
 
-/// A fresh page source of 4 KiB pages for a peer.
+/// A fresh page source of 4 KiB pages for a peer. Freed pages go back to
+/// the OS at once, so `held_pages` is all a peer holds whenever it is read
+/// (zsmem's own pools return them after a delay, and the lab reads their
+/// figures after it, counting what still waits).
 pub(crate) fn page_source() -> Result<OsPages, LabError> {
-    Ok(OsPages::new(PAGE_SIZE, None)?)
+    Ok(OsPages::with_return(
+        PAGE_SIZE,
+        None,
+        zsmem::PageReturn::Immediate,
+    )?)
 }
 
 /// Every peer by name: "zbud", "z3fold", "zblock", "afmalloc" and
