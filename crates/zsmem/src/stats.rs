@@ -73,10 +73,10 @@ pub struct PoolStats {
     pub pages_held: usize,
     /// Highest `pages_held` since the pool was made (`mem_used_max`).
     pub max_pages_held: usize,
-    /// Pages of freed zspages still resident: kept for quick reuse (at most
-    /// 64, without `trim_pages`) or waiting for their batch (1/128 of the
-    /// pages held, 32 to 256 pages) to be discarded; held from the OS but not by any zspage.
-    /// `Pool::trim` returns them.
+    /// Pages freed and still resident: waiting in the return queue for
+    /// the returner thread (at most `PageReturn::Delayed`'s delay, or its
+    /// `max_pages`), or being returned; held from the OS but not by any
+    /// zspage, and reused first by new zspages. `Pool::trim` returns them.
     pub cached_pages: usize,
     /// Live objects.
     pub objects: usize,

@@ -99,7 +99,7 @@ impl OsPages {
 }
 
 /// Contiguous pages owned by one allocator structure; given back to the OS
-/// (or the run cache) when dropped.
+/// (at once or through the return queue) when dropped.
 pub struct PageBlock {
     src: Arc<PageSource>,
     run: std::mem::ManuallyDrop<Run>,
