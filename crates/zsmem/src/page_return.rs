@@ -23,10 +23,13 @@
 //! registration and ends after a second with nothing registered. Under Miri
 //! there is no thread: the freeing thread returns what is due itself.
 
-use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, Weak};
+#[cfg(not(loom))]
+use std::sync::OnceLock;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::os::PageSource;
+use crate::sync::{Condvar, Mutex};
 
 /// When a pool gives freed pages back to the OS.
 ///
@@ -94,91 +97,105 @@ impl PageReturn {
 
 /// Sources with pages waiting, and whether the returner thread runs.
 #[derive(Default)]
-struct Registry {
-    sources: Vec<Weak<PageSource>>,
+pub(crate) struct Registry {
+    pub(crate) sources: Vec<Weak<PageSource>>,
     running: bool,
     /// A source passed its `max_pages`: run a round now.
     urgent: bool,
 }
 
-struct Returner {
-    registry: Mutex<Registry>,
+/// The returner: its registry, and the thread that serves it. One per
+/// process ([`Returner::global`]); the loom model makes its own and plays
+/// the thread's part itself.
+pub(crate) struct Returner {
+    pub(crate) registry: Mutex<Registry>,
     wake: Condvar,
-}
-
-fn returner() -> &'static Returner {
-    static R: OnceLock<Returner> = OnceLock::new();
-    R.get_or_init(|| Returner {
-        registry: Mutex::new(Registry::default()),
-        wake: Condvar::new(),
-    })
-}
-
-fn lock(r: &Returner) -> MutexGuard<'_, Registry> {
-    r.registry.lock().unwrap_or_else(|e| e.into_inner())
+    /// Start a thread on the first registration (false in the loom model).
+    spawn: bool,
 }
 
 /// How long the thread lingers with nothing registered before it ends.
 const IDLE_EXIT: Duration = Duration::from_secs(1);
 
-/// Register a source that just got its first waiting pages (its flag is
-/// set by the caller). Starts the thread if it is not running. False when
-/// no thread serves it (under Miri, or the thread could not be started):
-/// the caller then returns its due pages itself.
-pub(crate) fn register(src: Weak<PageSource>) -> bool {
-    if cfg!(miri) {
-        return false;
+impl Returner {
+    /// The process's returner.
+    #[cfg(not(loom))]
+    pub(crate) fn global() -> Arc<Returner> {
+        static R: OnceLock<Arc<Returner>> = OnceLock::new();
+        R.get_or_init(|| {
+            Arc::new(Returner {
+                registry: Mutex::new(Registry::default()),
+                wake: Condvar::default(),
+                spawn: !cfg!(miri),
+            })
+        })
+        .clone()
     }
-    let r = returner();
-    let mut reg = lock(r);
-    reg.sources.push(src);
-    if !reg.running {
-        reg.running = true;
-        let spawned = std::thread::Builder::new()
-            .name("zsmem-return".into())
-            .spawn(run);
-        if spawned.is_err() {
-            // No thread: the source returns its own pages when it next
-            // frees (see `PageSource::queue`); try again next time.
-            reg.running = false;
-            reg.sources.pop();
+
+    /// A returner with no thread: rounds run when [`round`](Self::round)
+    /// is called (the loom model's returner).
+    #[cfg(loom)]
+    pub(crate) fn without_thread() -> Arc<Returner> {
+        Arc::new(Returner {
+            registry: Mutex::new(Registry::default()),
+            wake: Condvar::default(),
+            spawn: false,
+        })
+    }
+
+    /// Under loom there is no process-wide returner: each source gets one
+    /// that nobody serves unless the model does.
+    #[cfg(loom)]
+    pub(crate) fn global() -> Arc<Returner> {
+        Self::without_thread()
+    }
+
+    /// Register a source that just got its first waiting pages (its flag
+    /// is set by the caller). Starts the thread if it is not running.
+    /// False when no thread serves it (under Miri, or the thread could not
+    /// be started): the caller then returns its due pages itself.
+    pub(crate) fn register(self: &Arc<Self>, src: Weak<PageSource>) -> bool {
+        if cfg!(miri) {
             return false;
         }
-    }
-    drop(reg);
-    r.wake.notify_one();
-    true
-}
-
-/// A source has more than its `max_pages` waiting: run a round now.
-pub(crate) fn wake_urgently() {
-    if cfg!(miri) {
-        return;
-    }
-    let r = returner();
-    lock(r).urgent = true;
-    r.wake.notify_one();
-}
-
-/// The thread: rounds over the registered sources until none is left.
-fn run() {
-    let r = returner();
-    let mut reg = lock(r);
-    loop {
-        if reg.sources.is_empty() {
-            let (g, _) = r
-                .wake
-                .wait_timeout(reg, IDLE_EXIT)
-                .unwrap_or_else(|e| e.into_inner());
-            reg = g;
-            if reg.sources.is_empty() {
+        let mut reg = self.registry.lock();
+        reg.sources.push(src);
+        if self.spawn && !reg.running {
+            reg.running = true;
+            let me = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name("zsmem-return".into())
+                .spawn(move || me.run());
+            if spawned.is_err() {
+                // No thread: the source returns its own pages when it next
+                // queues some (see `PageSource::queued`); try again then.
                 reg.running = false;
-                return;
+                reg.sources.pop();
+                return false;
             }
         }
-        reg.urgent = false;
-        let sources = std::mem::take(&mut reg.sources);
         drop(reg);
+        self.wake.notify_one();
+        true
+    }
+
+    /// A source has more than its `max_pages` waiting: run a round now.
+    pub(crate) fn wake_urgently(&self) {
+        if cfg!(miri) {
+            return;
+        }
+        self.registry.lock().urgent = true;
+        self.wake.notify_one();
+    }
+
+    /// One round: take every registered source, return what is due, keep
+    /// those with pages still waiting. Returns when the next is due.
+    pub(crate) fn round(&self) -> Option<Instant> {
+        let sources = {
+            let mut reg = self.registry.lock();
+            reg.urgent = false;
+            std::mem::take(&mut reg.sources)
+        };
         let now = Instant::now();
         let mut keep = Vec::with_capacity(sources.len());
         let mut next: Option<Instant> = None;
@@ -189,19 +206,45 @@ fn run() {
                 keep.push(weak);
             }
         }
-        reg = lock(r);
-        reg.sources.extend(keep);
-        if reg.urgent {
-            continue;
-        }
-        if let Some(next) = next {
-            // A little slack batches the returns of neighbouring frees.
-            let wait = next.saturating_duration_since(Instant::now()) + Duration::from_micros(200);
-            let (g, _) = r
-                .wake
-                .wait_timeout(reg, wait)
-                .unwrap_or_else(|e| e.into_inner());
-            reg = g;
+        self.registry.lock().sources.extend(keep);
+        next
+    }
+
+    /// Whether `src` is registered (for the loom model's checks).
+    #[cfg(loom)]
+    pub(crate) fn holds(&self, src: &Arc<PageSource>) -> bool {
+        self.registry
+            .lock()
+            .sources
+            .iter()
+            .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(src)))
+    }
+
+    /// The thread: rounds over the registered sources until none is left.
+    fn run(&self) {
+        loop {
+            {
+                let mut reg = self.registry.lock();
+                if reg.sources.is_empty() {
+                    reg = self.wake.wait_timeout(reg, IDLE_EXIT);
+                    if reg.sources.is_empty() {
+                        reg.running = false;
+                        return;
+                    }
+                }
+            }
+            let next = self.round();
+            let mut reg = self.registry.lock();
+            if reg.urgent || reg.sources.is_empty() {
+                continue;
+            }
+            if let Some(next) = next {
+                // A little slack batches the returns of neighbouring frees.
+                let wait =
+                    next.saturating_duration_since(Instant::now()) + Duration::from_micros(200);
+                reg = self.wake.wait_timeout(reg, wait);
+            }
+            drop(reg);
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The one place concurrency primitives come from, so that loom can stand in
 //! for them under `cfg(loom)`: the atomics of the lock-free parts (the
 //! handle directory's dying mark and the deferred-free shards), the class
-//! locks (shared by readers) and the spin-wait come from here. Run the models with
+//! locks (shared by readers), the page source's lock and the returner's
+//! registry (the return queue hand-off) and the spin-wait come from here. Run the models with
 //! `RUSTFLAGS="--cfg loom" cargo test -p zsmem --release --lib loom`.
 //!
 //! The pool never panics while holding a lock, so a poisoned lock can only
@@ -34,22 +35,55 @@ pub(crate) fn spin_wait(round: &mut u32) {
     }
 }
 
-/// A mutex whose `lock` never fails.
+/// A mutex whose `lock` never fails; loom's under `cfg(loom)`.
 #[derive(Debug, Default)]
-pub(crate) struct Mutex<T>(std::sync::Mutex<T>);
+pub(crate) struct Mutex<T>(InnerMutex<T>);
+
+#[cfg(not(loom))]
+type InnerMutex<T> = std::sync::Mutex<T>;
+#[cfg(loom)]
+type InnerMutex<T> = loom::sync::Mutex<T>;
 
 /// Guard of [`Mutex`].
+#[cfg(not(loom))]
 pub(crate) type MutexGuard<'a, T> = std::sync::MutexGuard<'a, T>;
+#[cfg(loom)]
+pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
 
 impl<T> Mutex<T> {
-    pub(crate) const fn new(value: T) -> Self {
-        Mutex(std::sync::Mutex::new(value))
+    pub(crate) fn new(value: T) -> Self {
+        Mutex(InnerMutex::new(value))
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A condition variable for [`Mutex`]; loom's under `cfg(loom)`.
+#[derive(Debug, Default)]
+pub(crate) struct Condvar(
+    #[cfg(not(loom))] std::sync::Condvar,
+    #[cfg(loom)] loom::sync::Condvar,
+);
+
+impl Condvar {
+    /// Wait for a notification or `timeout`.
+    pub(crate) fn wait_timeout<'a, T>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        timeout: std::time::Duration,
+    ) -> MutexGuard<'a, T> {
+        match self.0.wait_timeout(guard, timeout) {
+            Ok((g, _)) => g,
+            Err(poisoned) => poisoned.into_inner().0,
+        }
+    }
+
+    pub(crate) fn notify_one(&self) {
+        self.0.notify_one();
     }
 }
 

@@ -30,7 +30,9 @@
 
 mod arena;
 mod blocks;
-#[cfg(test)]
+#[cfg(all(test, loom))]
+mod loom_models;
+#[cfg(all(test, not(loom)))]
 mod tests;
 
 use std::ptr::NonNull;
@@ -41,7 +43,7 @@ use std::time::Instant;
 pub use blocks::{OsPages, PageBlock};
 
 use crate::error::{Error, Result};
-use crate::page_return::{self, PageReturn};
+use crate::page_return::{PageReturn, Returner};
 use crate::size_class::MAX_CHAIN_SIZE;
 use crate::sync::{Mutex, MutexGuard};
 use arena::{Arena, Region};
@@ -104,6 +106,8 @@ pub(crate) struct PageSource {
     arena: Mutex<Arena>,
     /// For registering with the returner thread.
     me: Weak<PageSource>,
+    /// Who gives this source's waiting pages back.
+    returner: Arc<Returner>,
     /// The owner is dropping: freed runs skip the queue (the regions are
     /// about to be unmapped).
     closing: std::sync::atomic::AtomicBool,
@@ -125,6 +129,7 @@ impl PageSource {
             max_held_pages: AtomicUsize::new(0),
             arena: Mutex::new(Arena::new(page_size)),
             me: me.clone(),
+            returner: Returner::global(),
             closing: Default::default(),
         })
     }
@@ -269,11 +274,13 @@ impl PageSource {
             arena.urgent = true;
         }
         drop(arena);
-        if register && !page_return::register(self.me.clone()) {
-            // No thread serves the source: return what is due ourselves.
+        if register && !self.returner.register(self.me.clone()) {
+            // No thread serves the source: return what is due ourselves,
+            // now and at every later queueing.
+            self.arena.lock().registered = false;
             self.return_due(now, false);
         } else if urgent {
-            page_return::wake_urgently();
+            self.returner.wake_urgently();
         }
     }
 
