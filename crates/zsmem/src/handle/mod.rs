@@ -479,6 +479,18 @@ impl HandleTable {
         }
     }
 
+    /// Whether a chunk other than `c` has a free slot.
+    fn room_elsewhere(&self, c: usize) -> bool {
+        self.with_room.iter().enumerate().any(|(w, &bits)| {
+            let bits = if w == c / 64 {
+                bits & !(1 << (c % 64))
+            } else {
+                bits
+            };
+            bits != 0
+        })
+    }
+
     fn lowest_with_room(&mut self) -> Option<usize> {
         let found = self.with_room[self.room_hint.min(self.with_room.len())..]
             .iter()
@@ -665,8 +677,21 @@ impl HandleTable {
         }
         chunk.live -= 1;
         self.live -= 1;
-        let keep =
-            self.keep_spare && chunk.live == 0 && chunk.free_head != NIL && self.spare.is_none();
+        let emptied = chunk.live == 0;
+        let has_free = chunk.free_head != NIL;
+        // An emptied chunk is kept as the spare only when no other chunk
+        // has room: then the next object would make a chunk again. With
+        // room elsewhere the next object goes there, and keeping the chunk
+        // would cost half a KiB for nothing (127 classes' spares were a
+        // fifth of the handle tables of a 17 MB pool).
+        let keep = self.keep_spare
+            && emptied
+            && has_free
+            && self.spare.is_none()
+            && !self.room_elsewhere(c);
+        let chunk = self.chunks[c]
+            .as_mut()
+            .expect("a live slot's chunk is present");
         if keep && self.directory.is_none() {
             self.spare = Some(c);
             self.set_room(c, true);

@@ -310,9 +310,10 @@ fn a_slot_is_retired_after_its_last_generation() {
             assert!(d.mark_dying(*hs.last().unwrap()).is_err());
         }
         t.check().unwrap();
-        // The chunk emptied: without a directory it is released, and its
-        // index retired (a slot of it had the last generation).
-        for h in others.iter().chain([&keep]) {
+        // The chunk emptied (while another has room): without a directory
+        // it is released, and its index retired (a slot of it had the last
+        // generation).
+        for h in [&keep].into_iter().chain(others.iter()) {
             t.claim(*h).unwrap();
             t.remove(h.slot());
         }
