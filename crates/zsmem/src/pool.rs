@@ -221,7 +221,11 @@ pub struct Pool {
     header: usize,
     /// Class index (as carried in handles) to position in `classes`.
     dense: Box<[u16]>,
-    classes: Box<[CachePadded<RwLock<Class>>]>,
+    /// Per physical class; its state is made on the class's first
+    /// allocation (a pool of a few MB uses half its classes, and a class's
+    /// state is 400 bytes) and kept from then on (its handle table's
+    /// generations must outlive its objects).
+    classes: Box<[ClassCell]>,
     /// Per class (same order): the lock-free handle directory; empty
     /// unless frees are deferred.
     directories: Box<[Arc<Directory>]>,
@@ -315,13 +319,7 @@ impl Pool {
             .enumerate()
             .map(|(d, &i)| {
                 dense[i] = d as u16;
-                let dir = directories.get(d).cloned();
-                CachePadded(RwLock::new(Class::new(
-                    table.classes()[i],
-                    cfg.page_size,
-                    cfg.trim_pages,
-                    dir,
-                )))
+                CachePadded(RwLock::new(None))
             })
             .collect();
         let spacing = Spacing::new(&table, cfg.class_grid, cfg.page_size);
@@ -388,8 +386,13 @@ impl Pool {
         let logical = self.table.index_for(len + self.header);
         let own = self.table.classes()[logical].physical;
         let index = self.spacing.as_ref().map_or(own, |s| s.place(logical));
-        let class = &self.classes[usize::from(self.dense[index])];
-        match self.at_limit_drain_and_retry(|| class.write().alloc(index, len, data, &self.pages)) {
+        let d = usize::from(self.dense[index]);
+        let alloc = || {
+            let mut cell = self.classes[d].write();
+            let class = cell.get_or_insert_with(|| Box::new(self.make_class(d, index)));
+            class.alloc(index, len, data, &self.pages)
+        };
+        match self.at_limit_drain_and_retry(alloc) {
             Ok(h) => Ok(h.tagged(self.tag.get())),
             Err(e) => {
                 if let Some(s) = &self.spacing {
@@ -419,15 +422,33 @@ impl Pool {
             .ok_or_else(|| h.fault(HandleFault::UnknownClass))
     }
 
-    /// Lock the class a handle names.
-    /// The handle's class, locked alone (for changes).
-    fn lock_class(&self, h: Handle) -> Result<WriteGuard<'_, Class>> {
-        Ok(self.classes[self.dense_class(h)?].write())
+    /// The state of class `d` (index `index` in the table), new.
+    fn make_class(&self, d: usize, index: usize) -> Class {
+        Class::new(
+            self.table.classes()[index],
+            self.cfg.page_size,
+            self.cfg.trim_pages,
+            self.directories.get(d).cloned(),
+        )
+    }
+
+    /// The handle's class, locked alone (for changes); a class never used
+    /// holds no slot a handle could name.
+    fn lock_class(&self, h: Handle) -> Result<ClassWrite<'_>> {
+        let cell = self.classes[self.dense_class(h)?].write();
+        if cell.is_none() {
+            return Err(h.fault(HandleFault::UnknownSlot));
+        }
+        Ok(ClassWrite(cell))
     }
 
     /// The handle's class, locked shared with other readers.
-    fn read_class(&self, h: Handle) -> Result<ReadGuard<'_, Class>> {
-        Ok(self.classes[self.dense_class(h)?].read())
+    fn read_class(&self, h: Handle) -> Result<ClassRead<'_>> {
+        let cell = self.classes[self.dense_class(h)?].read();
+        if cell.is_none() {
+            return Err(h.fault(HandleFault::UnknownSlot));
+        }
+        Ok(ClassRead(cell))
     }
 
     /// Allocate an object of `len` bytes (1..=page size). Its bytes are
@@ -567,7 +588,10 @@ impl Pool {
             let Ok(d) = self.dense_class(first) else {
                 continue;
             };
-            let mut class = self.classes[d].write();
+            let mut cell = self.classes[d].write();
+            let Some(class) = cell.as_deref_mut() else {
+                continue;
+            };
             for &raw in run {
                 // Marked by `free_deferred`, which only this drain undoes:
                 // cannot fail.
@@ -579,7 +603,7 @@ impl Pool {
             }
             self.deferred_batches
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.auto_compact(&mut class);
+            self.auto_compact(class);
         }
     }
 
@@ -606,12 +630,15 @@ impl Pool {
         let (mut freed, mut committed) = (0, 0);
         for class in self.classes.iter() {
             loop {
-                let mut c = class.write();
+                let mut cell = class.write();
+                let Some(c) = cell.as_deref_mut() else {
+                    break;
+                };
                 if !c.compaction_due(1) {
                     break;
                 }
-                let budget = compact::step_budget(&c);
-                let m = compact::step(&mut c, budget, &self.pages, &self.compaction);
+                let budget = compact::step_budget(c);
+                let m = compact::step(c, budget, &self.pages, &self.compaction);
                 freed += m.pages_freed;
                 committed += m.pages_committed;
                 if m.objects == 0 && m.pages_freed == 0 {
@@ -637,9 +664,13 @@ impl Pool {
     pub fn class_stats(&self) -> Vec<ClassStats> {
         self.classes
             .iter()
-            .map(|c| {
-                let c = c.read();
-                let info = c.info;
+            .zip(self.table.physical_indices())
+            .map(|(c, &index)| {
+                let cell = c.read();
+                let info = self.table.classes()[index];
+                let Some(c) = cell.as_deref() else {
+                    return ClassStats::unused(info);
+                };
                 let groups = c.group_counts();
                 let mut fullness = [0; 11];
                 fullness.copy_from_slice(&groups[1..=GROUP_FULL]);
@@ -658,7 +689,7 @@ impl Pool {
                         * info.pages_per_zspage,
                     partial_bytes: c.trimmable_bytes(),
                     bytes_stored: c.bytes_stored(),
-                    metadata_bytes: c.metadata_bytes(),
+                    metadata_bytes: std::mem::size_of::<Class>() + c.metadata_bytes(),
                 }
             })
             .collect()
@@ -695,11 +726,15 @@ impl Pool {
             });
         }
         for c in self.classes.iter() {
-            let c = c.read();
+            let cell = c.read();
+            let Some(c) = cell.as_deref() else {
+                continue;
+            };
             let info = c.info;
             s.objects += c.objects();
             s.bytes_stored += c.bytes_stored();
-            s.metadata_bytes += c.metadata_bytes();
+            // The class's state is a heap allocation of its own too.
+            s.metadata_bytes += std::mem::size_of::<Class>() + c.metadata_bytes();
             if info.is_huge() {
                 s.huge_objects += c.objects();
             }
@@ -717,7 +752,10 @@ impl Pool {
     pub fn check_invariants(&self) -> Result<()> {
         let mut pages = 0;
         for c in self.classes.iter() {
-            let c = c.read();
+            let cell = c.read();
+            let Some(c) = cell.as_deref() else {
+                continue;
+            };
             c.check(c.info.index).map_err(Error::InvariantViolated)?;
             pages += c.resident_pages();
         }
@@ -731,13 +769,45 @@ impl Pool {
     }
 }
 
+/// A physical class's lock and state (none until its first allocation),
+/// on cache lines of its own.
+type ClassCell = CachePadded<RwLock<Option<Box<Class>>>>;
+
+/// A class that exists, locked alone.
+struct ClassWrite<'a>(WriteGuard<'a, Option<Box<Class>>>);
+
+/// A class that exists, locked shared.
+struct ClassRead<'a>(ReadGuard<'a, Option<Box<Class>>>);
+
+impl std::ops::Deref for ClassWrite<'_> {
+    type Target = Class;
+    fn deref(&self) -> &Class {
+        self.0.as_deref().expect("checked when locked")
+    }
+}
+
+impl std::ops::DerefMut for ClassWrite<'_> {
+    fn deref_mut(&mut self) -> &mut Class {
+        self.0.as_deref_mut().expect("checked when locked")
+    }
+}
+
+impl std::ops::Deref for ClassRead<'_> {
+    type Target = Class;
+    fn deref(&self) -> &Class {
+        self.0.as_deref().expect("checked when locked")
+    }
+}
+
 impl Drop for Pool {
     fn drop(&mut self) {
         self.flush();
         // The regions are unmapped with the source: no pages to queue.
         self.pages.close();
         for c in self.classes.iter() {
-            c.write().release_all(&self.pages);
+            if let Some(c) = c.write().as_deref_mut() {
+                c.release_all(&self.pages);
+            }
         }
     }
 }

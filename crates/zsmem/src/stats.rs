@@ -49,6 +49,26 @@ pub struct ClassStats {
     pub metadata_bytes: usize,
 }
 
+impl ClassStats {
+    /// A class no object was ever allocated in.
+    pub(crate) fn unused(info: crate::size_class::ClassInfo) -> Self {
+        ClassStats {
+            index: info.index,
+            size: info.size,
+            fullness: [0; 11],
+            obj_allocated: 0,
+            obj_used: 0,
+            pages_used: 0,
+            pages_per_zspage: info.pages_per_zspage,
+            objs_per_zspage: info.objs_per_zspage,
+            freeable: 0,
+            partial_bytes: 0,
+            bytes_stored: 0,
+            metadata_bytes: 0,
+        }
+    }
+}
+
 /// Totals for a pool.
 ///
 /// ```
