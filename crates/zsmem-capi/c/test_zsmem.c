@@ -806,6 +806,40 @@ static void test_deferred_free(void) {
 
 /* A program built against the first header passes a shorter struct: the
  * appended fields keep their defaults. */
+/* Page return: freed pages wait in the return queue (counted as cached)
+ * unless return_delay_us is 0; zsmem_pool_trim returns them now. */
+static void test_page_return(void) {
+    zsmem_pool_config cfg;
+    zsmem_pool *pool = NULL;
+    zsmem_pool_stats st;
+    unsigned char buf[3000];
+    uint64_t h;
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    CHECK(cfg.return_delay_us == 10000 && cfg.return_max_pages == 1024);
+    for (int immediate = 0; immediate < 2; immediate++) {
+        cfg.return_delay_us = immediate ? 0 : 60u * 1000 * 1000; /* a minute: no race with the returner */
+        CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+        memset(buf, 7, sizeof buf);
+        CHECK_RC(zsmem_pool_store(pool, buf, sizeof buf, &h), 0);
+        CHECK_RC(zsmem_pool_free(pool, h), 0);
+        CHECK_RC(zsmem_pool_get_stats(pool, &st, sizeof st), 0);
+        CHECK(st.pages_held == 0 && st.cached_pages == (immediate ? 0u : 1u));
+        CHECK_RC(zsmem_pool_trim(pool), 0);
+        CHECK_RC(zsmem_pool_get_stats(pool, &st, sizeof st), 0);
+        CHECK(st.cached_pages == 0);
+        zsmem_pool_destroy(pool);
+    }
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    cfg.return_max_pages = 0;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), -EINVAL);
+    /* The version before the return fields: the default policy. */
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    cfg.size = offsetof(zsmem_pool_config, return_delay_us);
+    cfg.return_max_pages = 0; /* beyond the old struct: never read */
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    zsmem_pool_destroy(pool);
+}
+
 static void test_older_struct_sizes(void) {
     zsmem_pool_config cfg;
     zsmem_store_config scfg;
@@ -953,6 +987,7 @@ int main(void) {
         {"errors_and_messages", test_errors_and_messages},
         {"deferred_free", test_deferred_free},
         {"older_struct_sizes", test_older_struct_sizes},
+        {"page_return", test_page_return},
         {"store_idle_writeback", test_store_idle_writeback},
         {"threads", test_threads},
     };

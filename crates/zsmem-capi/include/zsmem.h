@@ -169,6 +169,14 @@ typedef struct zsmem_pool_config {
   // With `ZSMEM_FREE_DEFERRED`: most bytes of objects waiting to be
   // freed, at least 1 (default 4 MiB).
   size_t free_max_pending_bytes;
+  // When freed pages go back to the OS (appended; older programs get the
+  // default): after waiting up to `return_delay_us` microseconds in a
+  // return queue, given back by a background thread (default 10000), or
+  // at once on the freeing thread with 0 (the kernel's way).
+  size_t return_delay_us;
+  // Most freed pages that may wait; past it they are returned at once
+  // (default 1024). Ignored when `return_delay_us` is 0.
+  size_t return_max_pages;
 } zsmem_pool_config;
 
 // Pool totals, filled by `zsmem_pool_get_stats`. Fields may be appended
@@ -182,8 +190,8 @@ typedef struct zsmem_pool_stats {
   uint64_t pages_held;
   // Highest `pages_held` so far.
   uint64_t max_pages_held;
-  // Pages of freed zspages kept resident for reuse (at most 64);
-  // `zsmem_pool_trim` returns them.
+  // Pages freed and still resident: waiting to be returned to the OS
+  // (see `return_delay_us`), reused first; `zsmem_pool_trim` returns them.
   uint64_t cached_pages;
   // Live objects.
   uint64_t objects;
@@ -469,8 +477,8 @@ int zsmem_pool_free(struct zsmem_pool *pool, uint64_t handle);
 // `pool` may be any value: it is looked up, never dereferenced.
 int64_t zsmem_pool_compact(struct zsmem_pool *pool);
 
-// Return the pages of recently freed zspages, kept resident for quick
-// reuse (`cached_pages`), to the OS. Returns 0 or `-EINVAL` (NULL `pool`).
+// Return the freed pages still waiting in the return queue
+// (`cached_pages`) to the OS now. Returns 0 or `-EINVAL` (NULL `pool`).
 //
 // # Safety
 // `pool` may be any value: it is looked up, never dereferenced.

@@ -5,7 +5,7 @@ use std::ffi::{c_int, c_void};
 use std::mem::size_of;
 use std::sync::Arc;
 
-use zsmem_core::{ChainRule, CompactionPolicy, FreeMode, Handle, Pool, PoolConfig};
+use zsmem_core::{ChainRule, CompactionPolicy, FreeMode, Handle, PageReturn, Pool, PoolConfig};
 
 use crate::error::{Fail, bytes, guard, init_sized, out_buffer, out_ptr, read_sized, write_sized};
 use crate::registry::Registry;
@@ -104,14 +104,25 @@ pub struct zsmem_pool_config {
     /// With `ZSMEM_FREE_DEFERRED`: most bytes of objects waiting to be
     /// freed, at least 1 (default 4 MiB).
     pub free_max_pending_bytes: usize,
+    /// When freed pages go back to the OS (appended; older programs get the
+    /// default): after waiting up to `return_delay_us` microseconds in a
+    /// return queue, given back by a background thread (default 10000), or
+    /// at once on the freeing thread with 0 (the kernel's way).
+    pub return_delay_us: usize,
+    /// Most freed pages that may wait; past it they are returned at once
+    /// (default 1024). Ignored when `return_delay_us` is 0.
+    pub return_max_pages: usize,
 }
 
 // Versioned structs must have no padding (see `read_sized`).
-const _: () = assert!(size_of::<zsmem_pool_config>() == 6 * size_of::<usize>() + 8 * 4);
+const _: () = assert!(size_of::<zsmem_pool_config>() == 8 * size_of::<usize>() + 8 * 4);
 
 /// The sizes of the earlier versions of `zsmem_pool_config`: the first
-/// ended at `trim_pages`.
-pub(crate) const POOL_CONFIG_VERSIONS: [usize; 1] = [5 * size_of::<usize>() + 6 * 4];
+/// ended at `trim_pages`, the second at `free_max_pending_bytes`.
+pub(crate) const POOL_CONFIG_VERSIONS: [usize; 2] = [
+    5 * size_of::<usize>() + 6 * 4,
+    6 * size_of::<usize>() + 8 * 4,
+];
 
 pub(crate) fn default_config() -> zsmem_pool_config {
     let d = PoolConfig::default();
@@ -153,6 +164,11 @@ pub(crate) fn default_config() -> zsmem_pool_config {
         free_max_pending_bytes: match FreeMode::deferred() {
             FreeMode::Deferred { max_pending_bytes } => max_pending_bytes,
             _ => 4 << 20,
+        },
+        return_delay_us: d.page_return.bound().as_micros() as usize,
+        return_max_pages: match d.page_return {
+            PageReturn::Delayed { max_pages, .. } => max_pages,
+            _ => zsmem_core::DEFAULT_RETURN_MAX_PAGES,
         },
     }
 }
@@ -212,6 +228,18 @@ pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
             )));
         }
     };
+    let page_return = match (c.return_delay_us, c.return_max_pages) {
+        (0, _) => PageReturn::Immediate,
+        (_, 0) => {
+            return Err(Fail::invalid(
+                "invalid configuration: return_max_pages is 0 with a return delay, it must be at least 1",
+            ));
+        }
+        (us, max_pages) => PageReturn::Delayed {
+            delay: std::time::Duration::from_micros(us as u64),
+            max_pages,
+        },
+    };
     if c.reserved != 0 {
         return Err(Fail::invalid(
             "invalid configuration: reserved is not 0 (it was built for a newer header?)",
@@ -231,6 +259,7 @@ pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
         cfg.compaction = compaction;
         cfg.trim_pages = trim_pages;
         cfg.free_mode = free_mode;
+        cfg.page_return = page_return;
         Ok(cfg)
     }
 }
@@ -517,8 +546,8 @@ pub unsafe extern "C" fn zsmem_pool_compact(pool: *mut zsmem_pool) -> i64 {
     })
 }
 
-/// Return the pages of recently freed zspages, kept resident for quick
-/// reuse (`cached_pages`), to the OS. Returns 0 or `-EINVAL` (NULL `pool`).
+/// Return the freed pages still waiting in the return queue
+/// (`cached_pages`) to the OS now. Returns 0 or `-EINVAL` (NULL `pool`).
 ///
 /// # Safety
 /// `pool` may be any value: it is looked up, never dereferenced.
@@ -558,8 +587,8 @@ pub struct zsmem_pool_stats {
     pub pages_held: u64,
     /// Highest `pages_held` so far.
     pub max_pages_held: u64,
-    /// Pages of freed zspages kept resident for reuse (at most 64);
-    /// `zsmem_pool_trim` returns them.
+    /// Pages freed and still resident: waiting to be returned to the OS
+    /// (see `return_delay_us`), reused first; `zsmem_pool_trim` returns them.
     pub cached_pages: u64,
     /// Live objects.
     pub objects: u64,
