@@ -115,13 +115,14 @@ pub struct zsmem_pool_config {
 }
 
 // Versioned structs must have no padding (see `read_sized`).
-const _: () = assert!(size_of::<zsmem_pool_config>() == 8 * size_of::<usize>() + 8 * 4);
+const _: () =
+    assert!(size_of::<zsmem_pool_config>() == size_of::<[usize; 8]>() + size_of::<[u32; 8]>());
 
 /// The sizes of the earlier versions of `zsmem_pool_config`: the first
 /// ended at `trim_pages`, the second at `free_max_pending_bytes`.
 pub(crate) const POOL_CONFIG_VERSIONS: [usize; 2] = [
-    5 * size_of::<usize>() + 6 * 4,
-    6 * size_of::<usize>() + 8 * 4,
+    size_of::<[usize; 5]>() + size_of::<[u32; 6]>(),
+    size_of::<[usize; 6]>() + size_of::<[u32; 8]>(),
 ];
 
 pub(crate) fn default_config() -> zsmem_pool_config {
