@@ -553,7 +553,7 @@ mod tests {
         assert!(f.compr > 4096 && f.compr < 4096 + HUGE_CLASS_SIZE as u64);
         let mut out = Box::new([0u8; PAGE_SIZE]);
         for (slot, want) in [(0, text(1)), (1, noise(2)), (2, Box::new([7u8; PAGE_SIZE]))] {
-            c.load(slot, &mut out).unwrap();
+            c.load(slot, &mut out[..]).unwrap();
             assert!(out[..] == want[..], "slot {slot}");
         }
         c.discard(0, 8).unwrap();

@@ -66,7 +66,7 @@ pub enum CorpusError {
         page_size: usize,
     },
     /// A page size that is not a number.
-    #[error("page size `{text}` is not one of 4K, 16K, 64K or a number of bytes")]
+    #[error("page size `{text}` is not a size: use 4K, 16K or 64K (or a number of bytes)")]
     BadPageSizeText {
         /// The text given, escaped.
         text: String,

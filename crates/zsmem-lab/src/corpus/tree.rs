@@ -31,7 +31,7 @@ pub fn check_page_size(page_size: usize) -> Result<(), CorpusError> {
 pub fn parse_page_size(s: &str) -> Result<usize, CorpusError> {
     let t = s.trim();
     let (digits, unit) = match t.strip_suffix(['K', 'k']) {
-        Some(d) => (d.strip_suffix(['i']).unwrap_or(d), 1024),
+        Some(d) => (d, 1024),
         None => (t, 1),
     };
     let n = digits

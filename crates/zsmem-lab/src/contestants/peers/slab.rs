@@ -450,6 +450,39 @@ mod tests {
     }
 
     #[test]
+    fn large_pages_take_two_byte_indices_past_256_objects() {
+        // 16 KiB of 32-byte objects: 2-byte indices, 16384 = 2n + 32n + pad.
+        let sh = CacheShape::new(32, 16384);
+        assert_eq!(
+            (sh.index_bytes, sh.objperslab, sh.first_object),
+            (2, 481, 968)
+        );
+        assert_eq!(CacheShape::new(64, 16384).index_bytes, 1, "252 objects");
+        let mut s = SlabAllocator::new(OsPages::new(16384, None).unwrap());
+        let c = s.cache_for(32).unwrap();
+        let refs: Vec<ChunkRef> = (0..1000).map(|_| s.alloc(c).unwrap()).collect();
+        for (i, r) in refs.iter().enumerate() {
+            s.bytes_mut(*r).unwrap().fill(i as u8);
+        }
+        for r in refs.iter().step_by(3) {
+            s.free(*r).unwrap();
+        }
+        let again: Vec<ChunkRef> = (0..300).map(|_| s.alloc(c).unwrap()).collect();
+        let mut seen = std::collections::HashSet::new();
+        for (i, r) in refs.iter().enumerate() {
+            if i % 3 != 0 {
+                assert!(s.bytes(*r).unwrap().iter().all(|&b| b == i as u8));
+                assert!(seen.insert(*r));
+            }
+        }
+        assert!(
+            again.iter().all(|r| seen.insert(*r)),
+            "no object given twice"
+        );
+        s.check_invariants().unwrap();
+    }
+
+    #[test]
     fn slabinfo_shapes() {
         let s = slab();
         let got: Vec<(String, usize, usize, usize)> = s
