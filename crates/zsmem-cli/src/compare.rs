@@ -400,7 +400,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
             println!(
                 "{}",
                 serde_json::to_string_pretty(&serde_json::json!({
-                    "workload": work, "source": source, "pages": total,
+                    "workload": work, "source": source, "pages": total, "page_size": cfg.page_size,
                     "skipped": skipped, "runs": runs,
                     "all_in_terms": zsmem_lab::allin::explain(),
                 }))

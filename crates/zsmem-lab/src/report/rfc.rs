@@ -72,9 +72,12 @@ fn saving(base: u64, other: u64) -> f64 {
     }
 }
 
+/// What a variant saves: its name, MiB and percent of the base's pool.
+type Saving = (String, f64, f64);
+
 /// The step with data where `zsmem-kernel` (or the first variant) holds
 /// the most pool memory, and what each variant saves there against it.
-fn worst_step_savings(v: &[(&str, &RunResult)]) -> Option<(String, Vec<(String, f64, f64)>)> {
+fn worst_step_savings(v: &[(&str, &RunResult)]) -> Option<(String, Vec<Saving>)> {
     let (_, base) = v.first()?;
     let (i, s) = base
         .steps
@@ -115,13 +118,20 @@ pub fn rfc_text(runs: &[RunResult], page_size: usize) -> String {
             let _ = writeln!(out, "  {name}: {what}");
         }
     }
-    let _ = write!(out, "{:<14} {:>10}", "step", "compr MiB");
+    // Wide enough for the longest step label (`r1:-Documentation`).
+    let w = steps(&v)
+        .iter()
+        .map(|s| step_name(s).len())
+        .chain([14])
+        .max()
+        .unwrap_or(14);
+    let _ = write!(out, "{:<w$} {:>10}", "step", "compr MiB");
     for (name, _) in &v {
         let _ = write!(out, " | {name:>19}");
     }
     out.push('\n');
     for (i, s) in steps(&v).iter().enumerate() {
-        let _ = write!(out, "{:<14} {:>10.2}", step_name(s), mib(s.figures.compr));
+        let _ = write!(out, "{:<w$} {:>10.2}", step_name(s), mib(s.figures.compr));
         for (_, r) in &v {
             match r.steps.get(i) {
                 Some(t) => {
@@ -144,18 +154,23 @@ pub fn rfc_text(runs: &[RunResult], page_size: usize) -> String {
         ("load p50/p99", |r: &RunResult| &r.latency.load),
     ] as [(&str, fn(&RunResult) -> &Histogram<u64>); 2]
     {
-        let _ = write!(out, "{:<14} {:>10}", what, "us");
+        let _ = write!(out, "{:<w$} {:>10}", what, "us");
         for (_, r) in &v {
             let h = pick(r);
             let _ = write!(out, " | {:>9.2} / {:>7.2}", us(h, 0.5), us(h, 0.99));
         }
         out.push('\n');
     }
-    let _ = write!(out, "{:<14} {:>10}", "wall", "s");
+    let _ = write!(out, "{:<w$} {:>10}", "wall", "s");
     for (_, r) in &v {
         let _ = write!(out, " | {:>19.2}", r.wall.as_secs_f64());
     }
     out.push('\n');
+    let _ = writeln!(
+        out,
+        "compr is {}'s; the others' differ only by the pages each stores raw.",
+        v[0].0
+    );
     if let Some((step, rest)) = worst_step_savings(&v) {
         let _ = write!(
             out,
@@ -237,6 +252,11 @@ pub(super) fn rfc_section(out: &mut String, runs: &[RunResult], page_size: usize
         out.push_str("</tr>\n");
     }
     out.push_str("</table>\n");
+    let _ = writeln!(
+        out,
+        "<p class=\"note\">compr is {}'s; the others' differ only by the pages each stores raw.</p>",
+        esc(v[0].0)
+    );
     if let Some((step, rest)) = worst_step_savings(&v) {
         let _ = write!(
             out,
