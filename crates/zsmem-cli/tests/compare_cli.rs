@@ -221,6 +221,7 @@ fn compare_at_16k_runs_the_rfcs_variants_and_says_what_it_skips() {
         "== afmalloc: afmalloc: zram's 16384 B pages",
         "== what the RFC saves at 16 KiB pages",
         "pool saved against zsmem-kernel",
+        "rounding / free slots in held zspages",
         "syscall plus O_DIRECT",
         "zbud                 skipped: zbud is page-buddied",
     ] {

@@ -100,6 +100,39 @@ fn worst_step_savings(v: &[(&str, &RunResult)]) -> Option<(String, Vec<Saving>)>
     Some((step_name(s), rest))
 }
 
+/// Where the waste goes at the base's worst step, per variant: rounding
+/// (what a finer class delta cuts) and free slots in held zspages (what
+/// more classes, each with a zspage of its own, add), in % of compressed
+/// bytes; `None` where a variant cannot tell.
+fn waste_split(v: &[(&str, &RunResult)]) -> Option<String> {
+    let (_, base) = v.first()?;
+    let (i, _) = base
+        .steps
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.figures.compr > 0)
+        .max_by_key(|(_, s)| s.figures.pool)?;
+    let parts: Vec<String> = v
+        .iter()
+        .filter_map(|(name, r)| {
+            let f = &r.steps.get(i)?.figures;
+            let w = f.waste?;
+            let pct = |b: usize| 100.0 * b as f64 / f.compr.max(1) as f64;
+            Some(format!(
+                "{name} {:.2}% / {:.2}%",
+                pct(w.rounding_bytes),
+                pct(w.partial_bytes)
+            ))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| {
+        format!(
+            "there, rounding / free slots in held zspages (% of compr): {}",
+            parts.join("; ")
+        )
+    })
+}
+
 /// The table as text, for `zsmem compare`'s terminal output; empty when
 /// fewer than two of the four variants ran.
 pub fn rfc_text(runs: &[RunResult], page_size: usize) -> String {
@@ -181,6 +214,9 @@ pub fn rfc_text(runs: &[RunResult], page_size: usize) -> String {
             let _ = write!(out, " {name} {bytes:.2} MiB ({pct:.2}%);");
         }
         out.push('\n');
+    }
+    if let Some(split) = waste_split(&v) {
+        let _ = writeln!(out, "{split}");
     }
     let _ = writeln!(out, "{}", crate::workloads::untar_rm::LATENCY_NOTE);
     out
@@ -266,6 +302,9 @@ pub(super) fn rfc_section(out: &mut String, runs: &[RunResult], page_size: usize
         );
         for (name, bytes, pct) in rest {
             let _ = write!(out, " {} {bytes:.2} MiB ({pct:.2}%);", esc(&name));
+        }
+        if let Some(split) = waste_split(&v) {
+            let _ = write!(out, " {}", esc(&split));
         }
         out.push_str("</p>\n");
     }
