@@ -13,7 +13,8 @@
 //!
 //! This module depends on none of its children but [`kernel_zram`] (for its error); the
 //! children depend on it and on each other downwards only:
-//! `zram_front` <- `heap`, `peers` <- `forked`, `objects`.
+//! `zsmem` <- `zram_front` <- `heap`, `peers` <- `forked`, `objects` (the front takes the
+//! kernel's huge class size from `zsmem::variant_pool`).
 //!
 //! | module | concern |
 //! |---|---|
