@@ -113,7 +113,7 @@ fn object_sizes(seed: u64) -> Vec<usize> {
     tree.pages()
         .filter(|(_, _, p)| zsmem::store::same_filled(&p[..]).is_none())
         .map(|(_, _, p)| {
-            let n = zsmem_lab::corpus::lz4_len(&p[..]);
+            let n = zsmem_lab::corpus::lz4_len(p);
             if n >= huge { p.len() } else { n.max(1) }
         })
         .collect()

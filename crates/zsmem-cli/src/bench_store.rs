@@ -1,6 +1,7 @@
 //! `zsmem bench store`: the same pages stored, then loaded, through
 //! zsmem's `PageStore` and through the kernel's zram (the lab's contestant:
-//! one O_DIRECT 4 KiB write or read per page), with the same codec, single
+//! one O_DIRECT write or read per page), with the same codec and page size
+//! (`--page-size`, 4 KiB by default; the kernel only where its pages are that size), single
 //! threaded; per-page latency percentiles, throughput, memory held, and the
 //! allocator's share of zsmem's store time, side by side.
 //!
@@ -15,13 +16,14 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use zsmem::{Codec, PageStore, PageStoreConfig, PoolConfig};
+use zsmem::{Codec, PageStore, PageStoreConfig};
 use zsmem_lab::contestants::kernel::KernelContestant;
 use zsmem_lab::contestants::kernel_zram::ZramError;
-use zsmem_lab::contestants::zsmem::ZsmemContestant;
+use zsmem_lab::contestants::zsmem::{ZsmemContestant, variant_pool};
 use zsmem_lab::contestants::{LabError, PageContestant};
-use zsmem_lab::corpus::{FileEntry, FileTree, PAGE_SIZE, Page};
+use zsmem_lab::corpus::{FileEntry, FileTree, Page};
 use zsmem_lab::text::shown_path;
+use zsmem_lab::workloads::untar_rm::LATENCY_NOTE;
 
 use crate::{CliError, CliResult};
 
@@ -45,10 +47,15 @@ pub struct StoreBenchArgs {
     /// Use at most this many pages (the first ones of the input).
     #[arg(long)]
     pub pages: Option<usize>,
-    /// zsmem's pool: `best` (zsmem's defaults) or `kernel` (the kernel's
-    /// configuration).
+    /// zsmem's pool: `best` (zsmem's defaults), `kernel` (the kernel's
+    /// rules at the page size), `kernel-d16` (the 2026 RFC's first patch)
+    /// or `kernel-rfc` (both of its patches).
     #[arg(long, default_value = "best")]
     pub pool: String,
+    /// Page size: 4K (default), 16K or 64K; the input is cut into pages of
+    /// this size, each compressed as a unit.
+    #[arg(long, default_value = "4K", value_parser = parse_page_size)]
+    pub page_size: usize,
     /// Do not run the kernel's zram even where it is available.
     #[arg(long)]
     pub no_kernel: bool,
@@ -63,6 +70,11 @@ pub struct StoreBenchArgs {
     /// Runs per thread count with `--threads`; the median is printed.
     #[arg(long, default_value_t = 3, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100))]
     pub repeats: usize,
+}
+
+/// `--page-size`: 4K, 16K, 64K or a number of bytes.
+fn parse_page_size(s: &str) -> Result<usize, String> {
+    zsmem_lab::corpus::parse_page_size(s).map_err(|e| e.to_string())
 }
 
 /// Percentiles of per-page latency, in microseconds.
@@ -111,6 +123,8 @@ pub struct StoreBench {
     pub source: String,
     /// Codec used by both.
     pub codec: String,
+    /// Bytes per page.
+    pub page_size: usize,
     /// zsmem's figures.
     pub zsmem: StoreFigures,
     /// The kernel's, if it ran.
@@ -191,7 +205,7 @@ fn run_contestant(
     }
     let store_wall = t.elapsed();
     let mut load = histogram();
-    let mut buf: Box<Page> = Box::new([0u8; PAGE_SIZE]);
+    let mut buf: Box<Page> = vec![0u8; c.page_size()].into_boxed_slice();
     let mut load_wall = Duration::ZERO;
     for (i, p) in pages.iter().enumerate() {
         let s = Instant::now();
@@ -216,12 +230,13 @@ fn run_contestant(
 fn figures(
     c: &dyn PageContestant,
     pages: usize,
+    page_size: usize,
     (store, store_wall, load, load_wall): (Histogram<u64>, Duration, Histogram<u64>, Duration),
     compr_bytes: u64,
     mem_used_total: u64,
     metadata_bytes: Option<u64>,
 ) -> StoreFigures {
-    let mb_s = |d: Duration| (pages * PAGE_SIZE) as f64 / 1e6 / d.as_secs_f64().max(1e-9);
+    let mb_s = |d: Duration| (pages * page_size) as f64 / 1e6 / d.as_secs_f64().max(1e-9);
     StoreFigures {
         contestant: c.name().to_string(),
         config: c.config(),
@@ -267,15 +282,21 @@ fn load_input(p: &std::path::Path) -> CliResult<FileTree> {
 pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
     let codec = Codec::parse(&a.codec)?;
     let json = crate::table_or_json(&a.format)?;
-    let pool = match a.pool.as_str() {
-        "best" => PoolConfig::default(),
-        "kernel" => PoolConfig::kernel(),
+    let page_size = a.page_size;
+    let variant = match a.pool.as_str() {
+        "best" => "zsmem",
+        "kernel" => "zsmem-kernel",
+        "kernel-d16" => "zsmem-kernel-d16",
+        "kernel-rfc" => "zsmem-kernel-rfc",
         p => {
             return Err(CliError::Usage(format!(
-                "unknown pool `{p}`: use best or kernel"
+                "unknown pool `{}`: use best, kernel, kernel-d16 or kernel-rfc",
+                zsmem_lab::text::shown(p)
             )));
         }
     };
+    let pool = variant_pool(variant, page_size)
+        .ok_or_else(|| CliError::Usage(format!("no pool {variant}")))?;
     if !(a.scale > 0.0 && a.scale <= 64.0) {
         return Err(CliError::Usage(format!(
             "--scale {} must be in (0, 64]",
@@ -292,6 +313,9 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
             format!("embedded corpus (seed {}, scale {})", a.seed, a.scale),
         ),
     };
+    let tree = tree
+        .with_page_size(page_size)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     let pages: Vec<&Page> = tree
         .pages()
         .map(|(_, _, p)| p)
@@ -301,9 +325,10 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
         return Err(CliError::Usage(format!("{source} has no pages")));
     }
     eprintln!(
-        "bench store: {} pages ({:.1} MiB) of {source}, {}",
+        "bench store: {} pages of {} KiB ({:.1} MiB) of {source}, {}",
         pages.len(),
-        (pages.len() * PAGE_SIZE) as f64 / (1 << 20) as f64,
+        page_size / 1024,
+        (pages.len() * page_size) as f64 / (1 << 20) as f64,
         codec.name()
     );
     if !a.threads.is_empty() {
@@ -352,6 +377,7 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
     let zsmem = figures(
         &z,
         pages.len(),
+        page_size,
         run,
         m.compr_data_size,
         m.mem_used_total,
@@ -370,7 +396,7 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
 
     // The codec alone: what neither contestant can go below.
     let mut compress_only = histogram();
-    let mut scratch = vec![0u8; PAGE_SIZE];
+    let mut scratch = vec![0u8; page_size];
     for p in &pages {
         let s = Instant::now();
         std::hint::black_box(codec.compress(&p[..], &mut scratch));
@@ -386,15 +412,25 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
     let (kernel, kernel_skipped) = if a.no_kernel {
         (None, Some("--no-kernel".to_string()))
     } else {
-        match KernelContestant::new(algorithm, pages.len()) {
-            Err(LabError::Zram(ZramError::Unavailable(why))) => (None, Some(why)),
+        match KernelContestant::at_page_size(algorithm, page_size, false, pages.len()) {
+            Err(LabError::Zram(ZramError::Unavailable(why)) | LabError::Skipped(why)) => {
+                (None, Some(why))
+            }
             Err(e) => return Err(CliError::Usage(format!("kernel zram: {e}"))),
             Ok(mut k) => {
-                let run = run_contestant(&mut k, &pages)?;
+                let run = run_contestant(k.as_mut(), &pages)?;
                 let f = k
                     .figures()
                     .map_err(|e| CliError::Usage(format!("kernel zram: {e}")))?;
-                let fig = figures(&k, pages.len(), run, f.compr, f.pool, None);
+                let fig = figures(
+                    k.as_ref(),
+                    pages.len(),
+                    page_size,
+                    run,
+                    f.compr,
+                    f.pool,
+                    None,
+                );
                 (Some(fig), None)
             }
         }
@@ -412,6 +448,7 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
     let result = StoreBench {
         source,
         codec: codec.name(),
+        page_size,
         zsmem,
         kernel,
         kernel_skipped,
@@ -435,8 +472,11 @@ fn print_table(r: &StoreBench) {
     let mut cols: Vec<&StoreFigures> = vec![&r.zsmem];
     cols.extend(r.kernel.as_ref());
     println!(
-        "bench store: {} pages of {}, {}",
-        r.zsmem.pages, r.source, r.codec
+        "bench store: {} pages of {} KiB of {}, {}",
+        r.zsmem.pages,
+        r.page_size / 1024,
+        r.source,
+        r.codec
     );
     print!("{:<22}", "");
     for c in &cols {
@@ -493,6 +533,7 @@ fn print_table(r: &StoreBench) {
         "allocator share of zsmem's store time: {:.2}% (target < 5%; Pool::store and frees timed inside PageStore::write in a separate pass)",
         r.allocator_share * 100.0
     );
+    println!("{LATENCY_NOTE}");
     for c in &cols {
         println!("  {}: {}", c.contestant, c.config);
     }

@@ -9,13 +9,15 @@ use zsmem::Codec;
 use zsmem_lab::contestants::forked::{Allocator, ForkedHeap};
 use zsmem_lab::contestants::kernel::KernelContestant;
 use zsmem_lab::contestants::kernel_zram::ZramError;
-use zsmem_lab::contestants::zsmem::ZsmemContestant;
-use zsmem_lab::contestants::{Figures, LabError, PageContestant};
+use zsmem_lab::contestants::zsmem::make_variant;
+use zsmem_lab::contestants::{Figures, LabError, PageConfig, PageContestant};
 use zsmem_lab::corpus::FileTree;
-use zsmem_lab::report::{ReportContext, log2_histogram, write_report};
+use zsmem_lab::report::{ReportContext, log2_histogram, rfc_text, write_report};
 use zsmem_lab::text::{shown, shown_path};
 use zsmem_lab::workloads::trace::TraceRecorder;
-use zsmem_lab::workloads::untar_rm::{RunResult, UntarRm, slots_needed};
+use zsmem_lab::workloads::untar_rm::{
+    LATENCY_NOTE, RunResult, UntarRm, latency_note, slots_needed,
+};
 
 use crate::{CliError, CliResult};
 
@@ -34,6 +36,8 @@ pub const DEFAULT_CONTESTANTS: &[&str] = &[
 pub const CONTESTANTS: &[&str] = &[
     "zsmem",
     "zsmem-kernel",
+    "zsmem-kernel-d16",
+    "zsmem-kernel-rfc",
     "zsmem-kernel-compact",
     "kernel-zram",
     "kernel-zram-compact",
@@ -75,7 +79,16 @@ pub struct CompareArgs {
     /// Rounds of untar and rm (the reference's churn used 10).
     #[arg(long, default_value_t = 1)]
     pub rounds: usize,
-    /// Contestants, comma separated: zsmem, zsmem-kernel, kernel-zram,
+    /// Page size: 4K (default), 16K or 64K. The files are cut into pages
+    /// of this size, each compressed as a unit and stored by pools of this
+    /// page size; the kernel's zram runs only where the running kernel's
+    /// pages are this size.
+    #[arg(long, default_value = "4K", value_parser = parse_page_size)]
+    pub page_size: usize,
+    /// Contestants, comma separated: zsmem, zsmem-kernel (the kernel's
+    /// rules at the page size: delta page/256), zsmem-kernel-d16 (the
+    /// RFC's first patch, delta 16), zsmem-kernel-rfc (both patches: delta
+    /// 16 and the RFC's chain rule), kernel-zram,
     /// zsmem-kernel-compact and kernel-zram-compact (the same two compacted
     /// after every step, as `echo 1 > /sys/block/zramN/compact`),
     /// system, jemalloc, mimalloc (these three keep each compressed page
@@ -125,8 +138,14 @@ impl Default for CompareArgs {
             report: "zsmem-report".into(),
             no_report: false,
             histograms: false,
+            page_size: zsmem_lab::corpus::PAGE_SIZE,
         }
     }
+}
+
+/// `--page-size`: 4K, 16K, 64K or a number of bytes.
+fn parse_page_size(s: &str) -> Result<usize, String> {
+    zsmem_lab::corpus::parse_page_size(s).map_err(|e| e.to_string())
 }
 
 /// A contestant's results as printed in json.
@@ -158,19 +177,22 @@ fn percentiles(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
     }
 }
 
-fn make(name: &str, codec: Codec, slots: usize) -> Result<Box<dyn PageContestant>, LabError> {
+fn make(name: &str, cfg: &PageConfig, slots: usize) -> Result<Box<dyn PageContestant>, LabError> {
+    if let Some(c) = make_variant(name, cfg, slots) {
+        return c;
+    }
+    let (codec, page) = (cfg.codec, cfg.page_size);
     Ok(match name {
-        "zsmem" => Box::new(ZsmemContestant::best(codec, slots)?),
-        "zsmem-kernel" => Box::new(ZsmemContestant::kernel_faithful(codec, slots)?),
-        "zsmem-kernel-compact" => Box::new(ZsmemContestant::kernel_compacted(codec, slots)?),
-        "system" => Box::new(ForkedHeap::new(Allocator::System, slots)?),
-        "jemalloc" => Box::new(ForkedHeap::new(Allocator::Jemalloc, slots)?),
-        "mimalloc" => Box::new(ForkedHeap::new(Allocator::Mimalloc, slots)?),
-        "kernel-zram" => Box::new(KernelContestant::new(kernel_algorithm(codec), slots)?),
-        "kernel-zram-compact" => {
-            Box::new(KernelContestant::compacted(kernel_algorithm(codec), slots)?)
+        "system" => Box::new(ForkedHeap::with_config(Allocator::System, cfg, slots)?),
+        "jemalloc" => Box::new(ForkedHeap::with_config(Allocator::Jemalloc, cfg, slots)?),
+        "mimalloc" => Box::new(ForkedHeap::with_config(Allocator::Mimalloc, cfg, slots)?),
+        "kernel-zram" => {
+            KernelContestant::at_page_size(kernel_algorithm(codec), page, false, slots)?
         }
-        other => match zsmem_lab::contestants::peers::make_peer_pages(other, slots) {
+        "kernel-zram-compact" => {
+            KernelContestant::at_page_size(kernel_algorithm(codec), page, true, slots)?
+        }
+        other => match zsmem_lab::contestants::peers::make_peer_pages_with(other, cfg, slots) {
             Some(peer) => peer?,
             None => {
                 return Err(LabError::Usage(format!(
@@ -258,6 +280,12 @@ pub fn run(a: &CompareArgs) -> CliResult {
         // Found unwritable now, not after the whole run.
         probe_report_dir(&a.report)?;
     }
+    let cfg = PageConfig::new(a.page_size, codec).map_err(|e| CliError::Usage(e.to_string()))?;
+    if a.record_trace.is_some() && a.page_size != zsmem_lab::corpus::PAGE_SIZE {
+        return Err(CliError::Usage(
+            "--record-trace records 4 KiB pages only: leave out --page-size".into(),
+        ));
+    }
     let t = Instant::now();
     let (tree, source) = match (&a.input, a.pid) {
         (_, Some(pid)) => (
@@ -274,6 +302,9 @@ pub fn run(a: &CompareArgs) -> CliResult {
             format!("embedded corpus (seed {}, scale {})", a.seed, a.scale),
         ),
     };
+    let tree = tree
+        .with_page_size(cfg.page_size)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     let total = tree.total_pages() as u64;
     if total == 0 {
         return Err(CliError::Usage(format!(
@@ -282,11 +313,12 @@ pub fn run(a: &CompareArgs) -> CliResult {
         )));
     }
     eprintln!(
-        "workload: untar/rm, {} rounds, on {source}: {} files, {} pages ({:.1} MiB), loaded in {:.1}s",
+        "workload: untar/rm, {} rounds, on {source}: {} files, {} pages of {} KiB ({:.1} MiB), loaded in {:.1}s",
         a.rounds,
         tree.files.len(),
         total,
-        mb(total * 4096),
+        cfg.page_size / 1024,
+        mb(total * cfg.page_size as u64),
         t.elapsed().as_secs_f64()
     );
     if let Some(names) = &a.remove {
@@ -308,9 +340,9 @@ pub fn run(a: &CompareArgs) -> CliResult {
     let mut results: Vec<RunResult> = Vec::new();
     let mut skipped: Vec<(String, String)> = Vec::new();
     for name in &a.contestants {
-        let mut c = match make(name, codec, slots) {
+        let mut c = match make(name, &cfg, slots) {
             Ok(c) => c,
-            Err(LabError::Zram(ZramError::Unavailable(why))) => {
+            Err(LabError::Zram(ZramError::Unavailable(why)) | LabError::Skipped(why)) => {
                 eprintln!("skipping {name}: {why}");
                 skipped.push((name.clone(), why));
                 continue;
@@ -368,7 +400,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
             println!(
                 "{}",
                 serde_json::to_string_pretty(&serde_json::json!({
-                    "workload": work, "source": source, "pages": total,
+                    "workload": work, "source": source, "pages": total, "page_size": cfg.page_size,
                     "skipped": skipped, "runs": runs,
                     "all_in_terms": zsmem_lab::allin::explain(),
                 }))
@@ -401,10 +433,12 @@ pub fn run(a: &CompareArgs) -> CliResult {
             }
         }
         _ => {
-            print_tables(&results, &skipped);
+            print_tables(&results, &skipped, cfg.page_size);
+            print!("{}", rfc_text(&results, cfg.page_size));
             if a.histograms {
                 for r in &results {
                     println!("\n== {} latency (ns)", r.contestant);
+                    println!("{}", latency_note(&r.contestant));
                     for (what, h) in [
                         ("store", &r.latency.store),
                         ("load", &r.latency.load),
@@ -429,6 +463,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
                         .join(", "))
             ),
             generated_by: std::env::args().collect::<Vec<_>>().join(" "),
+            page_size: cfg.page_size,
             skipped: skipped.clone(),
         };
         let index = write_report(&a.report, &ctx, &results).map_err(|e| {
@@ -458,7 +493,7 @@ fn probe_report_dir(dir: &std::path::Path) -> CliResult {
     std::fs::remove_file(&probe).map_err(fail)
 }
 
-fn print_tables(results: &[RunResult], skipped: &[(String, String)]) {
+fn print_tables(results: &[RunResult], skipped: &[(String, String)], page_size: usize) {
     for r in results {
         println!("\n== {}: {}", r.contestant, r.config);
         for s in &r.steps {
@@ -519,6 +554,7 @@ fn print_tables(results: &[RunResult], skipped: &[(String, String)]) {
     for (name, why) in skipped {
         println!("{name:<20} skipped: {why}");
     }
+    println!("{LATENCY_NOTE}");
     let costs: Vec<_> = results
         .iter()
         .filter_map(|r| {
@@ -544,7 +580,7 @@ fn print_tables(results: &[RunResult], skipped: &[(String, String)]) {
             c.objects_moved,
             c.bytes_copied as f64 / (1 << 20) as f64,
             c.pages_compacted,
-            c.copy_per_freed_byte(4096),
+            c.copy_per_freed_byte(page_size),
             c.max_lock_hold_ns as f64 / 1000.0
         );
     }

@@ -186,3 +186,103 @@ fn compare_refuses_bad_arguments() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn compare_at_16k_runs_the_rfcs_variants_and_says_what_it_skips() {
+    let out = zsmem(&[
+        "compare",
+        "--scale",
+        "0.01",
+        "--page-size",
+        "16K",
+        "--contestants",
+        "zsmem-kernel,zsmem-kernel-d16,zsmem-kernel-rfc,zsmem,kernel-zram,zbud,afmalloc",
+        "--no-report",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("pages of 16 KiB"), "{err}");
+    // One line per skipped contestant, with its reason.
+    let zbud = err
+        .lines()
+        .find(|l| l.starts_with("skipping zbud: "))
+        .unwrap_or_else(|| panic!("no zbud skip in\n{err}"));
+    assert!(zbud.contains("page-buddied"), "{zbud}");
+    assert!(
+        err.lines().any(|l| l.starts_with("skipping kernel-zram: ")),
+        "{err}"
+    );
+    let t = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "== zsmem-kernel: 16384 pages, chain 8, delta 64",
+        "== zsmem-kernel-d16: 16384 pages, chain 8, delta 16",
+        "== zsmem-kernel-rfc: 16384 pages, chain 8, delta 16, span-aware",
+        "== zsmem: 16384 pages",
+        "== afmalloc: afmalloc: zram's 16384 B pages",
+        "== what the RFC saves at 16 KiB pages",
+        "pool saved against zsmem-kernel",
+        "rounding / free slots in held zspages",
+        "syscall plus O_DIRECT",
+        "zbud                 skipped: zbud is page-buddied",
+    ] {
+        assert!(t.contains(needle), "missing {needle} in\n{t}");
+    }
+    let rfc = &t[t.find("== what the RFC saves").unwrap()..];
+    let header = rfc.lines().find(|l| l.starts_with("step")).unwrap();
+    for v in [
+        "zsmem-kernel",
+        "zsmem-kernel-d16",
+        "zsmem-kernel-rfc",
+        "zsmem",
+    ] {
+        assert!(header.contains(v), "{header}");
+    }
+    assert!(
+        rfc.contains("r1:untar") && rfc.contains("store p50/p99"),
+        "{rfc}"
+    );
+}
+
+#[test]
+fn bad_page_sizes_are_refused_with_the_sizes_allowed() {
+    for bad in ["3K", "128K", "big"] {
+        for cmd in [&["compare", "--no-report"][..], &["bench", "store"][..]] {
+            let mut args = cmd.to_vec();
+            args.extend(["--page-size", bad]);
+            let out = zsmem(&args);
+            assert!(!out.status.success(), "{bad}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("4K, 16K or 64K"), "{bad}: {err}");
+        }
+    }
+}
+
+#[test]
+fn bench_store_takes_a_page_size() {
+    let out = zsmem(&[
+        "bench",
+        "store",
+        "--scale",
+        "0.01",
+        "--page-size",
+        "64K",
+        "--pool",
+        "kernel-rfc",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["page_size"], 65536);
+    assert!(
+        v["zsmem"]["config"]
+            .as_str()
+            .unwrap()
+            .starts_with("65536 pages, chain 8, delta 16, span-aware")
+    );
+    assert!(v["kernel_skipped"].is_string() || v["kernel"].is_object());
+}

@@ -352,7 +352,7 @@ fn measure(c: &mut dyn PageContestant, pages: &[&Page]) -> [Figures; 3] {
         c.config()
     );
     for i in (0..pages.len()).step_by(97) {
-        c.load(i as u64, &mut out).unwrap();
+        c.load(i as u64, &mut out[..]).unwrap();
         assert!(out[..] == pages[i][..], "{name}: slot {i}");
     }
     for i in (0..pages.len()).step_by(2) {

@@ -216,7 +216,7 @@ fn malloc_baselines_are_never_below_the_data_and_see_their_release() {
             c.store(i, &noisy_page(i)).unwrap();
         }
         let mut out = Box::new([0u8; PAGE_SIZE]);
-        c.load(17, &mut out).unwrap();
+        c.load(17, &mut out[..]).unwrap();
         assert!(out[..] == noisy_page(17)[..]);
         let full = c.figures().unwrap();
         // Free the first 90%: whole pages of the heap become free.

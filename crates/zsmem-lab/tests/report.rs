@@ -107,6 +107,7 @@ fn ctx() -> ReportContext {
         workload: "untar/rm, 2 rounds".into(),
         generated_by: "zsmem compare --rounds 2 --report out".into(),
         skipped: vec![("kernel-zram".into(), "needs root & the zram module".into())],
+        ..ReportContext::default()
     }
 }
 

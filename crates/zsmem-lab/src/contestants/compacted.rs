@@ -32,6 +32,10 @@ impl<C: PageContestant> PageContestant for CompactEveryStep<C> {
         &self.name
     }
 
+    fn page_size(&self) -> usize {
+        self.inner.page_size()
+    }
+
     fn config(&self) -> String {
         format!("{}; compacted after every step", self.inner.config())
     }

@@ -63,8 +63,8 @@ use crate::allin::{self, Term};
 use crate::contestants::heap::HeapObjects;
 use crate::contestants::heap::MemoryMethod;
 use crate::contestants::zram_front::ZramFront;
-use crate::contestants::{Figures, LabError, PageContestant};
-use crate::corpus::{PAGE_SIZE, Page};
+use crate::contestants::{Figures, LabError, PageConfig, PageContestant};
+use crate::corpus::Page;
 
 /// The general purpose allocators the baselines use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -225,14 +225,27 @@ pub struct ForkedHeap {
     pid: libc::pid_t,
     config: String,
     op_time: Option<Duration>,
-    request: Box<[u8; HEADER + PAGE_SIZE]>,
+    cfg: PageConfig,
+    /// A request: `HEADER` bytes, then room for a page.
+    request: Vec<u8>,
     reply: Vec<u8>,
 }
 
 impl ForkedHeap {
-    /// A baseline of `slots` pages on `allocator`, in a new child process.
-    /// Fails on zero slots, or if the child cannot be made or set up.
+    /// A baseline of `slots` 4 KiB pages compressed with lz4 on
+    /// `allocator`, in a new child process. Fails on zero slots, or if the
+    /// child cannot be made or set up.
     pub fn new(allocator: Allocator, slots: usize) -> Result<Self, LabError> {
+        Self::with_config(allocator, &PageConfig::default(), slots)
+    }
+
+    /// As [`ForkedHeap::new`], for pages of `cfg`'s size compressed (in the
+    /// child) with `cfg`'s codec.
+    pub fn with_config(
+        allocator: Allocator,
+        cfg: &PageConfig,
+        slots: usize,
+    ) -> Result<Self, LabError> {
         let name = allocator.name();
         if slots == 0 {
             return Err(LabError::Usage(format!("{name}: needs at least one slot")));
@@ -250,7 +263,7 @@ impl ForkedHeap {
         }
         if pid == 0 {
             drop(parent_end);
-            child_main(allocator, slots, child_end);
+            child_main(allocator, *cfg, slots, child_end);
         }
         drop(child_end);
         let mut me = ForkedHeap {
@@ -259,8 +272,9 @@ impl ForkedHeap {
             pid,
             config: String::new(),
             op_time: None,
-            request: Box::new([0u8; HEADER + PAGE_SIZE]),
-            reply: Vec::with_capacity(PAGE_SIZE + 64),
+            cfg: *cfg,
+            request: vec![0u8; HEADER + cfg.page_size],
+            reply: Vec::with_capacity(cfg.page_size + 64),
         };
         // The child greets with its configuration, or says why it failed.
         me.receive()?;
@@ -292,8 +306,11 @@ impl ForkedHeap {
         self.request[9..17].copy_from_slice(&count.to_le_bytes());
         let len = match page {
             Some(p) => {
+                if p.len() != self.cfg.page_size {
+                    return Err(self.cfg.wrong_length(self.allocator.name(), p.len()));
+                }
                 self.request[HEADER..].copy_from_slice(p);
-                HEADER + PAGE_SIZE
+                HEADER + p.len()
             }
             None => HEADER,
         };
@@ -330,6 +347,10 @@ impl PageContestant for ForkedHeap {
         self.allocator.name()
     }
 
+    fn page_size(&self) -> usize {
+        self.cfg.page_size
+    }
+
     fn config(&self) -> String {
         self.config.clone()
     }
@@ -339,8 +360,11 @@ impl PageContestant for ForkedHeap {
     }
 
     fn load(&mut self, slot: u64, buf: &mut Page) -> Result<(), LabError> {
+        if buf.len() != self.cfg.page_size {
+            return Err(self.cfg.wrong_length(self.allocator.name(), buf.len()));
+        }
         self.call(OP_LOAD, slot, 0, None)?;
-        if self.reply.len() != PAGE_SIZE {
+        if self.reply.len() != buf.len() {
             return Err(LabError::Mismatch {
                 contestant: self.allocator.name().into(),
                 slot,
@@ -429,11 +453,15 @@ impl Drop for ForkedHeap {
 }
 
 /// The child: serve until the socket closes, then `_exit`.
-fn child_main(allocator: Allocator, slots: usize, sock: UnixStream) -> ! {
+fn child_main(allocator: Allocator, cfg: PageConfig, slots: usize, sock: UnixStream) -> ! {
     // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut server = Server { sock, allocator };
+        let mut server = Server {
+            sock,
+            allocator,
+            cfg,
+        };
         match allocator {
             Allocator::System => server.run(std::alloc::System, slots),
             Allocator::Jemalloc => server.run(tikv_jemallocator::Jemalloc, slots),
@@ -453,6 +481,7 @@ fn child_main(allocator: Allocator, slots: usize, sock: UnixStream) -> ! {
 struct Server {
     sock: UnixStream,
     allocator: Allocator,
+    cfg: PageConfig,
 }
 
 impl Server {
@@ -469,7 +498,7 @@ impl Server {
         let name = self.allocator.name();
         let made = HeapObjects::new(name, alloc, MemoryMethod::ProcessRss).and_then(|mut heap| {
             heap.reserve(slots + 1);
-            ZramFront::new(heap, slots)
+            ZramFront::with_config(heap, &self.cfg, slots)
         });
         let mut front = match made {
             Ok(f) => f,
@@ -483,11 +512,13 @@ impl Server {
         let in_use_base = self.allocator.in_use();
         let table = front.slot_table_bytes();
         let greeting = format!(
-            "{name} in child process {}: zram's pages (same-filled as a word, lz4, raw from {} B), \
+            "{name} in child process {}: zram's {} B pages (same-filled as a word, {}, raw from {} B), \
              one heap allocation per page; memory: anonymous RSS growth after {} at every step \
              (baseline {} KiB){}",
             std::process::id(),
-            crate::contestants::zram_front::HUGE_CLASS_SIZE,
+            self.cfg.page_size,
+            self.cfg.codec.name(),
+            front.huge_size(),
             self.allocator.release_text(),
             base / 1024,
             match in_use_base {
@@ -496,8 +527,8 @@ impl Server {
             }
         );
         self.reply(true, 0, greeting.as_bytes())?;
-        let mut req = Box::new([0u8; HEADER + PAGE_SIZE]);
-        let mut page: Box<Page> = Box::new([0u8; PAGE_SIZE]);
+        let mut req = vec![0u8; HEADER + self.cfg.page_size];
+        let mut page: Box<Page> = vec![0u8; self.cfg.page_size].into_boxed_slice();
         let mut words = [0u8; FIGURE_WORDS * 8];
         loop {
             match self.sock.read_exact(&mut req[..HEADER]) {

@@ -5,9 +5,10 @@
 //! peers (`super::peers`) share. Each page is handled exactly as zram (and zsmem's `PageStore`) handles
 //! it, so the comparison is about the allocator alone: a same-filled page
 //! (every 8-byte word equal) keeps only its word and allocates nothing;
-//! any other page is compressed with lz4 (`zsmem::Codec::Lz4`, the codec the
-//! other contestants use) into at most [`HUGE_CLASS_SIZE`](super::zram_front::HUGE_CLASS_SIZE) bytes, and a page
-//! that does not compress under that is kept raw (4096 bytes, a "huge"
+//! any other page is compressed with the run's codec (lz4 by default, the
+//! codec the other contestants use) into at most the kernel's huge class
+//! size ([`HUGE_CLASS_SIZE`](super::zram_front::HUGE_CLASS_SIZE) at 4 KiB), and a page
+//! that does not compress under that is kept raw (a whole page, a "huge"
 //! page). The compressed bytes are then kept as one plain heap allocation of
 //! exactly their length (`Layout::from_size_align(len, 1)`) from a general
 //! purpose allocator, and a slot table remembers where. Nothing is ever
@@ -80,7 +81,7 @@ use mimalloc::MiMalloc;
 use tikv_jemallocator::Jemalloc;
 
 use super::zram_front::{Parts, ZramFront};
-use super::{LabError, ObjectContestant, ObjectMemory};
+use super::{LabError, ObjectContestant, ObjectMemory, PageConfig};
 
 /// How a heap contestant's memory figure is measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -269,10 +270,22 @@ impl<A: GlobalAlloc> ZramFront<HeapObjects<A>> {
         method: MemoryMethod,
         slots: usize,
     ) -> Result<Self, LabError> {
+        Self::with_allocator_config(name, alloc, method, &PageConfig::default(), slots)
+    }
+
+    /// As [`ZramFront::with_allocator`], for pages of `cfg`'s size
+    /// compressed with `cfg`'s codec.
+    pub fn with_allocator_config(
+        name: &str,
+        alloc: A,
+        method: MemoryMethod,
+        cfg: &PageConfig,
+        slots: usize,
+    ) -> Result<Self, LabError> {
         if slots == 0 {
             return Err(LabError::Usage(format!("{name}: needs at least one slot")));
         }
-        let mut front = Parts::new(slots);
+        let mut front = Parts::new(slots, cfg)?;
         front.free_at_start = match method {
             MemoryMethod::GlibcMallinfo => glibc_free(),
             _ => None,
@@ -540,7 +553,7 @@ mod tests {
         assert!(f.compr > 4096 && f.compr < 4096 + HUGE_CLASS_SIZE as u64);
         let mut out = Box::new([0u8; PAGE_SIZE]);
         for (slot, want) in [(0, text(1)), (1, noise(2)), (2, Box::new([7u8; PAGE_SIZE]))] {
-            c.load(slot, &mut out).unwrap();
+            c.load(slot, &mut out[..]).unwrap();
             assert!(out[..] == want[..], "slot {slot}");
         }
         c.discard(0, 8).unwrap();

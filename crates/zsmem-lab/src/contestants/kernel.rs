@@ -42,6 +42,44 @@ impl KernelContestant {
             Self::named("kernel-zram-compact", algorithm, slots)?,
         ))
     }
+
+    /// Why the kernel's zram cannot store pages of `page_size` bytes here,
+    /// or `None` if it can: a zram device's pages are the running kernel's
+    /// (`sysconf(_SC_PAGESIZE)`), and the lab's driver speaks 4 KiB pages.
+    pub fn page_size_mismatch(page_size: usize) -> Option<String> {
+        // SAFETY: sysconf only reads a system constant.
+        let os = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(0);
+        if os != page_size {
+            Some(format!(
+                "the running kernel's pages are {os} bytes, not {page_size}: its zram stores {os}-byte pages"
+            ))
+        } else if page_size != PAGE_SIZE {
+            Some(format!(
+                "the lab's zram driver reads and writes {PAGE_SIZE}-byte pages only, not {page_size}"
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// `kernel-zram` (or with `compacted`, `kernel-zram-compact`) for
+    /// pages of `page_size` bytes: [`LabError::Skipped`] with the reason
+    /// where the running kernel's page size differs.
+    pub fn at_page_size(
+        algorithm: &str,
+        page_size: usize,
+        compacted: bool,
+        slots: usize,
+    ) -> Result<Box<dyn PageContestant>, LabError> {
+        if let Some(why) = Self::page_size_mismatch(page_size) {
+            return Err(LabError::Skipped(why));
+        }
+        Ok(if compacted {
+            Box::new(Self::compacted(algorithm, slots)?)
+        } else {
+            Box::new(Self::new(algorithm, slots)?)
+        })
+    }
 }
 
 impl PageContestant for KernelContestant {

@@ -1,16 +1,20 @@
-//! The contestants and what they all implement: [`PageContestant`] (4 KiB pages in numbered
+//! The contestants and what they all implement: [`PageContestant`] (pages in numbered
 //! slots, zram's interface) and [`ObjectContestant`] (objects of n bytes, an allocator's), the
-//! [`Figures`] every page contestant reports, and the lab's [`LabError`].
+//! [`Figures`] every page contestant reports, the [`PageConfig`] they share, and the lab's
+//! [`LabError`].
 //!
-//! Page workloads feed every contestant the same 4 KiB pages. The kernel's
-//! zram compresses them itself; the zsmem-family contestants compress them
-//! with the same algorithm (lz4 by default) through zsmem's `PageStore`, so
-//! both see identical objects. The other contestants are allocators of objects put behind
-//! zram's page handling ([`zram_front`]).
+//! Page workloads feed every contestant the same pages, of the run's page
+//! size (4 KiB by default; 16 or 64 KiB for a large-page system). The
+//! kernel's zram compresses them itself; every other contestant compresses
+//! each page as a unit with the run's codec ([`PageConfig::codec`]): the
+//! zsmem-family contestants through zsmem's `PageStore`, the peers and the
+//! malloc baselines through zram's page handling ([`zram_front`]), so all
+//! see identical objects.
 //!
 //! This module depends on none of its children but [`kernel_zram`] (for its error); the
 //! children depend on it and on each other downwards only:
-//! `zram_front` <- `heap`, `peers` <- `forked`, `objects`.
+//! `zsmem` <- `zram_front` <- `heap`, `peers` <- `forked`, `objects` (the front takes the
+//! kernel's huge class size from `zsmem::variant_pool`).
 //!
 //! | module | concern |
 //! |---|---|
@@ -37,8 +41,51 @@ pub mod zsmem;
 use serde::Serialize;
 
 use crate::allin::{self, Term};
-use crate::corpus::Page;
+use crate::corpus::{PAGE_SIZE, Page};
 use kernel_zram::ZramError;
+
+/// What every page contestant of a run shares: the size of its pages and
+/// the codec that compresses each page as a unit.
+///
+/// ```
+/// use zsmem_lab::contestants::PageConfig;
+/// let c = PageConfig::default();
+/// assert_eq!((c.page_size, c.codec), (4096, zsmem::Codec::Lz4));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageConfig {
+    /// Bytes per page (a power of two, 4 KiB to 64 KiB).
+    pub page_size: usize,
+    /// The codec each page is compressed with.
+    pub codec: ::zsmem::Codec,
+}
+
+impl Default for PageConfig {
+    /// 4 KiB pages, lz4.
+    fn default() -> Self {
+        PageConfig {
+            page_size: PAGE_SIZE,
+            codec: ::zsmem::Codec::Lz4,
+        }
+    }
+}
+
+impl PageConfig {
+    /// `page_size` pages compressed with `codec`; a page size the lab
+    /// cannot cut a tree into is an error.
+    pub fn new(page_size: usize, codec: ::zsmem::Codec) -> Result<Self, LabError> {
+        crate::corpus::check_page_size(page_size)?;
+        Ok(PageConfig { page_size, codec })
+    }
+
+    /// The error for a page of `len` bytes given to `who`.
+    pub(crate) fn wrong_length(&self, who: &str, len: usize) -> LabError {
+        LabError::Usage(format!(
+            "{who}: a page is {} bytes here, not {len}",
+            self.page_size
+        ))
+    }
+}
 
 /// Errors of the lab.
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +110,10 @@ pub enum LabError {
     /// A bad argument.
     #[error("{0}")]
     Usage(String),
+    /// The contestant cannot run here (at this page size, on this
+    /// kernel): the reason, the one line printed when it is skipped.
+    #[error("{0}")]
+    Skipped(String),
 }
 
 /// Memory figures of a contestant at one point of a workload, in bytes.
@@ -133,10 +184,15 @@ fn ratio(a: i64, b: u64) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
 }
 
-/// A contestant that keeps 4 KiB pages in numbered slots.
+/// A contestant that keeps pages (4 KiB unless made for another size) in
+/// numbered slots.
 pub trait PageContestant {
     /// Short name used in tables.
     fn name(&self) -> &str;
+    /// Bytes per page; `store` and `load` take pages of exactly this size.
+    fn page_size(&self) -> usize {
+        PAGE_SIZE
+    }
     /// The configuration, for the report.
     fn config(&self) -> String;
     /// Store a page in a slot (replacing what was there).

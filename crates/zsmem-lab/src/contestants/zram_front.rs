@@ -1,16 +1,27 @@
 //! zram's page handling in front of any object contestant: same-filled pages kept as their
-//! word, other pages lz4-compressed into one object each, raw when "huge"; the slot table.
+//! word, other pages compressed with the run's codec into one object each, raw when "huge";
+//! the slot table.
 
-use super::{Figures, LabError, ObjectContestant, PageContestant};
+use super::{Figures, LabError, ObjectContestant, PageConfig, PageContestant};
 use crate::allin::{self, Term};
-use crate::corpus::{PAGE_SIZE, Page};
+use crate::corpus::Page;
 use zsmem::store::same_filled;
 
-/// The compressed size from which a page is stored raw: the kernel's
+/// The compressed size from which a 4 KiB page is stored raw: the kernel's
 /// `huge_class_size` for 4 KiB pages and zsmalloc chain size 8 (the largest
 /// non-huge class, 3632 bytes, less zsmalloc's 8-byte in-object handle, plus
-/// one). A page whose lz4 output would be this long or longer is "huge".
+/// one). A page whose compressed form would be this long or longer is
+/// "huge". Other page sizes: [`huge_class_size`].
 pub const HUGE_CLASS_SIZE: usize = 3625;
+
+/// The kernel's `huge_class_size` for pages of `page_size` bytes under its
+/// current rules (chain 8, class delta `page_size / 256`): what zram on
+/// such a kernel stores raw. [`HUGE_CLASS_SIZE`] at 4 KiB.
+pub fn huge_class_size(page_size: usize) -> Result<usize, LabError> {
+    let pool = super::zsmem::variant_pool("zsmem-kernel", page_size)
+        .ok_or_else(|| LabError::Usage("zsmem-kernel is a variant".into()))?;
+    Ok(zsmem::SizeClassTable::new(pool.size_classes())?.huge_class_size())
+}
 
 /// What a slot holds.
 #[derive(Clone, Copy, Debug, Default)]
@@ -42,6 +53,9 @@ pub struct ZramFront<S: ObjectContestant> {
     scratch: Box<Page>,
     /// An object read back, before decompression.
     buf: Vec<u8>,
+    cfg: PageConfig,
+    /// Compressed sizes from this one are stored raw.
+    huge_size: usize,
     pages_stored: u64,
     compr_bytes: u64,
     same_pages: u64,
@@ -53,17 +67,22 @@ pub(super) struct Parts {
     slots: Vec<Entry>,
     scratch: Box<Page>,
     buf: Vec<u8>,
+    cfg: PageConfig,
+    huge_size: usize,
     pub(super) free_at_start: Option<u64>,
 }
 
 impl Parts {
-    pub(super) fn new(slots: usize) -> Parts {
-        Parts {
+    pub(super) fn new(slots: usize, cfg: &PageConfig) -> Result<Parts, LabError> {
+        let huge_size = huge_class_size(cfg.page_size)?;
+        Ok(Parts {
             slots: vec![Entry::Empty; slots],
-            scratch: Box::new([0u8; PAGE_SIZE]),
-            buf: Vec::with_capacity(PAGE_SIZE),
+            scratch: vec![0u8; cfg.page_size].into_boxed_slice(),
+            buf: Vec::with_capacity(cfg.page_size),
+            cfg: *cfg,
+            huge_size,
             free_at_start: None,
-        }
+        })
     }
 
     pub(super) fn with_objects<S: ObjectContestant>(self, objects: S) -> ZramFront<S> {
@@ -73,6 +92,8 @@ impl Parts {
             slots: self.slots,
             scratch: self.scratch,
             buf: self.buf,
+            cfg: self.cfg,
+            huge_size: self.huge_size,
             pages_stored: 0,
             compr_bytes: 0,
             same_pages: 0,
@@ -82,15 +103,41 @@ impl Parts {
 }
 
 impl<S: ObjectContestant> ZramFront<S> {
-    /// `slots` pages kept in `objects`; fails on zero slots.
+    /// `slots` 4 KiB pages compressed with lz4 and kept in `objects`;
+    /// fails on zero slots.
     pub fn new(objects: S, slots: usize) -> Result<Self, LabError> {
+        Self::with_config(objects, &PageConfig::default(), slots)
+    }
+
+    /// `slots` pages of `cfg`'s size compressed with `cfg`'s codec and kept
+    /// in `objects`; fails on zero slots.
+    pub fn with_config(objects: S, cfg: &PageConfig, slots: usize) -> Result<Self, LabError> {
         if slots == 0 {
             return Err(LabError::Usage(format!(
                 "{}: needs at least one slot",
                 objects.name()
             )));
         }
-        Ok(Parts::new(slots).with_objects(objects))
+        Ok(Parts::new(slots, cfg)?.with_objects(objects))
+    }
+
+    /// The page size and codec.
+    pub fn page_config(&self) -> &PageConfig {
+        &self.cfg
+    }
+
+    /// Compressed sizes from this one are stored raw (the kernel's
+    /// `huge_class_size` at the page size).
+    pub fn huge_size(&self) -> usize {
+        self.huge_size
+    }
+
+    fn check_len(&self, len: usize) -> Result<(), LabError> {
+        if len == self.cfg.page_size {
+            Ok(())
+        } else {
+            Err(self.cfg.wrong_length(self.objects.name(), len))
+        }
     }
 
     /// The object store.
@@ -132,10 +179,10 @@ impl<S: ObjectContestant> ZramFront<S> {
 
     /// Compress `page` and keep the result as one object.
     fn allocate(&mut self, page: &Page) -> Result<Entry, LabError> {
-        let limit = HUGE_CLASS_SIZE.min(PAGE_SIZE);
+        let limit = self.huge_size.min(self.cfg.page_size);
         let (bytes, huge): (&[u8], bool) =
-            match zsmem::Codec::Lz4.compress(page, &mut self.scratch[..limit]) {
-                Some(n) if n > 0 && n < HUGE_CLASS_SIZE => (&self.scratch[..n], false),
+            match self.cfg.codec.compress(page, &mut self.scratch[..limit]) {
+                Some(n) if n > 0 && n < self.huge_size => (&self.scratch[..n], false),
                 _ => (page, true),
             };
         let len = bytes.len() as u32;
@@ -180,6 +227,10 @@ impl<S: ObjectContestant> PageContestant for ZramFront<S> {
         self.objects.name()
     }
 
+    fn page_size(&self) -> usize {
+        self.cfg.page_size
+    }
+
     fn config(&self) -> String {
         let free = match self.free_at_start {
             Some(b) => format!(
@@ -189,15 +240,18 @@ impl<S: ObjectContestant> PageContestant for ZramFront<S> {
             None => String::new(),
         };
         format!(
-            "{}: zram's pages (same-filled as a word, lz4, raw from {} B), one object per page; {}{free}",
+            "{}: zram's {} B pages (same-filled as a word, {}, raw from {} B), one object per page; {}{free}",
             self.objects.name(),
-            HUGE_CLASS_SIZE,
+            self.cfg.page_size,
+            self.cfg.codec.name(),
+            self.huge_size,
             self.objects.config()
         )
     }
 
     fn store(&mut self, slot: u64, page: &Page) -> Result<(), LabError> {
         let i = self.index(slot)?;
+        self.check_len(page.len())?;
         let new = match same_filled(page) {
             Some(word) => Entry::Same(word),
             None => self.allocate(page)?,
@@ -210,6 +264,7 @@ impl<S: ObjectContestant> PageContestant for ZramFront<S> {
 
     fn load(&mut self, slot: u64, buf: &mut Page) -> Result<(), LabError> {
         let i = self.index(slot)?;
+        self.check_len(buf.len())?;
         match self.slots[i] {
             Entry::Empty => buf.fill(0),
             Entry::Same(word) => {
@@ -220,7 +275,7 @@ impl<S: ObjectContestant> PageContestant for ZramFront<S> {
             Entry::Object { id, huge, .. } => {
                 self.objects.read(id, &mut self.buf)?;
                 if huge {
-                    if self.buf.len() != PAGE_SIZE {
+                    if self.buf.len() != self.cfg.page_size {
                         return Err(LabError::Mismatch {
                             contestant: self.objects.name().to_string(),
                             slot,
@@ -228,7 +283,7 @@ impl<S: ObjectContestant> PageContestant for ZramFront<S> {
                     }
                     buf.copy_from_slice(&self.buf);
                 } else {
-                    zsmem::Codec::Lz4.decompress(&self.buf, buf)?;
+                    self.cfg.codec.decompress(&self.buf, buf)?;
                 }
             }
         }
@@ -270,7 +325,7 @@ impl<S: ObjectContestant> PageContestant for ZramFront<S> {
             },
         ];
         let f = Figures {
-            orig: self.pages_stored * PAGE_SIZE as u64,
+            orig: self.pages_stored * self.cfg.page_size as u64,
             compr: self.compr_bytes,
             pool: m.held,
             meta: m.meta,
@@ -302,8 +357,18 @@ mod tests {
     }
 
     #[test]
+    fn huge_class_size_follows_the_page_size() {
+        assert_eq!(huge_class_size(4096).unwrap(), HUGE_CLASS_SIZE);
+        // Larger pages: the largest non-huge class less the handle, plus one.
+        for page in [16384, 65536] {
+            let h = huge_class_size(page).unwrap();
+            assert!(h > page / 2 && h < page, "{page}: {h}");
+        }
+    }
+
+    #[test]
     fn same_filled_is_per_8_byte_word() {
-        let mut p = [0u8; PAGE_SIZE];
+        let mut p = [0u8; crate::corpus::PAGE_SIZE];
         assert_eq!(same_filled(&p), Some(0));
         for (i, b) in p.iter_mut().enumerate() {
             *b = (i % 8) as u8;

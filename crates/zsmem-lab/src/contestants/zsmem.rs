@@ -1,16 +1,90 @@
 //! zsmem as a contestant: pages through zsmem's `PageStore` (zram's semantics), objects in a
 //! zsmem `Pool` (for size traces).
 
-use zsmem::{Codec, Handle, PageStore, PageStoreConfig, Pool, PoolConfig};
+use zsmem::{
+    ChainRule, Codec, Handle, PageStore, PageStoreConfig, Pool, PoolConfig, SizeClassConfig,
+};
 
 use super::compacted::CompactEveryStep;
-use super::{Figures, LabError, ObjectContestant, ObjectMemory, PageContestant};
+use super::{Figures, LabError, ObjectContestant, ObjectMemory, PageConfig, PageContestant};
 use crate::allin::{self, Term};
 use crate::corpus::Page;
 
 /// Time given to the returner thread beyond the return delay before a
 /// step's figures are read.
 const RETURN_SLACK: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// The zsmem-family contestants at any page size, by name: zsmem's own
+/// configuration, and the kernel's zsmalloc three ways (the RFC's table,
+/// 000-zsmalloc-size-classes.txt): today's rules, the RFC's first patch,
+/// and both patches.
+pub const ZSMEM_VARIANTS: &[&str] = &[
+    "zsmem",
+    "zsmem-kernel",
+    "zsmem-kernel-d16",
+    "zsmem-kernel-rfc",
+];
+
+/// The pool of a zsmem-family contestant at `page_size`; `None` for
+/// another name.
+///
+/// - `zsmem`: [`PoolConfig::default`] (16-byte classes at every page size);
+/// - `zsmem-kernel` (and `zsmem-kernel-compact`): the kernel's current
+///   rules for that page size, [`PoolConfig::kernel`] with the class delta
+///   `page_size / 256` (16 bytes at 4 KiB, 64 at 16 KiB, 256 at 64 KiB);
+/// - `zsmem-kernel-d16`: the RFC's first patch, delta 16;
+/// - `zsmem-kernel-rfc`: both patches, delta 16 and the RFC's chain rule
+///   ([`ChainRule::SpanAware`]).
+///
+/// ```
+/// use zsmem_lab::contestants::zsmem::variant_pool;
+/// let k = variant_pool("zsmem-kernel", 16384).unwrap();
+/// assert_eq!((k.page_size, k.class_delta, k.chain_size), (16384, 64, 8));
+/// assert_eq!(variant_pool("zsmem-kernel-d16", 16384).unwrap().class_delta, 16);
+/// ```
+pub fn variant_pool(name: &str, page_size: usize) -> Option<PoolConfig> {
+    let kernel = PoolConfig {
+        page_size,
+        ..PoolConfig::kernel()
+    };
+    Some(match name {
+        "zsmem" => PoolConfig {
+            page_size,
+            ..PoolConfig::default()
+        },
+        "zsmem-kernel" | "zsmem-kernel-compact" => PoolConfig {
+            class_delta: SizeClassConfig::legacy_delta(page_size),
+            ..kernel
+        },
+        "zsmem-kernel-d16" => PoolConfig {
+            class_delta: 16,
+            ..kernel
+        },
+        "zsmem-kernel-rfc" => PoolConfig {
+            class_delta: 16,
+            chain_rule: ChainRule::SpanAware,
+            ..kernel
+        },
+        _ => return None,
+    })
+}
+
+/// Make a zsmem-family page contestant by name (one of [`ZSMEM_VARIANTS`],
+/// or `zsmem-kernel-compact`) for `cfg`'s page size and codec; `None` for
+/// another name.
+pub fn make_variant(
+    name: &str,
+    cfg: &PageConfig,
+    slots: usize,
+) -> Option<Result<Box<dyn PageContestant>, LabError>> {
+    let pool = variant_pool(name, cfg.page_size)?;
+    let c = ZsmemContestant::new(name, pool, cfg.codec, slots);
+    Some(if name == "zsmem-kernel-compact" {
+        c.map(|c| Box::new(CompactEveryStep::new(name, c)) as Box<dyn PageContestant>)
+    } else {
+        c.map(|c| Box::new(c) as Box<dyn PageContestant>)
+    })
+}
 
 /// zsmem's `PageStore` as a contestant.
 pub struct ZsmemContestant {
@@ -71,13 +145,18 @@ impl PageContestant for ZsmemContestant {
         &self.name
     }
 
+    fn page_size(&self) -> usize {
+        self.store.pool().config().page_size
+    }
+
     fn config(&self) -> String {
         let c = self.store.pool().config();
         format!(
-            "{} pages, chain {}, delta {}, {}{}, compaction {:?}",
+            "{} pages, chain {}, delta {}, {} chains, {}{}, compaction {:?}",
             c.page_size,
             c.chain_size,
             c.class_delta,
+            c.chain_rule.name(),
             self.store.codec().name(),
             if c.kernel_handle_header {
                 ", in-object handle counted"

@@ -1,5 +1,6 @@
 //! Page sources for the lab's workloads: a file tree held in memory, split
-//! into 4 KiB pages the way a filesystem would store it.
+//! into pages (4 KiB by default, 16 or 64 KiB for a large-page system) the way a filesystem
+//! would store it.
 //!
 //! The tree comes from a directory ([`FileTree::from_dir`]), a tar archive,
 //! plain or gzip/xz compressed ([`FileTree::from_tar`]), or the embedded
@@ -24,4 +25,6 @@ pub mod tree;
 pub use read::{CorpusError, default_input_limit};
 pub use stats::{HUGE_THRESHOLD, Histogram, compressed_size_histogram, is_same_filled, lz4_len};
 pub use synth::GENERATED_BYTES_AT_SCALE_1;
-pub use tree::{FileEntry, FileTree, PAGE_SIZE, Page};
+pub use tree::{
+    FileEntry, FileTree, MAX_PAGE_SIZE, PAGE_SIZE, Page, check_page_size, parse_page_size,
+};

@@ -56,6 +56,21 @@ pub enum CorpusError {
         /// The limit, in bytes.
         limit: u64,
     },
+    /// A page size the lab cannot cut a tree into.
+    #[error(
+        "page size {page_size} must be a power of two from 4096 to {} (4K, 16K or 64K)",
+        zsmem::size_class::MAX_PAGE_SIZE
+    )]
+    BadPageSize {
+        /// The size asked for, in bytes.
+        page_size: usize,
+    },
+    /// A page size that is not a number.
+    #[error("page size `{text}` is not a size: use 4K, 16K or 64K (or a number of bytes)")]
+    BadPageSizeText {
+        /// The text given, escaped.
+        text: String,
+    },
     /// The archive started well but is damaged or cut short.
     #[error("{}: corrupt or truncated archive: {reason}", shown_path(path))]
     Corrupt {

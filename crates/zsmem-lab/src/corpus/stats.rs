@@ -2,14 +2,17 @@
 
 use crate::corpus::tree::{FileTree, PAGE_SIZE, Page};
 
-/// Compressed size at or above which a page counts as "huge": zram would
-/// store it uncompressed. Three quarters of a page, a round figure close to
-/// zsmalloc's huge class size.
+/// Compressed size at or above which a 4 KiB page counts as "huge": zram
+/// would store it uncompressed. Three quarters of a page, a round figure
+/// close to zsmalloc's huge class size (for other page sizes, three
+/// quarters of theirs).
 pub const HUGE_THRESHOLD: usize = PAGE_SIZE * 3 / 4;
 
 /// Distribution of per-page compressed sizes over a tree.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Histogram {
+    /// Bytes per page of the tree.
+    pub page_size: usize,
     /// Width of one bucket in bytes.
     pub bucket_bytes: usize,
     /// Pages by compressed size (same-filled pages excluded): bucket `i`
@@ -20,8 +23,9 @@ pub struct Histogram {
     pub pages: u64,
     /// Pages whose 8-byte words are all equal: zram stores no data for them.
     pub same_filled: u64,
-    /// Pages that compress to [`HUGE_THRESHOLD`] bytes or more (a subset of
-    /// the top buckets): zram stores them as whole pages.
+    /// Pages that compress to three quarters of a page or more
+    /// ([`HUGE_THRESHOLD`] at 4 KiB; a subset of the top buckets): zram
+    /// stores them as whole pages.
     pub huge: u64,
     /// Bytes as zram would store them: 0 per same-filled page, a page per
     /// huge page, the compressed size otherwise.
@@ -29,9 +33,9 @@ pub struct Histogram {
 }
 
 impl Histogram {
-    /// Pages times [`PAGE_SIZE`].
+    /// Pages times the page size.
     pub fn orig_bytes(&self) -> u64 {
-        self.pages * PAGE_SIZE as u64
+        self.pages * self.page_size as u64
     }
 
     /// Stored bytes over original bytes.
@@ -85,8 +89,11 @@ pub fn compressed_size_histogram(
     bucket_bytes: usize,
 ) -> Histogram {
     assert!(bucket_bytes > 0, "bucket width must be positive");
-    let n = PAGE_SIZE.div_ceil(bucket_bytes);
+    let page_size = tree.page_size();
+    let huge_threshold = page_size * 3 / 4;
+    let n = page_size.div_ceil(bucket_bytes);
     let mut h = Histogram {
+        page_size,
         bucket_bytes,
         buckets: vec![0; n],
         pages: 0,
@@ -100,11 +107,11 @@ pub fn compressed_size_histogram(
             h.same_filled += 1;
             continue;
         }
-        let c = compress(page).min(PAGE_SIZE);
+        let c = compress(page).min(page_size);
         h.buckets[(c / bucket_bytes).min(n - 1)] += 1;
-        if c >= HUGE_THRESHOLD {
+        if c >= huge_threshold {
             h.huge += 1;
-            h.stored_bytes += PAGE_SIZE as u64;
+            h.stored_bytes += page_size as u64;
         } else {
             h.stored_bytes += c as u64;
         }

@@ -1,12 +1,49 @@
-//! The file tree held in memory, split into 4 KiB pages the way a filesystem would store it.
+//! The file tree held in memory, split into pages the way a filesystem would store it: 4 KiB
+//! pages by default, 16 KiB or 64 KiB ones for a large-page system ([`FileTree::with_page_size`]).
 
 use std::collections::HashMap;
 
-/// Size of one page, as zram and the filesystem above it see it.
+use super::read::CorpusError;
+
+/// The default page size, as zram and the filesystem above it see it on a
+/// 4 KiB-page system.
 pub const PAGE_SIZE: usize = 4096;
 
-/// One page of file data.
-pub type Page = [u8; PAGE_SIZE];
+/// The largest page size a tree may be cut into (zsmem's largest).
+pub const MAX_PAGE_SIZE: usize = zsmem::size_class::MAX_PAGE_SIZE;
+
+/// One page of file data: [`FileTree::page_size`] bytes, the unit every
+/// contestant compresses and stores.
+pub type Page = [u8];
+
+/// Check a page size the lab can cut a tree into: a power of two from
+/// [`PAGE_SIZE`] to [`MAX_PAGE_SIZE`].
+pub fn check_page_size(page_size: usize) -> Result<(), CorpusError> {
+    if page_size.is_power_of_two() && (PAGE_SIZE..=MAX_PAGE_SIZE).contains(&page_size) {
+        Ok(())
+    } else {
+        Err(CorpusError::BadPageSize { page_size })
+    }
+}
+
+/// Parse a page size as the command line gives it: `4K`, `16K`, `64K` (or
+/// a number of bytes, `16384`); checked by [`check_page_size`].
+pub fn parse_page_size(s: &str) -> Result<usize, CorpusError> {
+    let t = s.trim();
+    let (digits, unit) = match t.strip_suffix(['K', 'k']) {
+        Some(d) => (d, 1024),
+        None => (t, 1),
+    };
+    let n = digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| CorpusError::BadPageSizeText {
+            text: crate::text::shown(s),
+        })?;
+    check_page_size(n)?;
+    Ok(n)
+}
 
 /// One regular file: its path and its contents, kept padded with zeros to a
 /// whole number of pages so that pages can be lent out without copying.
@@ -14,7 +51,9 @@ pub type Page = [u8; PAGE_SIZE];
 pub struct FileEntry {
     path: String,
     len: usize,
-    /// `len` bytes of content, then zeros up to a multiple of [`PAGE_SIZE`].
+    /// The size of the pages the file is cut into.
+    page_size: usize,
+    /// `len` bytes of content, then zeros up to a multiple of `page_size`.
     data: Vec<u8>,
 }
 
@@ -28,15 +67,35 @@ impl std::fmt::Debug for FileEntry {
 }
 
 impl FileEntry {
-    /// A file at `path` (relative, `/`-separated) with contents `data`.
+    /// A file at `path` (relative, `/`-separated) with contents `data`, cut
+    /// into pages of [`PAGE_SIZE`].
     pub fn new(path: impl Into<String>, mut data: Vec<u8>) -> Self {
         let len = data.len();
         data.resize(len.div_ceil(PAGE_SIZE) * PAGE_SIZE, 0);
         Self {
             path: path.into(),
             len,
+            page_size: PAGE_SIZE,
             data,
         }
+    }
+
+    /// The same file cut into pages of `page_size` bytes (checked by
+    /// [`check_page_size`]): the padding after the contents grows or
+    /// shrinks to the new page size.
+    pub fn with_page_size(mut self, page_size: usize) -> Result<Self, CorpusError> {
+        check_page_size(page_size)?;
+        // Invariant: `data` is `len` bytes, then zeros to a whole page.
+        self.data
+            .resize(self.len.div_ceil(page_size) * page_size, 0);
+        self.data.shrink_to_fit();
+        self.page_size = page_size;
+        Ok(self)
+    }
+
+    /// The size of the pages the file is cut into.
+    pub fn page_size(&self) -> usize {
+        self.page_size
     }
 
     /// Relative `/`-separated path.
@@ -61,7 +120,7 @@ impl FileEntry {
 
     /// Number of pages the file occupies.
     pub fn page_count(&self) -> usize {
-        self.data.len() / PAGE_SIZE
+        self.data.len() / self.page_size
     }
 
     /// Page `index` of the file; the last one is zero-padded.
@@ -69,16 +128,13 @@ impl FileEntry {
     /// # Panics
     /// If `index >= self.page_count()`.
     pub fn page(&self, index: usize) -> &Page {
-        self.data[index * PAGE_SIZE..(index + 1) * PAGE_SIZE]
-            .try_into()
-            .expect("page-sized slice")
+        &self.data[index * self.page_size..(index + 1) * self.page_size]
     }
 
-    /// The file's pages in order; the last one is zero-padded.
+    /// The file's pages in order, each [`FileEntry::page_size`] bytes; the
+    /// last one is zero-padded.
     pub fn pages(&self) -> impl ExactSizeIterator<Item = &Page> + '_ {
-        self.data
-            .chunks_exact(PAGE_SIZE)
-            .map(|c| c.try_into().expect("page-sized chunk"))
+        self.data.chunks_exact(self.page_size)
     }
 
     /// The first path component when the file lies inside a directory,
@@ -91,6 +147,10 @@ impl FileEntry {
 /// A tree of regular files in the order they would be written (archive
 /// order for a tar, path order for a directory, generation order for the
 /// embedded corpus).
+///
+/// Its files are cut into pages of one size, [`PAGE_SIZE`] unless the tree
+/// was made with [`FileTree::with_page_size`]; that size is the unit every
+/// contestant of a workload on the tree compresses and stores.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FileTree {
     /// The files, in write order.
@@ -104,6 +164,27 @@ impl FileTree {
         let mut tree = Self { files };
         tree.strip_common_top();
         tree
+    }
+
+    /// The tree cut into pages of `page_size` bytes (a power of two from 4
+    /// KiB to 64 KiB, else [`CorpusError::BadPageSize`]). Each file holds at
+    /// most one page of padding, so a tree of many small files takes more
+    /// memory at 64 KiB than at 4 KiB.
+    pub fn with_page_size(self, page_size: usize) -> Result<Self, CorpusError> {
+        check_page_size(page_size)?;
+        let files = self
+            .files
+            .into_iter()
+            .map(|f| f.with_page_size(page_size))
+            .collect::<Result<_, _>>()?;
+        Ok(FileTree { files })
+    }
+
+    /// The size of the tree's pages: its files' ([`PAGE_SIZE`] for a tree
+    /// without files). Invariant: every file of a tree made by
+    /// [`FileTree::with_page_size`] has this page size.
+    pub fn page_size(&self) -> usize {
+        self.files.first().map_or(PAGE_SIZE, FileEntry::page_size)
     }
 
     /// Total number of pages over all files.

@@ -27,6 +27,7 @@
 mod histogram;
 mod html;
 mod plots;
+mod rfc;
 mod tables;
 
 use std::fmt::Write as _;
@@ -36,9 +37,11 @@ use std::path::{Path, PathBuf};
 pub use histogram::log2_histogram;
 use html::{STYLE, esc, figure, unique_slugs};
 use plots::{latency_plot, memory_plot, overhead_plot, x_labels};
+pub use rfc::{RFC_VARIANTS, rfc_text};
 use tables::{step_table, summary_table};
 
-use crate::workloads::untar_rm::RunResult;
+use crate::corpus::PAGE_SIZE;
+use crate::workloads::untar_rm::{LATENCY_NOTE, RunResult, latency_note};
 
 /// Width of the bars of the `<pre>` histograms in the report.
 const PRE_BAR_WIDTH: usize = 52;
@@ -56,6 +59,8 @@ pub struct ReportContext {
     pub generated_by: String,
     /// Contestants that did not run: `(name, reason)`.
     pub skipped: Vec<(String, String)>,
+    /// Bytes per page of the runs (0: the default, 4 KiB).
+    pub page_size: usize,
 }
 
 /// Write the report of `runs` to `dir/index.html` (creating `dir` and its
@@ -113,7 +118,14 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
 
     out.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n");
     summary_table(&mut out, runs, &ctx.skipped);
+    let _ = writeln!(out, "<p class=\"note\">{}</p>", esc(LATENCY_NOTE));
     out.push_str("</section>\n");
+    let page_size = if ctx.page_size == 0 {
+        PAGE_SIZE
+    } else {
+        ctx.page_size
+    };
+    rfc::rfc_section(&mut out, runs, page_size);
 
     let labels = x_labels(runs);
     let overhead = overhead_plot(runs, &labels)?;
@@ -146,6 +158,11 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
         out.push_str("<h3>Steps</h3>\n");
         step_table(&mut out, r);
         out.push_str("<h3>Latency</h3>\n");
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">{}</p>",
+            esc(&latency_note(&r.contestant))
+        );
         let file = format!("latency-{s}.svg");
         let svg = latency_plot(r)?;
         std::fs::write(dir.join(&file), &svg)?;

@@ -1,6 +1,8 @@
 //! The untar/rm workload of reference 004 (and its repetition, "churn").
 //!
-//! One round: store every page of a file tree in write order ("untar");
+//! One round: store every page of a file tree in write order ("untar"), the
+//! tree's pages of [`FileTree::page_size`] bytes, each given to the
+//! contestant as one page (a large-page system's unit);
 //! read back a sample of pages and check them; then delete the largest
 //! top-level directories one by one, largest first (for a kernel tree:
 //! drivers, arch, fs, sound, include), then the rest. After each step the
@@ -14,7 +16,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::contestants::{Figures, LabError, PageContestant};
-use crate::corpus::{FileTree, PAGE_SIZE, Page};
+use crate::corpus::{FileTree, Page};
 
 /// Parameters of the untar/rm workload.
 #[derive(Clone, Debug, Serialize)]
@@ -54,6 +56,28 @@ pub struct Step {
     pub label: String,
     /// The contestant's figures.
     pub figures: Figures,
+}
+
+/// What the latencies of a run measure, the sentence printed beside every
+/// latency table: the kernel's and zsmem's are not the same kind of call.
+pub const LATENCY_NOTE: &str = "Latencies are not all the same measure: the kernel's zram \
+(kernel-zram, kernel-zram-compact) is timed around a syscall plus O_DIRECT I/O per page \
+(pwrite/pread of the zram device, a BLKDISCARD ioctl per discard), every other contestant \
+around an in-process call (the malloc baselines' inside their child process, the socket round \
+trip left out).";
+
+/// One sentence on what the latencies of `contestant` measure.
+pub fn latency_note(contestant: &str) -> String {
+    let what = if contestant.starts_with("kernel-zram") {
+        "a syscall plus O_DIRECT I/O per page (pwrite/pread of the zram device, a BLKDISCARD \
+         ioctl per discard), kernel entry and the block layer included"
+    } else if ["system", "jemalloc", "mimalloc"].contains(&contestant) {
+        "an in-process call, timed inside the baseline's child process (the socket round trip \
+         left out)"
+    } else {
+        "an in-process call (compression and the allocator; no syscall, no block layer)"
+    };
+    format!("{contestant}'s latencies are each {what}.")
 }
 
 /// Latency histograms in nanoseconds.
@@ -168,6 +192,14 @@ impl UntarRm {
         c: &mut dyn PageContestant,
         mut progress: impl FnMut(u64),
     ) -> Result<RunResult, LabError> {
+        if c.page_size() != tree.page_size() {
+            return Err(LabError::Usage(format!(
+                "{} stores {}-byte pages, but the tree is cut into {}-byte pages",
+                c.name(),
+                c.page_size(),
+                tree.page_size()
+            )));
+        }
         let start = Instant::now();
         let mut lat = Latencies::default();
         let mut steps = Vec::new();
@@ -184,7 +216,7 @@ impl UntarRm {
                 .map(|(d, _)| d)
                 .collect(),
         };
-        let mut buf: Box<Page> = Box::new([0u8; PAGE_SIZE]);
+        let mut buf: Box<Page> = vec![0u8; tree.page_size()].into_boxed_slice();
         let mut stored_total = 0u64;
         // Everything the driver needs is allocated up front, so that a
         // contestant measured by its allocator's or the process's memory

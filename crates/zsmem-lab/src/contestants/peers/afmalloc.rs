@@ -170,8 +170,14 @@ impl Afmalloc {
     /// An empty pool on a page source of its own; `compaction` makes
     /// `compact()` run the thread's compaction.
     pub fn new(compaction: bool) -> Result<Self, LabError> {
+        Self::with_page_size(compaction, crate::corpus::PAGE_SIZE)
+    }
+
+    /// As [`Afmalloc::new`], on pages of `page_size` bytes: one-page slabs
+    /// of that size, chunks up to a page.
+    pub fn with_page_size(compaction: bool, page_size: usize) -> Result<Self, LabError> {
         Ok(Afmalloc {
-            slab: SlabAllocator::new(super::page_source()?),
+            slab: SlabAllocator::new(super::page_source_of(page_size)?),
             handles: HandleTable::new(),
             compaction,
             stats: CompactionStats::default(),

@@ -41,7 +41,7 @@ pub mod zbud;
 use zsmem::os::{OsPages, PageBlock};
 
 use crate::contestants::zram_front::ZramFront;
-use crate::contestants::{LabError, PageContestant};
+use crate::contestants::{LabError, PageConfig, PageContestant};
 use crate::contestants::{ObjectContestant, ObjectMemory};
 use crate::corpus::PAGE_SIZE;
 
@@ -476,11 +476,36 @@ impl<P: PeerAllocator> ObjectContestant for PeerObjects<P> {
 /// (zsmem's own pools return them after a delay, and the lab reads their
 /// figures after it, counting what still waits).
 pub(crate) fn page_source() -> Result<OsPages, LabError> {
+    page_source_of(PAGE_SIZE)
+}
+
+/// A fresh page source of `page_size` pages for a peer, returning freed
+/// pages at once.
+pub(crate) fn page_source_of(page_size: usize) -> Result<OsPages, LabError> {
     Ok(OsPages::with_return(
-        PAGE_SIZE,
+        page_size,
         None,
         zsmem::PageReturn::Immediate,
     )?)
+}
+
+/// Why peer `name` does not run at pages of `page_size` bytes, or `None`
+/// if it does (docs/peers.md gives the reasons at length).
+pub fn page_size_skip(name: &str, page_size: usize) -> Option<String> {
+    if page_size == PAGE_SIZE {
+        return None;
+    }
+    match name {
+        "zbud" | "z3fold" => Some(format!(
+            "{name} is page-buddied (at most {} objects per page, its chunk geometry fixed per page size at build time); \
+             the lab models its 4 KiB build only, not the {page_size}-byte one",
+            if name == "zbud" { 2 } else { 3 }
+        )),
+        "zblock" => Some(format!(
+            "zblock's block table is tuned per page size and the lab has the 2025 series' 4 KiB table only, not one for {page_size}-byte pages"
+        )),
+        _ => None,
+    }
 }
 
 /// Every peer by name: "zbud", "z3fold", "zblock", "afmalloc" and
@@ -512,10 +537,36 @@ pub fn make_peer_pages(
     name: &str,
     slots: usize,
 ) -> Option<Result<Box<dyn PageContestant + Send>, LabError>> {
-    let make = |objects: Box<dyn ObjectContestant + Send>| {
-        Ok(Box::new(ZramFront::new(objects, slots)?) as Box<dyn PageContestant + Send>)
+    make_peer_pages_with(name, &PageConfig::default(), slots)
+}
+
+/// As [`make_peer_pages`], for pages of `cfg`'s size compressed with
+/// `cfg`'s codec; [`LabError::Skipped`] with the reason where the peer's
+/// design (as the lab has it) does not take that page size
+/// ([`page_size_skip`]).
+pub fn make_peer_pages_with(
+    name: &str,
+    cfg: &PageConfig,
+    slots: usize,
+) -> Option<Result<Box<dyn PageContestant + Send>, LabError>> {
+    if !PEERS.contains(&name) {
+        return None;
+    }
+    if let Some(why) = page_size_skip(name, cfg.page_size) {
+        return Some(Err(LabError::Skipped(why)));
+    }
+    let objects = match name {
+        "afmalloc" | "afmalloc-compact" => {
+            afmalloc::Afmalloc::with_page_size(name == "afmalloc-compact", cfg.page_size)
+                .map(|p| Box::new(PeerObjects::new(p)) as Box<dyn ObjectContestant + Send>)
+        }
+        _ => make_peer(name)?,
     };
-    make_peer(name).map(|objects| objects.and_then(make))
+    let make = |objects: Box<dyn ObjectContestant + Send>| {
+        Ok(Box::new(ZramFront::with_config(objects, cfg, slots)?)
+            as Box<dyn PageContestant + Send>)
+    };
+    Some(objects.and_then(make))
 }
 
 #[cfg(test)]

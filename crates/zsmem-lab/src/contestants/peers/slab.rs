@@ -12,8 +12,10 @@
 //!   object's index is written at `freelist[active - 1]` after the
 //!   decrement. Allocation and free touch one array entry next to the last
 //!   one touched, never a random position. For objects under 512 bytes the
-//!   array lives in the slab itself, at its start, one byte per index, and
-//!   costs the slab an object or so (`size-32`: 124 objects instead of 128);
+//!   array lives in the slab itself, at its start, one byte per index (two
+//!   where a slab holds more than 256 objects, as SLAB's `freelist_idx_t`
+//!   on large pages), and costs the slab an object or so (`size-32`: 124
+//!   objects instead of 128);
 //!   from 512 bytes up it is kept off the slab (on the heap here, counted as
 //!   meta), as SLAB did.
 //! - **partial list**: per cache, the slabs with free and used objects; an
@@ -68,6 +70,9 @@ pub struct CacheShape {
     pub on_slab: bool,
     /// Offset of the first object (past an on-slab free stack).
     pub first_object: usize,
+    /// Bytes per index of an on-slab free stack: 1, or 2 for more than
+    /// 256 objects per slab.
+    pub index_bytes: usize,
 }
 
 impl CacheShape {
@@ -77,17 +82,26 @@ impl CacheShape {
         let pagesperslab = objsize.div_ceil(page).max(1);
         let bytes = pagesperslab * page;
         if objsize < OFF_SLAB_MIN {
-            // One index byte per object, the objects 8-byte aligned after.
-            let mut n = bytes / objsize;
-            while n.next_multiple_of(8) + n * objsize > bytes {
-                n -= 1;
-            }
+            // One index byte per object (two past 256 objects), the objects
+            // 8-byte aligned after.
+            let fit = |w: usize| {
+                let mut n = bytes / objsize;
+                while (n * w).next_multiple_of(8) + n * objsize > bytes {
+                    n -= 1;
+                }
+                n
+            };
+            let (n, w) = match fit(1) {
+                n if n <= 256 => (n, 1),
+                _ => (fit(2), 2),
+            };
             CacheShape {
                 objsize,
                 objperslab: n,
                 pagesperslab,
                 on_slab: true,
-                first_object: n.next_multiple_of(8),
+                first_object: (n * w).next_multiple_of(8),
+                index_bytes: w,
             }
         } else {
             CacheShape {
@@ -96,6 +110,7 @@ impl CacheShape {
                 pagesperslab,
                 on_slab: false,
                 first_object: 0,
+                index_bytes: 2,
             }
         }
     }
@@ -212,14 +227,32 @@ impl SlabAllocator {
     fn stack_get(&self, slab: &Slab, i: usize) -> usize {
         match &slab.off_slab {
             Some(v) => v[i] as usize,
-            None => slab.pages.as_slice()[i] as usize,
+            None if self.shapes[slab.cache as usize].index_bytes == 1 => {
+                slab.pages.as_slice()[i] as usize
+            }
+            None => {
+                let b = &slab.pages.as_slice()[2 * i..2 * i + 2];
+                u16::from_ne_bytes([b[0], b[1]]) as usize
+            }
         }
     }
 
-    fn stack_set(slab: &mut Slab, i: usize, idx: usize) {
+    /// Set the free stack's entry `i` of `slab` (of `index_bytes` per
+    /// entry when on the slab).
+    fn stack_set(slab: &mut Slab, index_bytes: usize, i: usize, idx: usize) {
         match &mut slab.off_slab {
             Some(v) => v[i] = idx as u16,
-            None => slab.pages.as_mut_slice()[i] = idx as u8,
+            None => Self::stack_set_on(&mut slab.pages, index_bytes, i, idx),
+        }
+    }
+
+    /// Entry `i` of a free stack kept at the start of `pages`.
+    fn stack_set_on(pages: &mut PageBlock, index_bytes: usize, i: usize, idx: usize) {
+        let b = pages.as_mut_slice();
+        if index_bytes == 1 {
+            b[i] = idx as u8;
+        } else {
+            b[2 * i..2 * i + 2].copy_from_slice(&(idx as u16).to_ne_bytes());
         }
     }
 
@@ -235,8 +268,8 @@ impl SlabAllocator {
                 let mut pages = self.os.alloc(shape.pagesperslab)?;
                 let n = shape.objperslab;
                 let off_slab = if shape.on_slab {
-                    for (i, b) in pages.as_mut_slice()[..n].iter_mut().enumerate() {
-                        *b = i as u8;
+                    for i in 0..n {
+                        Self::stack_set_on(&mut pages, shape.index_bytes, i, i);
                     }
                     None
                 } else {
@@ -268,9 +301,10 @@ impl SlabAllocator {
 
     /// Give an object back; its slab goes back to the OS if it empties.
     pub fn free(&mut self, r: ChunkRef) -> Result<(), LabError> {
-        let (c, n) = {
+        let (c, n, w) = {
             let s = self.slab(r)?;
-            (s.cache as usize, self.shapes[s.cache as usize].objperslab)
+            let sh = &self.shapes[s.cache as usize];
+            (s.cache as usize, sh.objperslab, sh.index_bytes)
         };
         let slab = self.slabs.get_mut(r.slab()).expect("checked");
         if slab.active == 0 {
@@ -280,7 +314,7 @@ impl SlabAllocator {
             )));
         }
         slab.active -= 1;
-        Self::stack_set(slab, slab.active as usize, r.index());
+        Self::stack_set(slab, w, slab.active as usize, r.index());
         let active = slab.active as usize;
         self.counts[c].active_objs -= 1;
         if active == 0 {
@@ -413,6 +447,39 @@ mod tests {
 
     fn slab() -> SlabAllocator {
         SlabAllocator::new(OsPages::new(4096, None).unwrap())
+    }
+
+    #[test]
+    fn large_pages_take_two_byte_indices_past_256_objects() {
+        // 16 KiB of 32-byte objects: 2-byte indices, 16384 = 2n + 32n + pad.
+        let sh = CacheShape::new(32, 16384);
+        assert_eq!(
+            (sh.index_bytes, sh.objperslab, sh.first_object),
+            (2, 481, 968)
+        );
+        assert_eq!(CacheShape::new(64, 16384).index_bytes, 1, "252 objects");
+        let mut s = SlabAllocator::new(OsPages::new(16384, None).unwrap());
+        let c = s.cache_for(32).unwrap();
+        let refs: Vec<ChunkRef> = (0..1000).map(|_| s.alloc(c).unwrap()).collect();
+        for (i, r) in refs.iter().enumerate() {
+            s.bytes_mut(*r).unwrap().fill(i as u8);
+        }
+        for r in refs.iter().step_by(3) {
+            s.free(*r).unwrap();
+        }
+        let again: Vec<ChunkRef> = (0..300).map(|_| s.alloc(c).unwrap()).collect();
+        let mut seen = std::collections::HashSet::new();
+        for (i, r) in refs.iter().enumerate() {
+            if i % 3 != 0 {
+                assert!(s.bytes(*r).unwrap().iter().all(|&b| b == i as u8));
+                assert!(seen.insert(*r));
+            }
+        }
+        assert!(
+            again.iter().all(|r| seen.insert(*r)),
+            "no object given twice"
+        );
+        s.check_invariants().unwrap();
     }
 
     #[test]
