@@ -316,6 +316,9 @@ impl Decoder<'_> {
     }
 
     fn literals(&mut self, n: usize) -> Result<(), String> {
+        if n == 0 {
+            return Ok(());
+        }
         let from = self.ip;
         let to = from
             .checked_add(n)
@@ -341,16 +344,31 @@ impl Decoder<'_> {
         if self.dst.len() - self.op < len {
             return Err("a copy runs past the end of the output".into());
         }
-        let from = self.op - dist;
-        if dist >= len {
+        let (from, end) = (self.op - dist, self.op + len);
+        if dist >= 8 && end + 8 <= self.dst.len() {
+            // Whole words, each read from bytes already written; the last
+            // may write up to 7 bytes past `end`, which later instructions
+            // overwrite (or the length check rejects the stream).
+            let mut at = self.op;
+            while at < end {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&self.dst[at - dist..at - dist + 8]);
+                self.dst[at..at + 8].copy_from_slice(&w);
+                at += 8;
+            }
+        } else if dist >= len {
             self.dst.copy_within(from..from + len, self.op);
         } else {
-            // Overlapping its own output (a repeat): byte by byte.
-            for i in self.op..self.op + len {
-                self.dst[i] = self.dst[i - dist];
+            // A repeat of the last `dist` bytes: copy the pattern in
+            // doubling pieces, each a whole number of periods.
+            let mut at = self.op;
+            while at < end {
+                let n = (at - from).min(end - at);
+                self.dst.copy_within(from..from + n, at);
+                at += n;
             }
         }
-        self.op += len;
+        self.op = end;
         Ok(())
     }
 
