@@ -41,7 +41,7 @@ pub struct StoreBenchArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Codec: lz4, zstd or zstd:LEVEL (the kernel runs zstd at its own
-    /// level, 3 by default).
+    /// level, 3 by default), lzo or lzo-rle (built with `--features lzo`).
     #[arg(long, default_value = "lz4")]
     pub codec: String,
     /// Use at most this many pages (the first ones of the input).
@@ -405,10 +405,7 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
     let compress_only = latency(&compress_only);
 
     // The kernel, same pages, same algorithm.
-    let algorithm = match codec {
-        Codec::Lz4 => "lz4",
-        Codec::Zstd { .. } => "zstd",
-    };
+    let algorithm = codec.kernel_name();
     let (kernel, kernel_skipped) = if a.no_kernel {
         (None, Some("--no-kernel".to_string()))
     } else {

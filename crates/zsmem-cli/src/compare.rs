@@ -98,8 +98,8 @@ pub struct CompareArgs {
     /// zsmem's page source; see docs/peers.md).
     #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_CONTESTANTS.iter().map(|s| s.to_string()))]
     pub contestants: Vec<String>,
-    /// Codec: lz4 (default), zstd or zstd:LEVEL; the kernel is given the
-    /// same algorithm.
+    /// Codec: lz4 (default), zstd or zstd:LEVEL, lzo or lzo-rle (built with
+    /// `--features lzo`); the kernel is given the same algorithm.
     #[arg(long, default_value = "lz4")]
     pub codec: String,
     /// Output format: table, csv or json.
@@ -206,10 +206,7 @@ fn make(name: &str, cfg: &PageConfig, slots: usize) -> Result<Box<dyn PageContes
 
 /// The kernel's name of `codec`'s algorithm.
 fn kernel_algorithm(codec: Codec) -> &'static str {
-    match codec {
-        Codec::Lz4 => "lz4",
-        Codec::Zstd { .. } => "zstd",
-    }
+    codec.kernel_name()
 }
 
 fn mb(b: u64) -> f64 {

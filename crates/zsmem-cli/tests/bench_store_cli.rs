@@ -73,7 +73,7 @@ fn bench_store_json_on_a_file() {
 #[test]
 fn bench_store_refuses_bad_arguments() {
     for (args, msg) in [
-        (&["bench", "store", "--codec", "lzo"][..], "unknown codec"),
+        (&["bench", "store", "--codec", "lzo1x"][..], "unknown codec"),
         (&["bench", "store", "--pages", "0"][..], "--pages"),
         (&["bench", "store", "--pool", "x"][..], "unknown pool"),
         (&["bench", "store", "--format", "xml"][..], "unknown format"),

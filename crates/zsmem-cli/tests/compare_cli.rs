@@ -169,7 +169,7 @@ fn compare_refuses_bad_arguments() {
             "unknown contestant",
         ),
         (&["compare", "--rounds", "0"][..], "--rounds"),
-        (&["compare", "--codec", "lzo"][..], "unknown codec"),
+        (&["compare", "--codec", "lzo1x"][..], "unknown codec"),
         (
             &["compare", "--input", "/nonexistent/tree.tar"][..],
             "/nonexistent/tree.tar",

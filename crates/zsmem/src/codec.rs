@@ -4,7 +4,9 @@
 //! the kernel's zram offers as `lz4`, so object sizes match the kernel's for
 //! the same pages. zstd takes a level and, optionally, a dictionary trained
 //! from sample pages ([`ZstdDictionary`]). Both are BSD-licensed C libraries
-//! built from source by their crates.
+//! built from source by their crates. With the `lzo` feature, `lzo` and
+//! `lzo-rle` (zram's default) are LZO1X-1 as the kernel makes it, in
+//! zsmem's own Rust (`codec/lzo.rs`).
 //!
 //! [`Codec`] is the algorithm and its level (a small `Copy` value);
 //! [`CodecSpec`] adds the shared dictionary, and is what a
@@ -15,6 +17,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
+
+#[cfg(feature = "lzo")]
+mod lzo;
 
 /// A compression algorithm with its parameters.
 ///
@@ -41,6 +46,14 @@ pub enum Codec {
         /// Compression level.
         level: i32,
     },
+    /// LZO1X-1, the original bitstream (zram's `lzo`). Needs the `lzo`
+    /// feature.
+    #[cfg(feature = "lzo")]
+    Lzo,
+    /// LZO1X-1 with zero runs, bitstream version 1 (zram's `lzo-rle`, its
+    /// default). Needs the `lzo` feature.
+    #[cfg(feature = "lzo")]
+    LzoRle,
 }
 
 /// Contexts kept per thread, keyed by (level, dictionary key): a few, most
@@ -184,15 +197,25 @@ impl std::fmt::Debug for ZstdDictionary {
 }
 
 impl Codec {
-    /// Parse `lz4`, `zstd` (level 3) or `zstd:LEVEL`.
+    /// Parse `lz4`, `zstd` (level 3), `zstd:LEVEL`, and with the `lzo`
+    /// feature `lzo` or `lzo-rle`.
     pub fn parse(s: &str) -> Result<Codec> {
         let bad = || {
             Error::InvalidConfig(format!(
-                "unknown codec `{s}`: use lz4, zstd or zstd:LEVEL (1..=22)"
+                "unknown codec `{s}`: use lz4, zstd, zstd:LEVEL (1..=22), lzo or lzo-rle"
             ))
         };
         match s.split_once(':') {
             None if s == "lz4" => Ok(Codec::Lz4),
+            #[cfg(feature = "lzo")]
+            None if s == "lzo" => Ok(Codec::Lzo),
+            #[cfg(feature = "lzo")]
+            None if s == "lzo-rle" => Ok(Codec::LzoRle),
+            #[cfg(not(feature = "lzo"))]
+            None if s == "lzo" || s == "lzo-rle" => Err(Error::InvalidConfig(format!(
+                "codec `{s}` is not in this build: rebuild with `--features lzo` \
+                 (e.g. cargo build --release -p zsmem-cli --features lzo)"
+            ))),
             None if s == "zstd" => Ok(Codec::Zstd { level: 3 }),
             Some(("zstd", l)) => match l.parse() {
                 Ok(level) if (1..=22).contains(&level) => Ok(Codec::Zstd { level }),
@@ -205,8 +228,20 @@ impl Codec {
     /// The name as `parse` takes it.
     pub fn name(&self) -> String {
         match self {
-            Codec::Lz4 => "lz4".into(),
             Codec::Zstd { level } => format!("zstd:{level}"),
+            _ => self.kernel_name().into(),
+        }
+    }
+
+    /// The algorithm's name in the kernel (zram's `comp_algorithm`).
+    pub fn kernel_name(&self) -> &'static str {
+        match self {
+            Codec::Lz4 => "lz4",
+            Codec::Zstd { .. } => "zstd",
+            #[cfg(feature = "lzo")]
+            Codec::Lzo => "lzo",
+            #[cfg(feature = "lzo")]
+            Codec::LzoRle => "lzo-rle",
         }
     }
 
@@ -230,6 +265,10 @@ impl Codec {
     ) -> Option<usize> {
         match *self {
             Codec::Lz4 => lz4::block::compress_to_buffer(src, None, false, dst).ok(),
+            #[cfg(feature = "lzo")]
+            Codec::Lzo => lzo::compress(src, dst, false),
+            #[cfg(feature = "lzo")]
+            Codec::LzoRle => lzo::compress(src, dst, true),
             Codec::Zstd { level } => ZSTD.with(|cache| {
                 let key = (level, dict.map_or(0, ZstdDictionary::key));
                 let make = || {
@@ -253,6 +292,9 @@ impl Codec {
         let n = match *self {
             Codec::Lz4 => lz4::block::decompress_to_buffer(src, Some(dst.len() as i32), dst)
                 .map_err(|e| e.to_string()),
+            // One decoder reads both bitstreams, as the kernel's does.
+            #[cfg(feature = "lzo")]
+            Codec::Lzo | Codec::LzoRle => lzo::decompress(src, dst),
             Codec::Zstd { .. } => UNZSTD.with(|cache| {
                 let key = dict.map_or(0, ZstdDictionary::key);
                 let make = || {
@@ -308,13 +350,15 @@ impl From<Codec> for CodecSpec {
 }
 
 impl CodecSpec {
-    /// An error if the combination is not possible (a dictionary with lz4).
+    /// An error if the combination is not possible (a dictionary with
+    /// anything but zstd).
     pub fn validate(&self) -> Result<()> {
         match (&self.codec, &self.dictionary) {
-            (Codec::Lz4, Some(_)) => Err(Error::InvalidConfig(
-                "a dictionary needs zstd: lz4 takes none".into(),
-            )),
-            _ => Ok(()),
+            (Codec::Zstd { .. }, _) | (_, None) => Ok(()),
+            (c, Some(_)) => Err(Error::InvalidConfig(format!(
+                "a dictionary needs zstd: {} takes none",
+                c.name()
+            ))),
         }
     }
 
@@ -389,7 +433,44 @@ mod tests {
         assert_eq!(Codec::parse("zstd").unwrap(), Codec::Zstd { level: 3 });
         assert_eq!(Codec::parse("zstd:7").unwrap(), Codec::Zstd { level: 7 });
         assert!(Codec::parse("zstd:99").is_err());
-        assert!(Codec::parse("lzo").is_err());
+        assert!(Codec::parse("lzo1x").is_err());
+        for c in [Codec::Lz4, Codec::Zstd { level: 3 }] {
+            assert_eq!(Codec::parse(&c.name()).unwrap(), c);
+        }
+    }
+
+    #[test]
+    #[cfg(not(feature = "lzo"))]
+    fn lzo_without_the_feature_says_how_to_get_it() {
+        for name in ["lzo", "lzo-rle"] {
+            let e = Codec::parse(name).unwrap_err().to_string();
+            assert!(e.contains("--features lzo"), "{e}");
+        }
+    }
+
+    #[test]
+    #[cfg(feature = "lzo")]
+    fn lzo_codecs_round_trip_pages() {
+        assert_eq!(Codec::parse("lzo").unwrap(), Codec::Lzo);
+        assert_eq!(Codec::parse("lzo-rle").unwrap(), Codec::LzoRle);
+        for codec in [Codec::Lzo, Codec::LzoRle] {
+            assert_eq!(Codec::parse(&codec.name()).unwrap(), codec);
+            let page = text_page();
+            let mut buf = vec![0u8; 4096];
+            let n = codec.compress(&page, &mut buf).unwrap();
+            assert!(n < 400, "{} made {n} bytes", codec.name());
+            let mut out = vec![0u8; 4096];
+            codec.decompress(&buf[..n], &mut out).unwrap();
+            assert_eq!(out, page);
+            // A wrong expected length is an error.
+            assert!(codec.decompress(&buf[..n], &mut out[..4095]).is_err());
+            assert!(codec.decompress(&[0xFF; 20], &mut out).is_err());
+            let spec = CodecSpec {
+                codec,
+                dictionary: Some(ZstdDictionary::from_bytes(vec![1; 300]).unwrap()),
+            };
+            assert!(spec.validate().is_err());
+        }
     }
 
     #[test]

@@ -45,11 +45,15 @@ pub enum ChainRule {
     /// integer percentage of used bytes. Kept to show why it was replaced.
     UsedPercent,
     /// The 2026 RFC's second patch ("chain-length configuration should
-    /// consider other metrics"): start from one page; stop as soon as the
-    /// chosen chain wastes under 1.5%; otherwise a longer chain replaces the
-    /// current choice only if it cuts the waste ratio by more than 25%.
-    /// Longer chains make more objects span a page boundary, so they have to
-    /// earn their place.
+    /// consider other metrics") exactly as its author's simulator
+    /// (`simulate_zsmalloc.c`, the AFTER table) computes it; `rfc` on the
+    /// command line. Chains grow from one page, one page at a time: while
+    /// the best chain so far wastes more than 10% of its bytes, any chain
+    /// wasting fewer bytes replaces it; below 10%, only one that cuts the
+    /// wasted bytes by more than a quarter does; the search stops once the
+    /// best chain wastes at most 1/64 of its bytes (about 1.5%) or a chain
+    /// wastes nothing. Power-of-two sizes take one page. Longer chains make
+    /// more objects span a page boundary, so they have to earn their place.
     SpanAware,
     /// zsmem's rule for pools that trim pages (`PoolConfig::trim_pages`):
     /// the least tail waste *per page*, the longest chain among equals
@@ -79,7 +83,7 @@ impl ChainRule {
             "span-aware" | "rfc" => Ok(ChainRule::SpanAware),
             "trim" => Ok(ChainRule::Trim),
             other => Err(Error::InvalidConfig(format!(
-                "unknown chain rule `{other}`: use min-waste, used-percent, span-aware or trim"
+                "unknown chain rule `{other}`: use min-waste (or kernel), used-percent, span-aware (or rfc) or trim"
             ))),
         }
     }
@@ -233,17 +237,26 @@ pub fn pages_per_zspage(size: usize, cfg: &SizeClassConfig) -> usize {
             best
         }
         ChainRule::SpanAware => {
-            // Waste ratios compared as cross products to stay in integers:
-            // waste(k) / (k * page) vs waste(best) / (best * page).
-            let good_enough = |k: usize| waste(k) * 1000 < 15 * k * page;
-            let mut best = 1;
+            // Invariant: `best` wastes fewer bytes than every shorter chain
+            // taken before it; the search only moves to longer chains.
+            let (mut best, mut best_waste) = (1, waste(1));
             for k in 2..=cfg.chain_size {
-                if good_enough(best) {
+                // Good enough: at most 1/64 of the zspage wasted (covers a
+                // chain that wastes nothing, too).
+                if best_waste * 64 <= best * page {
                     break;
                 }
-                // Gain of more than 25%: ratio(k) < 0.75 * ratio(best).
-                if waste(k) * best * 4 < 3 * waste(best) * k {
+                let w = waste(k);
+                let better = if best_waste * 10 > best * page {
+                    // More than 10% wasted: any improvement is taken.
+                    w < best_waste
+                } else {
+                    // Otherwise only a cut of more than a quarter.
+                    w * 4 < best_waste * 3
+                };
+                if better {
                     best = k;
+                    best_waste = w;
                 }
             }
             best
@@ -493,6 +506,58 @@ mod tests {
         assert_eq!(pages_per_zspage(208, &cfg), 2);
         cfg.chain_rule = ChainRule::MinWaste;
         assert_eq!(pages_per_zspage(208, &cfg), 3);
+    }
+
+    fn rfc_table(page: usize, chain: usize) -> SizeClassTable {
+        SizeClassTable::new(SizeClassConfig {
+            page_size: page,
+            chain_size: chain,
+            class_delta: 16,
+            chain_rule: ChainRule::SpanAware,
+        })
+        .unwrap()
+    }
+
+    /// Rows of the RFC simulator's AFTER table, worked by hand from its rule
+    /// (waste(k) = k * page % size):
+    /// - 4K/8, 96: waste(1) = 64 <= 4096/64, good enough at once: 1 page.
+    /// - 4K/8, 208: waste(1) = 144 (3.5%, under 10%); waste(2) = 80 cuts it
+    ///   by 44% and 80 <= 8192/64: 2 pages (min-waste takes 3, waste 16).
+    /// - 4K/8, 1600: waste(1) = 896 (22%): any cut counts, waste(2) = 192;
+    ///   now under 10%, and no longer chain cuts 192 by a quarter: 2 pages,
+    ///   5 objects, the same shape as 1632, which serves it.
+    /// - 16K/8, 1104: waste(1) = 928 (5.7%); waste(2) = 752 is only 19% less;
+    ///   waste(3) = 576 is 38% less and under 1/64: 3 pages.
+    /// - 16K/8, 1120: waste(1) = 704, waste(2) = 288 (59% less): 2 pages.
+    #[test]
+    fn span_aware_is_the_rfc_simulators_rule() {
+        for (page, chain, req, phys, pages, objs, tail) in [
+            (4096, 8, 96, 96, 1, 42, 64),
+            (4096, 8, 208, 208, 2, 39, 80),
+            (4096, 4, 208, 208, 2, 39, 80),
+            (4096, 8, 1600, 1632, 2, 5, 32),
+            (4096, 8, 3632, 3632, 8, 9, 80),
+            (4096, 8, 3648, 4096, 1, 1, 0),
+            (16384, 8, 1088, 1088, 1, 15, 64),
+            (16384, 8, 1104, 1104, 3, 44, 576),
+            (16384, 8, 1120, 1120, 2, 29, 288),
+            (65536, 16, 1088, 1088, 1, 60, 256),
+            (65536, 16, 43680, 43680, 2, 3, 32),
+        ] {
+            let t = rfc_table(page, chain);
+            let p = t.physical_for(req);
+            assert_eq!(
+                (p.size, p.pages_per_zspage, p.objs_per_zspage),
+                (phys, pages, objs),
+                "{page}/{chain} req {req}"
+            );
+            assert_eq!(p.tail_waste(page), tail, "{page}/{chain} req {req}");
+        }
+        // The simulator's physical class counts ("Total Physical Classes").
+        for (page, chain, physical) in [(4096, 8, 128), (16384, 8, 279), (65536, 16, 737)] {
+            assert_eq!(rfc_table(page, chain).physical_count(), physical);
+        }
+        assert_eq!(ChainRule::parse("rfc").unwrap(), ChainRule::SpanAware);
     }
 
     #[test]

@@ -69,6 +69,9 @@ fn parse_rule(s: &str) -> Result<ChainRule, String> {
 Req = request size; Phys = size of the physical class serving it; Chain = pages per zspage; \
 Objs/zspage = objects per zspage; TailWaste = bytes at the end of a zspage no object can use; \
 MergeWaste = (Phys - Req) * Objs/zspage; Span = objects per zspage straddling a page boundary.\n\n\
+The RFC's simulator (simulate_zsmalloc.c) for a page size and chain: its AFTER table is \
+`--delta 16 --rule rfc`, its BEFORE table `--delta legacy --rule min-waste` (same columns; its \
+Objs/Page is Objs/zspage here).\n\n\
 With one --vs-* option, configuration B is A with that parameter changed, shown side by side \
 with a B - A difference column in the summary.\n\n\
 --format csv prints only the rows (a header line, then one line per request; columns prefixed \
@@ -86,7 +89,8 @@ pub struct ClassesArgs {
     #[arg(long, value_name = "BYTES|legacy", default_value = "16", value_parser = parse_delta)]
     pub delta: Delta,
     /// Chain-length rule: min-waste (kernel since 6.3), used-percent (before
-    /// 6.3) or span-aware (the RFC's second patch).
+    /// 6.3), span-aware or rfc (the RFC's second patch, as its simulator
+    /// computes it) or trim.
     #[arg(long, value_name = "RULE", default_value = "min-waste", value_parser = parse_rule)]
     pub rule: ChainRule,
     /// First request size shown.

@@ -156,6 +156,7 @@ fn summary_lines(s: &Summary) -> Vec<(&'static str, String)> {
         ("spanning objects", s.spanning_objects.to_string()),
         ("object slots", s.object_slots.to_string()),
         ("spanning share", pct(s.spanning_share)),
+        ("span, all logical classes", s.logical_span.to_string()),
     ]
 }
 
@@ -175,6 +176,7 @@ fn summary_diffs(a: &Summary, b: &Summary) -> Vec<String> {
         signed(b.spanning_objects, a.spanning_objects),
         signed(b.object_slots, a.object_slots),
         pp(b.spanning_share, a.spanning_share),
+        signed(b.logical_span, a.logical_span),
     ]
 }
 
@@ -252,7 +254,9 @@ pub fn render_table(sim: &Simulation) -> String {
     let _ = writeln!(
         out,
         "spanning objects, object slots: of one zspage per non-huge physical class, summed;\n  \
-         spanning share = spanning objects / object slots."
+         spanning share = spanning objects / object slots.\n\
+         span, all logical classes: Span of each logical class's physical class, summed over\n  \
+         all logical classes (the RFC simulator's \"Total Span (All Logicals)\")."
     );
     out
 }

@@ -71,6 +71,10 @@ pub struct Summary {
     pub object_slots: usize,
     /// `spanning_objects / object_slots` (0 if there are no slots).
     pub spanning_share: f64,
+    /// Span of every logical class's physical class, summed over all
+    /// logical classes (a merged class counts its physical class's span
+    /// again): the RFC simulator's "Total Span (All Logicals)".
+    pub logical_span: usize,
 }
 
 /// The result of a simulation: rows and per-configuration summaries.
@@ -176,6 +180,12 @@ impl Model {
             .fold((0, 0), |(s, o), c| {
                 (s + self.span[c.index], o + c.objs_per_zspage)
             });
+        let logical_span = self
+            .table
+            .classes()
+            .iter()
+            .map(|c| self.span[c.physical])
+            .sum();
         Summary {
             logical_classes: self.table.len(),
             physical_classes: self.table.physical_count(),
@@ -190,6 +200,7 @@ impl Model {
             } else {
                 spanning as f64 / slots as f64
             },
+            logical_span,
         }
     }
 }

@@ -116,13 +116,13 @@ impl PageStore {
     }
 
     /// Compress new pages with zstd and `dictionary` from now on (at the
-    /// primary codec's level, or zstd's 3 if the primary is lz4). Pages
+    /// primary codec's level, or zstd's 3 if the primary is not zstd). Pages
     /// already stored keep the codec they were made with. A store takes at
     /// most 15 dictionaries over its life.
     pub fn set_dictionary(&self, dictionary: ZstdDictionary) -> Result<()> {
         let level = match self.codec().codec {
             Codec::Zstd { level } => level,
-            Codec::Lz4 => 3,
+            _ => 3,
         };
         self.codecs.push_primary(CodecSpec {
             codec: Codec::Zstd { level },
