@@ -17,6 +17,11 @@ use zsmem::{Codec, PageStore, PageStoreConfig, PoolConfig};
 use zsmem_lab::contestants::kernel_zram::{KernelZram, ZramConfig, ZramError};
 use zsmem_lab::corpus::{PAGE_SIZE, Page};
 
+/// Bytes per page of the run (every page has the tree's size).
+fn page_len(pages: &[&Page]) -> usize {
+    pages.first().map_or(PAGE_SIZE, |p| p.len())
+}
+
 use crate::{CliError, CliResult};
 
 /// One row: a contestant at a thread count.
@@ -63,8 +68,8 @@ where
     })
 }
 
-fn mb_s(pages: usize, d: Duration) -> f64 {
-    (pages * PAGE_SIZE) as f64 / 1e6 / d.as_secs_f64().max(1e-9)
+fn mb_s(bytes: usize, d: Duration) -> f64 {
+    bytes as f64 / 1e6 / d.as_secs_f64().max(1e-9)
 }
 
 fn wrong(who: &str, i: usize) -> CliError {
@@ -91,7 +96,7 @@ fn zsmem_run(
         Ok(())
     })?;
     let r = timed(threads, |t| {
-        let mut buf = vec![0u8; PAGE_SIZE];
+        let mut buf = vec![0u8; page_len(pages)];
         for i in (t..pages.len()).step_by(threads) {
             store.read(i, &mut buf)?;
             if buf[..] != pages[i][..] {
@@ -154,11 +159,12 @@ fn codec_run(pages: &[&Page], codec: Codec, threads: usize) -> CliResult<(Durati
         (0..threads).map(|_| Default::default()).collect();
     let w = timed(threads, |t| {
         let mut out = Vec::new();
-        let mut scratch = vec![0u8; PAGE_SIZE];
+        let page = page_len(pages);
+        let mut scratch = vec![0u8; page];
         for i in (t..pages.len()).step_by(threads) {
             // What does not compress is kept raw, as the stores keep it.
             match codec.compress(&pages[i][..], &mut scratch) {
-                Some(n) if n < PAGE_SIZE => out.push(scratch[..n].to_vec()),
+                Some(n) if n < page => out.push(scratch[..n].to_vec()),
                 _ => out.push(pages[i].to_vec()),
             }
         }
@@ -167,9 +173,9 @@ fn codec_run(pages: &[&Page], codec: Codec, threads: usize) -> CliResult<(Durati
     })?;
     let r = timed(threads, |t| {
         let mine = compressed[t].lock().unwrap_or_else(|e| e.into_inner());
-        let mut buf = vec![0u8; PAGE_SIZE];
+        let mut buf = vec![0u8; page_len(pages)];
         for (k, i) in (t..pages.len()).step_by(threads).enumerate() {
-            if mine[k].len() == PAGE_SIZE {
+            if mine[k].len() == buf.len() {
                 buf.copy_from_slice(&mine[k]);
             } else {
                 codec.decompress(&mine[k], &mut buf)?;
@@ -199,12 +205,17 @@ pub fn store_threads(
     repeats: usize,
     no_kernel: bool,
 ) -> CliResult<(Vec<ThreadRow>, Option<String>)> {
-    let algorithm = match codec {
-        Codec::Lz4 => "lz4",
-        Codec::Zstd { .. } => "zstd",
-    };
+    let algorithm = codec.kernel_name();
+    let page = page_len(pages);
     let (kernel, skipped) = if no_kernel {
         (None, Some("--no-kernel".to_string()))
+    } else if page != PAGE_SIZE {
+        (
+            None,
+            Some(format!(
+                "the kernel's zram takes {PAGE_SIZE}-byte pages here, not {page}"
+            )),
+        )
     } else {
         let cfg = ZramConfig {
             algorithm: algorithm.into(),
@@ -224,8 +235,8 @@ pub fn store_threads(
             let mut ld = Vec::new();
             for _ in 0..repeats {
                 let (w, r) = run()?;
-                st.push(mb_s(pages.len(), w));
-                ld.push(mb_s(pages.len(), r));
+                st.push(mb_s(pages.len() * page, w));
+                ld.push(mb_s(pages.len() * page, r));
             }
             rows.push(ThreadRow {
                 contestant: name.into(),
