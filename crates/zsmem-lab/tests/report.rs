@@ -401,14 +401,14 @@ fn thirteen(labels: &[(usize, String)]) -> Vec<RunResult> {
     .iter()
     .map(|&(name, overhead)| {
         let mut r = run(name, labels, overhead, false);
-        if name.ends_with("compact") {
-            if let Some(last) = r.steps.last_mut() {
-                let mut c = zsmem::CompactionStats::default();
-                c.pages_compacted = 1234;
-                c.objects_moved = 56_789;
-                c.bytes_copied = 7 * MIB;
-                last.figures.compaction = Some(c);
-            }
+        if name.ends_with("compact")
+            && let Some(last) = r.steps.last_mut()
+        {
+            let mut c = zsmem::CompactionStats::default();
+            c.pages_compacted = 1234;
+            c.objects_moved = 56_789;
+            c.bytes_copied = 7 * MIB;
+            last.figures.compaction = Some(c);
         }
         r
     })

@@ -472,7 +472,11 @@ pub(super) fn memory_plot(
         .map(|((r, look), _)| StepLine {
             label: r.contestant.clone(),
             look: *look,
-            points: r.steps.iter().map(|s| Some(mib(s.figures.all_in))).collect(),
+            points: r
+                .steps
+                .iter()
+                .map(|s| Some(mib(s.figures.all_in)))
+                .collect(),
         })
         .collect();
     // The contestants store the same pages with the same codec: their
@@ -680,9 +684,7 @@ pub(super) fn latency_comparison(runs: &[RunResult]) -> io::Result<String> {
                 if *v >= 1.0 {
                     format!("{v:.0}")
                 } else {
-                    format!("{v:.3}")
-                        .trim_end_matches('0')
-                        .to_string()
+                    format!("{v:.3}").trim_end_matches('0').to_string()
                 }
             })
             .light_line_style(RGBColor(240, 240, 240))

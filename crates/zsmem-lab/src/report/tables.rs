@@ -10,8 +10,8 @@ use super::palette::{Look, swatch};
 use super::plots::{mib, step_label};
 use super::verdict::{references, relative_peak};
 use crate::corpus::tree::PAGE_SIZE;
-use zsmem::CompactionStats;
 use crate::workloads::untar_rm::RunResult;
+use zsmem::CompactionStats;
 
 /// One numeric column of the summary: its heading, a value per run (`None`
 /// where the run has none), how a value is written.
@@ -80,7 +80,10 @@ pub(super) fn summary_table(
         .map(|r| (r.overhead_ratios(), r.all_in_ratios()))
         .collect();
     for (head, pick) in [
-        ("max overhead ratio", (|x| x.0.0) as fn(&((f64, f64), (f64, f64))) -> f64),
+        (
+            "max overhead ratio",
+            (|x| x.0.0) as fn(&((f64, f64), (f64, f64))) -> f64,
+        ),
         ("last overhead ratio", |x| x.0.1),
         ("max all-in ratio", |x| x.1.0),
         ("last all-in ratio", |x| x.1.1),
@@ -193,9 +196,7 @@ pub(super) fn compaction_table(out: &mut String, runs: &[RunResult], looks: &[Lo
         .filter_map(|(i, r)| Some((i, r.steps.last()?.figures.compaction?)))
         .collect();
     if costs.is_empty() {
-        out.push_str(
-            "<p class=\"note\">No contestant reported what its compaction cost.</p>\n",
-        );
+        out.push_str("<p class=\"note\">No contestant reported what its compaction cost.</p>\n");
         return;
     }
     out.push_str(

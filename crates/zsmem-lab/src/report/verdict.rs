@@ -240,7 +240,10 @@ mod tests {
         assert!(t.contains("<b>10.0% less</b>"), "{t}");
         assert!(t.contains("at every step (2 of 2)"), "{t}");
         assert!(t.contains("<b>5.3% less</b>"), "{t}");
-        assert!(t.contains("nearest rival is <b>kernel-zram-compact</b>"), "{t}");
+        assert!(
+            t.contains("nearest rival is <b>kernel-zram-compact</b>"),
+            "{t}"
+        );
     }
 
     #[test]
