@@ -64,9 +64,9 @@ pub struct PoolBenchArgs {
     /// Measurements per figure; the median is reported.
     #[arg(long, default_value_t = 5)]
     pub repeats: usize,
-    /// Output format: table or json.
-    #[arg(long, default_value = "table")]
-    pub format: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = crate::output::Format::Table)]
+    pub format: crate::output::Format,
 }
 
 /// Run a benchmark.
@@ -169,7 +169,6 @@ fn bench_pool(a: &PoolBenchArgs) -> CliResult {
             "object size {bad} must be 1..=4096 (the pools use 4 KiB pages)"
         )));
     }
-    let json = crate::table_or_json(&a.format)?;
     let mut figures = Vec::new();
     for &size in &sizes {
         for mut store in contestants()? {
@@ -197,12 +196,10 @@ fn bench_pool(a: &PoolBenchArgs) -> CliResult {
             });
         }
     }
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&figures).map_err(std::io::Error::other)?
-        );
-        return Ok(());
+    match a.format {
+        crate::output::Format::Json => return crate::output::print_json(&figures),
+        crate::output::Format::Csv => return crate::output::print_serialized(&figures),
+        crate::output::Format::Table => {}
     }
     println!(
         "bench pool: {} live objects, {} ops per run, median of {} runs (lower is better)",

@@ -40,9 +40,9 @@ pub struct FreeBenchArgs {
     /// Seed of the embedded corpus the object sizes come from.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// `table` or `json`.
-    #[arg(long, default_value = "table")]
-    pub format: String,
+    /// Output format (csv: one line per mode and thread count).
+    #[arg(long, value_enum, default_value_t = crate::output::Format::Table)]
+    pub format: crate::output::Format,
 }
 
 /// The three free modes, in the reference's column order.
@@ -222,7 +222,6 @@ fn latency(mode: FreeMode, sizes: &[usize], bytes: usize) -> CliResult<(Histogra
 
 /// Run `zsmem bench free`.
 pub fn bench_free(a: &FreeBenchArgs) -> CliResult {
-    let json = crate::table_or_json(&a.format)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = if a.threads.is_empty() {
         [1, 2, 4]
@@ -242,15 +241,15 @@ pub fn bench_free(a: &FreeBenchArgs) -> CliResult {
     }
     let sizes = object_sizes(a.seed);
     let bytes = a.mib << 20;
-    let bar = indicatif::ProgressBar::new((threads.len() * MODES.len() * a.repeats) as u64)
-        .with_style(
-            indicatif::ProgressStyle::with_template("{msg:24} [{bar:30}] {pos}/{len} {elapsed}")
-                .map_err(|e| CliError::Usage(e.to_string()))?,
-        );
+    let bar = crate::progress::bar(
+        (threads.len() * MODES.len() * a.repeats) as u64,
+        "bench free",
+        "runs",
+    );
     let mut figures = Vec::new();
     for &n in &threads {
         for (name, mode) in MODES {
-            bar.set_message(format!("{name}, {n} threads"));
+            bar.set_prefix(format!("{name} x{n}"));
             let mut runs = Vec::new();
             for _ in 0..a.repeats {
                 runs.push(run_once(mode, n, &sizes, bytes)?);
@@ -272,7 +271,7 @@ pub fn bench_free(a: &FreeBenchArgs) -> CliResult {
             });
         }
     }
-    bar.set_message("latency, 1 thread");
+    bar.set_prefix("latency");
     let mut lat = Vec::new();
     for (name, mode) in MODES {
         let (h, clock_ns) = latency(mode, &sizes, bytes)?;
@@ -289,14 +288,11 @@ pub fn bench_free(a: &FreeBenchArgs) -> CliResult {
         figures,
         latency: lat,
     };
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&result).map_err(std::io::Error::other)?
-        );
-        return Ok(());
+    match a.format {
+        crate::output::Format::Json => crate::output::print_json(&result)?,
+        crate::output::Format::Csv => crate::output::print_serialized(&result.figures)?,
+        crate::output::Format::Table => print_table(&result, a, &threads, sizes.len()),
     }
-    print_table(&result, a, &threads, sizes.len());
     Ok(())
 }
 

@@ -13,8 +13,10 @@
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use serde::Serialize;
+
+use crate::output::{Format, print_csv, print_json};
 use zsmem::{Codec, PageStore, PageStoreConfig, PoolConfig};
 use zsmem_lab::contestants::kernel::KernelContestant;
 use zsmem_lab::contestants::kernel_zram::ZramError;
@@ -40,21 +42,21 @@ pub struct StoreBenchArgs {
     pub seed: u64,
     /// Codec: lz4, zstd or zstd:LEVEL (the kernel runs zstd at its own
     /// level, 3 by default).
-    #[arg(long, default_value = "lz4")]
+    #[arg(long, default_value = "lz4", value_parser = crate::output::codec_value)]
     pub codec: String,
     /// Use at most this many pages (the first ones of the input).
     #[arg(long)]
     pub pages: Option<usize>,
     /// zsmem's pool: `best` (zsmem's defaults) or `kernel` (the kernel's
     /// configuration).
-    #[arg(long, default_value = "best")]
+    #[arg(long, default_value = "best", value_parser = ["best", "kernel"])]
     pub pool: String,
     /// Do not run the kernel's zram even where it is available.
     #[arg(long)]
     pub no_kernel: bool,
-    /// Output format: table or json.
-    #[arg(long, default_value = "table")]
-    pub format: String,
+    /// Output format (csv: one line per contestant).
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
 }
 
 /// Percentiles of per-page latency, in microseconds.
@@ -134,6 +136,43 @@ pub struct Ratios {
     pub memory_with_metadata: f64,
 }
 
+/// One line per contestant, in plain units (MB/s, µs, bytes).
+fn print_csv_rows(r: &StoreBench) -> CliResult {
+    let rows = std::iter::once(&r.zsmem).chain(r.kernel.as_ref()).map(|f| {
+        vec![
+            f.contestant.clone(),
+            r.codec.clone(),
+            f.pages.to_string(),
+            format!("{:.3}", f.store_mb_s),
+            format!("{:.3}", f.load_mb_s),
+            format!("{:.3}", f.store.p50_us),
+            format!("{:.3}", f.store.p99_us),
+            format!("{:.3}", f.load.p50_us),
+            format!("{:.3}", f.load.p99_us),
+            f.compr_bytes.to_string(),
+            f.mem_used_total.to_string(),
+            f.metadata_bytes.map_or(String::new(), |m| m.to_string()),
+        ]
+    });
+    print_csv(
+        &[
+            "contestant",
+            "codec",
+            "pages",
+            "store_mb_s",
+            "load_mb_s",
+            "store_p50_us",
+            "store_p99_us",
+            "load_p50_us",
+            "load_p99_us",
+            "compr_bytes",
+            "used_bytes",
+            "metadata_bytes",
+        ],
+        rows,
+    )
+}
+
 fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds")
 }
@@ -153,14 +192,7 @@ fn bar(len: usize, label: &str) -> ProgressBar {
     if len < 200_000 {
         return ProgressBar::hidden();
     }
-    let b = ProgressBar::new(len as u64);
-    b.set_style(
-        ProgressStyle::with_template("{prefix:>20} [{bar:40}] {pos}/{len} pages {elapsed_precise}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    b.set_prefix(label.to_string());
-    b
+    crate::progress::bar(len as u64, label, "pages")
 }
 
 /// Store every page, then load and check every page; per-page latency.
@@ -258,7 +290,6 @@ fn load_input(p: &std::path::Path) -> CliResult<FileTree> {
 /// Run `zsmem bench store`.
 pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
     let codec = Codec::parse(&a.codec)?;
-    let json = crate::table_or_json(&a.format)?;
     let pool = match a.pool.as_str() {
         "best" => PoolConfig::default(),
         "kernel" => PoolConfig::kernel(),
@@ -382,13 +413,10 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
         compress_only,
         ratios,
     };
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&result).map_err(std::io::Error::other)?
-        );
-    } else {
-        print_table(&result);
+    match a.format {
+        Format::Json => print_json(&result)?,
+        Format::Csv => print_csv_rows(&result)?,
+        Format::Table => print_table(&result),
     }
     Ok(())
 }

@@ -28,14 +28,3 @@ pub enum CliError {
 
 /// Result of a subcommand.
 pub type CliResult<T = ()> = Result<T, CliError>;
-
-/// Parse a `--format` that takes `table` or `json`: true for json.
-pub fn table_or_json(format: &str) -> CliResult<bool> {
-    match format {
-        "table" => Ok(false),
-        "json" => Ok(true),
-        f => Err(CliError::Usage(format!(
-            "unknown format `{f}`: use table or json"
-        ))),
-    }
-}

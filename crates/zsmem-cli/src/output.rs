@@ -96,6 +96,25 @@ where
     Ok(())
 }
 
+/// Write `rows`, flat serde structs, to stdout as CSV: a header of their
+/// field names, then one line per row.
+pub fn print_serialized<T: Serialize>(rows: &[T]) -> CliResult {
+    let mut w = csv::Writer::from_writer(std::io::stdout().lock());
+    for r in rows {
+        w.serialize(r).map_err(std::io::Error::other)?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// A `--codec` value checked by clap (lz4, zstd or zstd:LEVEL): a bad one
+/// is a usage error, exit 2.
+pub fn codec_value(s: &str) -> Result<String, String> {
+    zsmem::Codec::parse(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
 /// Print `value` to stdout as pretty JSON.
 pub fn print_json<T: Serialize + ?Sized>(value: &T) -> CliResult {
     let s = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;

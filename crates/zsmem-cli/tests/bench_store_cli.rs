@@ -75,8 +75,8 @@ fn bench_store_refuses_bad_arguments() {
     for (args, msg) in [
         (&["bench", "store", "--codec", "lzo"][..], "unknown codec"),
         (&["bench", "store", "--pages", "0"][..], "--pages"),
-        (&["bench", "store", "--pool", "x"][..], "unknown pool"),
-        (&["bench", "store", "--format", "xml"][..], "unknown format"),
+        (&["bench", "store", "--pool", "x"][..], "invalid value 'x'"),
+        (&["bench", "store", "--format", "xml"][..], "invalid value 'xml'"),
     ] {
         let out = zsmem(args);
         assert!(!out.status.success());

@@ -34,9 +34,11 @@ fn compare_prints_every_step_and_a_summary() {
         "r1:untar",
         "r1:-drivers",
         "r1:-rest",
-        "peak used",
-        "peak all-in",
-        "all-in ratio",
+        "used",
+        "all-in",
+        "MiB",
+        "store p50",
+        "ratio",
         "struct page (est.)",
     ] {
         assert!(t.contains(needle), "missing {needle} in\n{t}");

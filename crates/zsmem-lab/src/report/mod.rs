@@ -162,7 +162,7 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
         String::new()
     } else {
         format!(
-            "; not drawn, over 100% overhead and written in the legend instead: {}",
+            "; not drawn, their overhead over 100% and 4 times the median contestant's, and written in the legend instead: {}",
             esc(&off.join(", "))
         )
     };

@@ -384,22 +384,27 @@ fn step_plot(
 
 /// The runs too far above the others to share their axis: those whose
 /// highest overhead ratio is over 100% (the pool holds more than twice the
-/// compressed bytes; the malloc baselines hold 6-7 times), unless every run
-/// is. Their figures are written in the plots' legends instead.
+/// compressed bytes; the malloc baselines hold 6-7 times on the full
+/// corpus) and over 4 times the median of the runs' highest ratios (on a
+/// small corpus every contestant's last steps hold little data and reach
+/// 100%, and the kernel must stay on the plot). Their figures are written
+/// in the plots' legends instead.
 pub(super) fn off_scale(runs: &[RunResult]) -> Vec<bool> {
-    let over: Vec<bool> = runs
-        .iter()
-        .map(|r| r.overhead_ratios().0 > OFF_SCALE_RATIO)
-        .collect();
-    if over.iter().all(|&o| o) {
-        vec![false; runs.len()]
-    } else {
-        over
-    }
+    let max: Vec<f64> = runs.iter().map(|r| r.overhead_ratios().0).collect();
+    let mut sorted: Vec<f64> = max.iter().copied().filter(|m| m.is_finite()).collect();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
+    max.iter()
+        .map(|&m| m > OFF_SCALE_RATIO && m > OFF_SCALE_MEDIANS * median)
+        .collect()
 }
 
-/// The overhead ratio above which a run is drawn off the plots.
+/// The overhead ratio above which a run may be drawn off the plots.
 const OFF_SCALE_RATIO: f64 = 1.0;
+
+/// How many times the median's overhead ratio a run must reach to be
+/// drawn off the plots.
+const OFF_SCALE_MEDIANS: f64 = 4.0;
 
 /// Legend notes for the runs left off a plot, with `what` of each.
 fn off_scale_notes(
