@@ -308,9 +308,17 @@ fn print_table(r: &FreeBench, a: &FreeBenchArgs, threads: &[usize], nsizes: usiz
          then all free at once; median of {} runs, compaction off",
         a.mib, a.repeats
     );
-    println!(
-        "{:<10} {:>10} {:>14} {:>10} {:>12} {:>12}   (time until the last thread's frees return)",
-        "mode", "Base", "ClassIdx-only", "Deferred", "ClassIdx/B", "Deferred/B",
+    println!("time until the last thread's frees return:");
+    let mut t = crate::output::table(
+        &[
+            "threads",
+            "Base\nms",
+            "ClassIdx-only\nms",
+            "Deferred\nms",
+            "ClassIdx\n/Base",
+            "Deferred\n/Base",
+        ],
+        1,
     );
     for &n in threads {
         let (b, c, d) = (
@@ -323,44 +331,46 @@ fn print_table(r: &FreeBench, a: &FreeBenchArgs, threads: &[usize], nsizes: usiz
         } else {
             format!("multi {n}p")
         };
-        println!(
-            "{:<10} {:>8.1}ms {:>12.1}ms {:>8.1}ms {:>11.2}x {:>11.2}x",
+        t.add_row(vec![
             label,
-            b.free_ms,
-            c.free_ms,
-            d.free_ms,
-            b.free_ms / c.free_ms,
-            b.free_ms / d.free_ms
-        );
+            format!("{:.1}", b.free_ms),
+            format!("{:.1}", c.free_ms),
+            format!("{:.1}", d.free_ms),
+            format!("{:.2}x", b.free_ms / c.free_ms),
+            format!("{:.2}x", b.free_ms / d.free_ms),
+        ]);
     }
+    println!("{t}");
     println!();
-    println!(
-        "{:<14} {:>8} {:>12} {:>10} {:>14} {:>16} {:>14}",
-        "mode",
-        "threads",
-        "objects",
-        "free ms",
-        "x vs 1 thread",
-        "until flushed ms",
-        "alloc+free Mops/s"
+    let mut t = crate::output::table(
+        &[
+            "mode",
+            "threads",
+            "objects",
+            "free\nms",
+            "x vs\n1 thread",
+            "until\nflushed ms",
+            "alloc+free\nMops/s",
+        ],
+        1,
     );
     for f in &r.figures {
         let one = cell(&f.mode, threads[0]);
         // Free throughput relative to the first thread count: N threads
         // free N times the objects.
         let scaling = (f.threads as f64 / one.threads as f64) * one.free_ms / f.free_ms;
-        println!(
-            "{:<14} {:>8} {:>12} {:>10.1} {:>13.2}x {:>16} {:>14.2}",
-            f.mode,
-            f.threads,
-            f.objects_per_thread * f.threads,
-            f.free_ms,
-            scaling,
+        t.add_row(vec![
+            f.mode.clone(),
+            f.threads.to_string(),
+            (f.objects_per_thread * f.threads).to_string(),
+            format!("{:.1}", f.free_ms),
+            format!("{scaling:.2}x"),
             f.until_flushed_ms
                 .map_or("-".to_string(), |m| format!("{m:.1}")),
-            f.alloc_free_mops
-        );
+            format!("{:.2}", f.alloc_free_mops),
+        ]);
     }
+    println!("{t}");
     println!();
     println!(
         "per-free latency, 1 thread, {} MiB (clock reading included):",

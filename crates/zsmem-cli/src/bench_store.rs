@@ -310,10 +310,15 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
     }
     let (tree, source) = match &a.input {
         Some(p) => (load_input(p)?, p.display().to_string()),
-        None => (
-            FileTree::generate(a.seed, a.scale),
-            format!("embedded corpus (seed {}, scale {})", a.seed, a.scale),
-        ),
+        None => {
+            let spin = crate::progress::spinner("generating the embedded corpus");
+            let tree = FileTree::generate(a.seed, a.scale);
+            spin.finish_and_clear();
+            (
+                tree,
+                format!("embedded corpus (seed {}, scale {})", a.seed, a.scale),
+            )
+        }
     };
     let pages: Vec<&Page> = tree
         .pages()
@@ -429,23 +434,22 @@ fn print_table(r: &StoreBench) {
         "bench store: {} pages of {}, {}",
         r.zsmem.pages, r.source, r.codec
     );
-    print!("{:<22}", "");
-    for c in &cols {
-        print!(" {:>14}", c.contestant);
-    }
+    let mut head: Vec<&str> = vec![""];
+    head.extend(cols.iter().map(|c| c.contestant.as_str()));
     if r.ratios.is_some() {
-        print!(" {:>14} {:>10}", "zsmem/kernel", "target");
+        head.extend(["zsmem/kernel", "target"]);
     }
-    println!();
+    let t = std::cell::RefCell::new(crate::output::table(&head, 1));
     let row = |label: &str, f: &dyn Fn(&StoreFigures) -> f64, ratio: Option<(f64, &str)>| {
-        print!("{label:<22}");
-        for c in &cols {
-            print!(" {:>14.2}", f(c));
+        let mut cells = vec![label.to_string()];
+        cells.extend(cols.iter().map(|c| format!("{:.2}", f(c))));
+        if r.ratios.is_some() {
+            match ratio {
+                Some((x, target)) => cells.extend([format!("{x:.2}x"), target.to_string()]),
+                None => cells.extend([String::new(), String::new()]),
+            }
         }
-        if let Some((x, target)) = ratio {
-            print!(" {x:>13.2}x {target:>10}");
-        }
-        println!();
+        t.borrow_mut().add_row(cells);
     };
     let ratio =
         |x: fn(&Ratios) -> f64, target: &'static str| r.ratios.as_ref().map(|q| (x(q), target));
@@ -454,17 +458,17 @@ fn print_table(r: &StoreBench) {
         &|c| c.store_mb_s,
         ratio(|q| q.store_throughput, ">= 1.3x"),
     );
-    row("store p50 us", &|c| c.store.p50_us, None);
-    row("store p99 us", &|c| c.store.p99_us, None);
-    row("store p99.9 us", &|c| c.store.p999_us, None);
+    row("store p50 µs", &|c| c.store.p50_us, None);
+    row("store p99 µs", &|c| c.store.p99_us, None);
+    row("store p99.9 µs", &|c| c.store.p999_us, None);
     row(
         "load MB/s",
         &|c| c.load_mb_s,
         ratio(|q| q.load_throughput, ">= 2x"),
     );
-    row("load p50 us", &|c| c.load.p50_us, None);
-    row("load p99 us", &|c| c.load.p99_us, None);
-    row("load p99.9 us", &|c| c.load.p999_us, None);
+    row("load p50 µs", &|c| c.load.p50_us, None);
+    row("load p99 µs", &|c| c.load.p99_us, None);
+    row("load p99.9 µs", &|c| c.load.p999_us, None);
     row("compr MiB", &|c| mib(c.compr_bytes), None);
     row(
         "mem_used_total MiB",
@@ -476,6 +480,7 @@ fn print_table(r: &StoreBench) {
         &|c| mib(c.mem_used_total + c.metadata_bytes.unwrap_or(0)),
         ratio(|q| q.memory_with_metadata, ""),
     );
+    println!("{}", t.borrow());
     println!(
         "{} alone: p50 {:.2} us, mean {:.2} us per page (the floor under both stores)",
         r.codec, r.compress_only.p50_us, r.compress_only.mean_us

@@ -30,7 +30,7 @@ pub struct StatsArgs {
     #[arg(long, default_value_t = zsmem::DEFAULT_CHAIN_SIZE)]
     pub chain: usize,
     /// Class delta in bytes, or `legacy` for page_size >> 8.
-    #[arg(long, default_value = "16")]
+    #[arg(long, default_value = "16", value_parser = delta_value)]
     pub delta: String,
     /// Chain rule: trim (zsmem's), min-waste (the kernel's), used-percent or
     /// span-aware.
@@ -53,6 +53,15 @@ pub struct StatsArgs {
     /// class) or json.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+}
+
+/// A `--delta` value, checked by clap: bytes or `legacy`.
+fn delta_value(s: &str) -> Result<String, String> {
+    if s == "legacy" || s.parse::<usize>().is_ok() {
+        Ok(s.to_string())
+    } else {
+        Err(format!("`{s}` is not a number of bytes or `legacy`"))
+    }
 }
 
 /// A `--rule` value, checked by clap.

@@ -26,8 +26,8 @@ fn bench_store_prints_the_table() {
     for needle in [
         "bench store: 300 pages",
         "store MB/s",
-        "store p99.9 us",
-        "load p50 us",
+        "store p99.9 µs",
+        "load p50 µs",
         "mem_used_total MiB",
         "allocator share",
         "kernel-zram: skipped (--no-kernel)",
@@ -76,7 +76,10 @@ fn bench_store_refuses_bad_arguments() {
         (&["bench", "store", "--codec", "lzo"][..], "unknown codec"),
         (&["bench", "store", "--pages", "0"][..], "--pages"),
         (&["bench", "store", "--pool", "x"][..], "invalid value 'x'"),
-        (&["bench", "store", "--format", "xml"][..], "invalid value 'xml'"),
+        (
+            &["bench", "store", "--format", "xml"][..],
+            "invalid value 'xml'",
+        ),
     ] {
         let out = zsmem(args);
         assert!(!out.status.success());

@@ -208,6 +208,10 @@ fn compare_refuses_bad_arguments() {
 fn help_lists_compare_and_the_baselines() {
     let top = String::from_utf8(zsmem(&["--help"]).stdout).unwrap();
     assert!(top.contains("compare"), "{top}");
+    assert!(
+        top.contains("With no subcommand it runs `compare`"),
+        "{top}"
+    );
     let help = String::from_utf8(zsmem(&["compare", "--help"]).stdout).unwrap();
     for name in [
         "system", "jemalloc", "mimalloc", "zbud", "table", "csv", "json",
