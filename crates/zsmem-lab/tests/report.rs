@@ -184,7 +184,7 @@ fn full_report_has_everything() {
     assert!(html.contains("nearest rival is <b>a&lt;b&amp;&quot;c&quot;</b>"));
     // Plots inlined: two step plots, the latency comparison and one
     // latency plot per contestant.
-    assert_eq!(html.matches("<svg").count(), 3 + runs.len());
+    assert_eq!(html.matches("<svg").count(), 4 + runs.len());
     // The best figure of each column is marked.
     assert!(html.contains("class=\"n best\""));
     // The compaction cost table is there (no contestant reported one).
@@ -222,7 +222,7 @@ fn full_report_has_everything() {
     assert!(html.contains("p99.9"));
 
     // The plots as files.
-    for f in ["overhead.svg", "memory.svg", "latency.svg"] {
+    for f in ["overhead.svg", "memory.svg", "relative.svg", "latency.svg"] {
         assert_svg(&dir.join(f));
     }
     for slug in ["zsmem", "zsmem-kernel", "a_b__c_"] {

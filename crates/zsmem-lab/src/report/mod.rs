@@ -8,6 +8,7 @@
 //! | `index.html` | the whole report, one page with no external CSS, JS or fonts; the plots below are inlined as `<svg>` elements |
 //! | `overhead.svg` | overhead ratio `(pool - compr) / compr` after each step, one line per contestant |
 //! | `memory.svg` | all-in memory after each step, one line per contestant, compressed bytes dashed |
+//! | `relative.svg` | all-in memory relative to the kernel's zram after each step, in % |
 //! | `latency.svg` | every contestant's store/load/discard p50 and p99, one plot |
 //! | `latency-<contestant>.svg` | store/load/discard latency, log2 buckets, grouped bars |
 //!
@@ -51,9 +52,12 @@ use std::path::{Path, PathBuf};
 pub use histogram::log2_histogram;
 use html::{STYLE, esc, figure, unique_slugs};
 use palette::looks;
-use plots::{latency_comparison, latency_plot, memory_plot, off_scale, overhead_plot, x_labels};
+use plots::{
+    latency_comparison, latency_plot, memory_plot, off_scale, overhead_plot, relative_plot,
+    x_labels,
+};
 use tables::{compaction_table, step_table, summary_table};
-use verdict::verdict;
+use verdict::{references, verdict};
 
 use crate::workloads::untar_rm::RunResult;
 
@@ -190,6 +194,20 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
             "All-in memory in MiB after each step; dashed grey: the compressed bytes{left_off}"
         ),
     );
+    if let Some(&base) = references(runs).first() {
+        let relative = relative_plot(runs, &looks, &labels, base)?;
+        std::fs::write(dir.join("relative.svg"), &relative)?;
+        figure(
+            &mut out,
+            &relative,
+            "relative.svg",
+            &format!(
+                "All-in memory of each contestant relative to {}'s after each step, in %; \
+                 steps where either holds no data are left out{left_off}",
+                esc(&runs[base].contestant)
+            ),
+        );
+    }
     figure(
         &mut out,
         &latency,

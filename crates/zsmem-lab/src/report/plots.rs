@@ -513,6 +513,63 @@ pub(super) fn memory_plot(
     )
 }
 
+/// Plot 2b: each contestant's all-in memory relative to the reference's
+/// (the kernel's zram) after each step, in %: the verdict step by step.
+/// Steps where either holds no data are left out, and the runs
+/// [`off_scale`] left out and noted.
+pub(super) fn relative_plot(
+    runs: &[RunResult],
+    looks: &[Look],
+    labels: &[String],
+    reference: usize,
+) -> io::Result<String> {
+    let off = off_scale(runs);
+    let base = &runs[reference];
+    let relative = |r: &RunResult| -> Vec<Option<f64>> {
+        r.steps
+            .iter()
+            .zip(&base.steps)
+            .map(|(s, b)| {
+                let same = s.round == b.round && s.label == b.label;
+                let data = |x: &crate::workloads::untar_rm::Step| {
+                    x.figures.compr > 0 && x.label != "compact" && x.figures.all_in > 0
+                };
+                (same && data(s) && data(b))
+                    .then(|| (s.figures.all_in as f64 / b.figures.all_in as f64 - 1.0) * 100.0)
+            })
+            .collect()
+    };
+    let lines: Vec<StepLine> = runs
+        .iter()
+        .zip(looks)
+        .zip(&off)
+        .filter(|(_, o)| !**o)
+        .map(|((r, look), _)| StepLine {
+            label: r.contestant.clone(),
+            look: *look,
+            points: relative(r),
+        })
+        .collect();
+    let notes = off_scale_notes(runs, &off, |r| {
+        let peak = relative(r)
+            .into_iter()
+            .flatten()
+            .fold(f64::NEG_INFINITY, f64::max);
+        format!("up to {peak:+.0}%")
+    });
+    step_plot(
+        &format!(
+            "All-in memory relative to {} after each step",
+            legend_label(&base.contestant)
+        ),
+        "% (below 0: less memory)",
+        labels,
+        &lines,
+        &notes,
+        "no step with data",
+    )
+}
+
 /// Plot 3: a contestant's store/load/discard latencies, log2 buckets as
 /// grouped bars, in % of each operation's samples.
 pub(super) fn latency_plot(r: &RunResult) -> io::Result<String> {

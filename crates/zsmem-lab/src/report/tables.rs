@@ -30,7 +30,12 @@ fn percent(v: f64) -> String {
 }
 
 fn signed_percent(v: f64) -> String {
-    format!("{:+.1}%", v * 100.0)
+    // No "-0.0%" for a difference that rounds to nothing.
+    if (v * 1000.0).round() == 0.0 {
+        "0.0%".to_string()
+    } else {
+        format!("{:+.1}%", v * 100.0)
+    }
 }
 
 fn quantile_us(h: &Histogram<u64>, q: f64) -> Option<f64> {

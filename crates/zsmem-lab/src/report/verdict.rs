@@ -17,17 +17,21 @@ pub(super) const ZSMEM: &str = "zsmem";
 const KERNEL: [&str; 2] = ["kernel-zram", "kernel-zram-compact"];
 
 /// The runs the others are measured against: the kernel's zram runs that
-/// are present, else the first run. Indices into `runs`.
+/// are present, else the first run that is not zsmem (else zsmem's).
+/// Indices into `runs`.
 pub(super) fn references(runs: &[RunResult]) -> Vec<usize> {
     let kernel: Vec<usize> = KERNEL
         .iter()
         .filter_map(|k| runs.iter().position(|r| r.contestant == *k))
         .collect();
-    if kernel.is_empty() && !runs.is_empty() {
-        vec![0]
-    } else {
-        kernel
+    if !kernel.is_empty() {
+        return kernel;
     }
+    runs.iter()
+        .position(|r| r.contestant != ZSMEM)
+        .or((!runs.is_empty()).then_some(0))
+        .into_iter()
+        .collect()
 }
 
 /// A step that holds data: compressed bytes present, not the final
@@ -151,10 +155,12 @@ pub(super) fn verdict(out: &mut String, runs: &[RunResult]) {
         out.push_str(&parts.join("; and it "));
     }
     out.push('.');
-    if !kernel_ran {
-        out.push_str(
+    if !kernel_ran && let Some(&i) = refs.first() {
+        let _ = write!(
+            out,
             " The kernel's zram did not run here (see the skipped contestants), so the \
-             figures are relative to the first contestant.",
+             figures are relative to <b>{}</b>.",
+            esc(&runs[i].contestant)
         );
     }
     // The nearest rival: the other allocator with the smallest peak all-in
@@ -267,5 +273,11 @@ mod tests {
         assert!(t.contains("than <b>jemalloc</b>"), "{t}");
         assert!(text(&[run("kernel-zram", &[1])]).contains("zsmem did not run"));
         assert!(text(&[run("zsmem", &[1])]).contains("ran alone"));
+        // zsmem first: the reference is the first other contestant.
+        let runs = [run("zsmem", &[100]), run("system", &[700])];
+        assert_eq!(references(&runs), vec![1]);
+        let t = text(&runs);
+        assert!(t.contains("<b>85.7% less</b>"), "{t}");
+        assert!(t.contains("relative to <b>system</b>"), "{t}");
     }
 }
