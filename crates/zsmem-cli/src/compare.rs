@@ -310,7 +310,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
             Err(e) => return Err(CliError::Usage(e.to_string())),
         };
         // Untar and the deletions alike: every page stored, then discarded.
-        let bar = progress::bar(total * a.rounds as u64, name, "pages");
+        let bar = progress::bar(2 * total * a.rounds as u64, name, "pages");
         let r = match (&a.record_trace, results.is_empty()) {
             (Some(path), true) => {
                 let mut rec = TraceRecorder::new(c.as_mut(), codec);
