@@ -66,7 +66,7 @@ tr:nth-child(even) td{background:#fafafa}
 td.name{white-space:nowrap}td.best,span.best{font-weight:700;background:#dff3df}
 .wide{overflow-x:auto;max-width:100%}
 p.verdict{font-size:1.15em;line-height:1.5;background:#f3f7ff;border-left:4px solid #1f5fcd;padding:.6em 1em}
-@media (max-width:600px){body{padding:.5em .8em}h1{font-size:1.4em}dl.meta{grid-template-columns:auto}dl.meta dd{margin-bottom:.3em;overflow-wrap:anywhere}}
+@media (max-width:600px){body{padding:.5em .8em}h1{font-size:1.4em}dl.meta{gap:.1em .6em;font-size:.9em}dl.meta dd{overflow-wrap:anywhere;min-width:0}p.verdict{font-size:1em}}
 figure{margin:1em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}
 figcaption,.note{color:#555;font-size:.9em}.empty{font-size:1.2em;color:#a33}
 .skipped li{color:#a33}

@@ -234,7 +234,7 @@ pub(super) fn compaction_table(out: &mut String, runs: &[RunResult], looks: &[Lo
 /// The all-in terms with their formulas and sources ([`crate::allin::explain`]).
 fn all_in_terms(out: &mut String) {
     out.push_str(
-        "<table class=\"terms\">\n<tr><th>all-in term</th><th>formula</th><th>source</th></tr>\n",
+        "<div class=\"wide\"><table class=\"terms\">\n<tr><th>all-in term</th><th>formula</th><th>source</th></tr>\n",
     );
     for t in crate::allin::explain() {
         let _ = writeln!(
@@ -245,7 +245,7 @@ fn all_in_terms(out: &mut String) {
             esc(t.source)
         );
     }
-    out.push_str("</table>\n");
+    out.push_str("</table></div>\n");
 }
 
 pub(super) fn step_table(out: &mut String, r: &RunResult) {
