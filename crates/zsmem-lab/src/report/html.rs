@@ -66,10 +66,11 @@ tr:nth-child(even) td{background:#fafafa}
 td.name{white-space:nowrap}td.best,span.best{font-weight:700;background:#dff3df}
 .wide{overflow-x:auto;max-width:100%}
 p.verdict{font-size:1.15em;line-height:1.5;background:#f3f7ff;border-left:4px solid #1f5fcd;padding:.6em 1em}
-@media (max-width:600px){body{padding:.5em .8em}h1{font-size:1.4em}dl.meta{gap:.1em .6em;font-size:.9em}dl.meta dd{overflow-wrap:anywhere;min-width:0}p.verdict{font-size:1em}}
-figure{margin:1em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}
+figure{margin:1em 0;overflow-x:auto}figure svg{max-width:100%;height:auto;border:1px solid #eee}
 figcaption,.note{color:#555;font-size:.9em}.empty{font-size:1.2em;color:#a33}
 .skipped li{color:#a33}
+/* Last, to win over the rules above at phone widths. */
+@media (max-width:600px){body{padding:.5em .8em}h1{font-size:1.4em}dl.meta{gap:.1em .6em;font-size:.9em}dl.meta dd{overflow-wrap:anywhere;min-width:0}p.verdict{font-size:1em}figure svg{max-width:none;width:720px}}
 ";
 
 pub(super) fn figure(out: &mut String, svg: &str, file: &str, caption: &str) {
