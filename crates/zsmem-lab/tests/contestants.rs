@@ -147,7 +147,7 @@ fn kernel_faithful_zsmem_matches_the_kernels_zram() {
     }
 }
 
-/// Why the test above allows 1% (and why another corpus can pass it: seed
+/// Why the test above allows 1% (and why another corpus can fail it: seed
 /// 4 of the same generator gives 2.5%): not the allocator. The kernel's lz4 and
 /// liblz4 give a few pages sizes 4-5 bytes apart (seed 5 at scale 0.05:
 /// 85 of 4,473 pages, 21 of them in another size class), which moves the
