@@ -47,6 +47,30 @@ pub struct CompactBenchArgs {
     /// Seed of the corpus and of the choice of pages.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Output format (sizes in MiB in the table, in bytes in csv and json).
+    #[arg(long, value_enum, default_value_t = crate::output::Format::Table)]
+    pub format: crate::output::Format,
+}
+
+/// One mode of `zsmem bench compact`, as csv and json print it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompactFigure {
+    /// Pool configuration and compaction policy.
+    pub mode: String,
+    /// Pool bytes held after the stores.
+    pub held_bytes: u64,
+    /// Pool bytes held after the discards (and the compaction asked for).
+    pub after_bytes: u64,
+    /// Pages compaction returned.
+    pub pages_compacted: u64,
+    /// Objects compaction moved.
+    pub objects_moved: u64,
+    /// Object bytes compaction copied.
+    pub bytes_copied: u64,
+    /// Bytes copied per byte of memory returned.
+    pub copied_per_freed: f64,
+    /// Longest time one compaction step held a class lock, ns.
+    pub max_lock_hold_ns: u64,
 }
 
 /// Arguments of `zsmem bench pool`.
@@ -64,9 +88,9 @@ pub struct PoolBenchArgs {
     /// Measurements per figure; the median is reported.
     #[arg(long, default_value_t = 5)]
     pub repeats: usize,
-    /// Output format: table or json.
-    #[arg(long, default_value = "table")]
-    pub format: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = crate::output::Format::Table)]
+    pub format: crate::output::Format,
     /// Thread counts, comma-separated: zsmem (one shared pool), mimalloc
     /// and the system allocator at each, per-thread rings.
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
@@ -173,19 +197,17 @@ fn bench_pool(a: &PoolBenchArgs) -> CliResult {
             "object size {bad} must be 1..=4096 (the pools use 4 KiB pages)"
         )));
     }
-    let json = crate::table_or_json(&a.format)?;
     if !a.threads.is_empty() {
         let figures =
             crate::bench_pool_threads::pool_threads(&sizes, &a.threads, a.live, a.ops, a.repeats)?;
-        if json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&figures).map_err(std::io::Error::other)?
-            );
-        } else {
-            crate::bench_pool_threads::print(&figures, a.live, a.ops, a.repeats);
-        }
-        return Ok(());
+        return match a.format {
+            crate::output::Format::Json => crate::output::print_json(&figures),
+            crate::output::Format::Csv => crate::output::print_serialized(&figures),
+            crate::output::Format::Table => {
+                crate::bench_pool_threads::print(&figures, a.live, a.ops, a.repeats);
+                Ok(())
+            }
+        };
     }
     let mut figures = Vec::new();
     for &size in &sizes {
@@ -214,20 +236,25 @@ fn bench_pool(a: &PoolBenchArgs) -> CliResult {
             });
         }
     }
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&figures).map_err(std::io::Error::other)?
-        );
-        return Ok(());
+    match a.format {
+        crate::output::Format::Json => return crate::output::print_json(&figures),
+        crate::output::Format::Csv => return crate::output::print_serialized(&figures),
+        crate::output::Format::Table => {}
     }
     println!(
         "bench pool: {} live objects, {} ops per run, median of {} runs (lower is better)",
         a.live, a.ops, a.repeats
     );
-    println!(
-        "{:>6}  {:<13} {:>14} {:>10} {:>10} {:>10}",
-        "size", "contestant", "alloc+wr+free", "vs mi", "read", "vs mi"
+    let mut t = crate::output::table(
+        &[
+            "size",
+            "contestant",
+            "alloc+wr+free\nns",
+            "vs\nmimalloc",
+            "read\nns",
+            "vs\nmimalloc",
+        ],
+        2,
     );
     for &size in &sizes {
         let row: Vec<&Figure> = figures.iter().filter(|f| f.size == size).collect();
@@ -236,17 +263,17 @@ fn bench_pool(a: &PoolBenchArgs) -> CliResult {
             .find(|f| f.contestant == "mimalloc")
             .expect("mimalloc runs");
         for f in &row {
-            println!(
-                "{:>6}  {:<13} {:>11.1} ns {:>9.2}x {:>7.1} ns {:>9.2}x",
-                size,
-                f.contestant,
-                f.churn_ns,
-                f.churn_ns / mi.churn_ns,
-                f.read_ns,
-                f.read_ns / mi.read_ns
-            );
+            t.add_row(vec![
+                size.to_string(),
+                f.contestant.clone(),
+                format!("{:.1}", f.churn_ns),
+                format!("{:.2}x", f.churn_ns / mi.churn_ns),
+                format!("{:.1}", f.read_ns),
+                format!("{:.2}x", f.read_ns / mi.read_ns),
+            ]);
         }
     }
+    crate::output::print_table(&t)?;
     Ok(())
 }
 
@@ -259,26 +286,12 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
             "--discard-percent must be 0..=100 and --scale in (0, 64]".into(),
         ));
     }
+    let spin = crate::progress::spinner("generating the embedded corpus");
     let tree = zsmem_lab::corpus::FileTree::generate(a.seed, a.scale);
+    spin.finish_and_clear();
     let pages: Vec<&zsmem_lab::corpus::Page> = tree.pages().map(|(_, _, p)| p).collect();
-    println!(
-        "bench compact: {} pages of the embedded corpus (seed {}, scale {}), {}% discarded at random",
-        pages.len(),
-        a.seed,
-        a.scale,
-        a.discard_percent
-    );
-    println!(
-        "{:<30} {:>10} {:>10} {:>12} {:>14} {:>12} {:>14} {:>10}",
-        "mode",
-        "held MiB",
-        "after MiB",
-        "pages freed",
-        "objects moved",
-        "MiB copied",
-        "copied/freed",
-        "max hold"
-    );
+    let bar = crate::progress::bar(6 * 2 * pages.len() as u64, "bench compact", "pages");
+    let mut rows: Vec<CompactFigure> = Vec::new();
     // The kernel's zspages (chain 8, all or nothing) and zsmem's (chain 32,
     // trimmed page by page), each compacted on request and automatically.
     let kernel = |compaction| PoolConfig {
@@ -325,6 +338,9 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
         })?;
         for (i, p) in pages.iter().enumerate() {
             store.write(i, &p[..])?;
+            if i % 4096 == 0 {
+                bar.inc(4096);
+            }
         }
         let held = store.mm_stat().mem_used_total;
         let mut rng = rand::rngs::StdRng::seed_from_u64(a.seed);
@@ -332,27 +348,69 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
             if rng.random_range(0..100) < a.discard_percent {
                 store.discard(i, 1)?;
             }
+            if i % 4096 == 0 {
+                bar.inc(4096);
+            }
         }
         if explicit {
             store.compact();
         }
         let after = store.mm_stat().mem_used_total;
         let c = store.pool().compaction_stats();
-        let mib = |b: u64| b as f64 / (1 << 20) as f64;
-        println!(
-            "{:<30} {:>10.2} {:>10.2} {:>12} {:>14} {:>12.2} {:>14.3} {:>8.1}us",
-            label,
-            mib(held),
-            mib(after),
-            c.pages_compacted,
-            c.objects_moved,
-            mib(c.bytes_copied),
-            c.copy_per_freed_byte(store.page_size()),
-            c.max_lock_hold_ns as f64 / 1000.0
-        );
+        rows.push(CompactFigure {
+            mode: label.to_string(),
+            held_bytes: held,
+            after_bytes: after,
+            pages_compacted: c.pages_compacted,
+            objects_moved: c.objects_moved,
+            bytes_copied: c.bytes_copied,
+            copied_per_freed: c.copy_per_freed_byte(store.page_size()),
+            max_lock_hold_ns: c.max_lock_hold_ns,
+        });
+    }
+    bar.finish_and_clear();
+    match a.format {
+        crate::output::Format::Json => return crate::output::print_json(&rows),
+        crate::output::Format::Csv => return crate::output::print_serialized(&rows),
+        crate::output::Format::Table => {}
     }
     println!(
-        "copied/freed: object bytes copied per byte of memory returned; max hold: longest time one compaction step held a class lock"
+        "bench compact: {} pages of the embedded corpus (seed {}, scale {}), {}% discarded at random",
+        pages.len(),
+        a.seed,
+        a.scale,
+        a.discard_percent
+    );
+    let mib = |b: u64| format!("{:.2}", b as f64 / (1 << 20) as f64);
+    let mut t = crate::output::table(
+        &[
+            "mode",
+            "held\nMiB",
+            "after\nMiB",
+            "pages\nfreed",
+            "objects\nmoved",
+            "MiB\ncopied",
+            "copied\nper freed",
+            "max hold\nµs",
+        ],
+        1,
+    );
+    for r in &rows {
+        t.add_row(vec![
+            r.mode.clone(),
+            mib(r.held_bytes),
+            mib(r.after_bytes),
+            r.pages_compacted.to_string(),
+            r.objects_moved.to_string(),
+            mib(r.bytes_copied),
+            format!("{:.3}", r.copied_per_freed),
+            format!("{:.1}", r.max_lock_hold_ns as f64 / 1000.0),
+        ]);
+    }
+    crate::output::print_table(&t)?;
+    println!(
+        "copied per freed: object bytes copied per byte of memory returned; max hold: the \
+         longest time one compaction step held a class lock"
     );
     Ok(())
 }

@@ -44,9 +44,9 @@ pub struct FreeBenchArgs {
     /// Seed of the embedded corpus the object sizes come from.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// `table` or `json`.
-    #[arg(long, default_value = "table")]
-    pub format: String,
+    /// Output format (csv: one line per mode and thread count).
+    #[arg(long, value_enum, default_value_t = crate::output::Format::Table)]
+    pub format: crate::output::Format,
 }
 
 /// The three free modes, in the reference's column order.
@@ -248,7 +248,6 @@ fn latency(mode: FreeMode, sizes: &[usize], bytes: usize) -> CliResult<(Histogra
 
 /// Run `zsmem bench free`.
 pub fn bench_free(a: &FreeBenchArgs) -> CliResult {
-    let json = crate::table_or_json(&a.format)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = if a.threads.is_empty() {
         [1, 2, 4]
@@ -268,15 +267,15 @@ pub fn bench_free(a: &FreeBenchArgs) -> CliResult {
     }
     let sizes = object_sizes(a.seed);
     let bytes = a.mib << 20;
-    let bar = indicatif::ProgressBar::new((threads.len() * MODES.len() * a.repeats) as u64)
-        .with_style(
-            indicatif::ProgressStyle::with_template("{msg:24} [{bar:30}] {pos}/{len} {elapsed}")
-                .map_err(|e| CliError::Usage(e.to_string()))?,
-        );
+    let bar = crate::progress::bar(
+        (threads.len() * MODES.len() * a.repeats) as u64,
+        "bench free",
+        "runs",
+    );
     let mut figures = Vec::new();
     for &n in &threads {
         for (name, mode) in MODES {
-            bar.set_message(format!("{name}, {n} threads"));
+            bar.set_prefix(format!("{name} x{n}"));
             let mut runs = Vec::new();
             for _ in 0..a.repeats {
                 runs.push(run_once(mode, n, &sizes, bytes)?);
@@ -299,7 +298,7 @@ pub fn bench_free(a: &FreeBenchArgs) -> CliResult {
             });
         }
     }
-    bar.set_message("latency, 1 thread");
+    bar.set_prefix("latency");
     let mut lat = Vec::new();
     for (name, mode) in MODES {
         let (h, clock_ns) = latency(mode, &sizes, bytes)?;
@@ -316,14 +315,11 @@ pub fn bench_free(a: &FreeBenchArgs) -> CliResult {
         figures,
         latency: lat,
     };
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&result).map_err(std::io::Error::other)?
-        );
-        return Ok(());
+    match a.format {
+        crate::output::Format::Json => crate::output::print_json(&result)?,
+        crate::output::Format::Csv => crate::output::print_serialized(&result.figures)?,
+        crate::output::Format::Table => print_table(&result, a, &threads, sizes.len()),
     }
-    print_table(&result, a, &threads, sizes.len());
     Ok(())
 }
 
@@ -339,9 +335,17 @@ fn print_table(r: &FreeBench, a: &FreeBenchArgs, threads: &[usize], nsizes: usiz
          then all free at once; median of {} runs, compaction off",
         a.mib, a.repeats
     );
-    println!(
-        "{:<10} {:>10} {:>14} {:>10} {:>12} {:>12}   (time until the last thread's frees return)",
-        "mode", "Base", "ClassIdx-only", "Deferred", "ClassIdx/B", "Deferred/B",
+    println!("time until the last thread's frees return:");
+    let mut t = crate::output::table(
+        &[
+            "threads",
+            "Base\nms",
+            "ClassIdx-only\nms",
+            "Deferred\nms",
+            "ClassIdx\n/Base",
+            "Deferred\n/Base",
+        ],
+        1,
     );
     for &n in threads {
         let (b, c, d) = (
@@ -354,46 +358,48 @@ fn print_table(r: &FreeBench, a: &FreeBenchArgs, threads: &[usize], nsizes: usiz
         } else {
             format!("multi {n}p")
         };
-        println!(
-            "{:<10} {:>8.1}ms {:>12.1}ms {:>8.1}ms {:>11.2}x {:>11.2}x",
+        t.add_row(vec![
             label,
-            b.free_ms,
-            c.free_ms,
-            d.free_ms,
-            b.free_ms / c.free_ms,
-            b.free_ms / d.free_ms
-        );
+            format!("{:.1}", b.free_ms),
+            format!("{:.1}", c.free_ms),
+            format!("{:.1}", d.free_ms),
+            format!("{:.2}x", b.free_ms / c.free_ms),
+            format!("{:.2}x", b.free_ms / d.free_ms),
+        ]);
     }
+    println!("{t}");
     println!();
-    println!(
-        "{:<14} {:>8} {:>12} {:>10} {:>14} {:>16} {:>12} {:>14}",
-        "mode",
-        "threads",
-        "objects",
-        "free ms",
-        "x vs 1 thread",
-        "until flushed ms",
-        "until OS ms",
-        "alloc+free Mops/s"
+    let mut t = crate::output::table(
+        &[
+            "mode",
+            "threads",
+            "objects",
+            "free\nms",
+            "x vs\n1 thread",
+            "until\nflushed ms",
+            "until\nOS ms",
+            "alloc+free\nMops/s",
+        ],
+        1,
     );
     for f in &r.figures {
         let one = cell(&f.mode, threads[0]);
         // Free throughput relative to the first thread count: N threads
         // free N times the objects.
         let scaling = (f.threads as f64 / one.threads as f64) * one.free_ms / f.free_ms;
-        println!(
-            "{:<14} {:>8} {:>12} {:>10.1} {:>13.2}x {:>16} {:>12.1} {:>14.2}",
-            f.mode,
-            f.threads,
-            f.objects_per_thread * f.threads,
-            f.free_ms,
-            scaling,
+        t.add_row(vec![
+            f.mode.clone(),
+            f.threads.to_string(),
+            (f.objects_per_thread * f.threads).to_string(),
+            format!("{:.1}", f.free_ms),
+            format!("{scaling:.2}x"),
             f.until_flushed_ms
                 .map_or("-".to_string(), |m| format!("{m:.1}")),
-            f.until_os_ms,
-            f.alloc_free_mops
-        );
+            format!("{:.1}", f.until_os_ms),
+            format!("{:.2}", f.alloc_free_mops),
+        ]);
     }
+    println!("{t}");
     println!();
     println!(
         "per-free latency, 1 thread, {} MiB (clock reading included):",

@@ -14,8 +14,10 @@
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use serde::Serialize;
+
+use crate::output::{Format, print_csv, print_json};
 use zsmem::{Codec, PageStore, PageStoreConfig};
 use zsmem_lab::contestants::kernel::KernelContestant;
 use zsmem_lab::contestants::kernel_zram::ZramError;
@@ -42,7 +44,7 @@ pub struct StoreBenchArgs {
     pub seed: u64,
     /// Codec: lz4, zstd or zstd:LEVEL (the kernel runs zstd at its own
     /// level, 3 by default), lzo or lzo-rle (built with `--features lzo`).
-    #[arg(long, default_value = "lz4")]
+    #[arg(long, default_value = "lz4", value_parser = crate::output::codec_value)]
     pub codec: String,
     /// Use at most this many pages (the first ones of the input).
     #[arg(long)]
@@ -50,7 +52,7 @@ pub struct StoreBenchArgs {
     /// zsmem's pool: `best` (zsmem's defaults), `kernel` (the kernel's
     /// rules at the page size), `kernel-d16` (the 2026 RFC's first patch)
     /// or `kernel-rfc` (both of its patches).
-    #[arg(long, default_value = "best")]
+    #[arg(long, default_value = "best", value_parser = ["best", "kernel", "kernel-d16", "kernel-rfc"])]
     pub pool: String,
     /// Page size: 4K (default), 16K or 64K; the input is cut into pages of
     /// this size, each compressed as a unit.
@@ -59,9 +61,9 @@ pub struct StoreBenchArgs {
     /// Do not run the kernel's zram even where it is available.
     #[arg(long)]
     pub no_kernel: bool,
-    /// Output format: table or json.
-    #[arg(long, default_value = "table")]
-    pub format: String,
+    /// Output format (csv: one line per contestant).
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
     /// Thread counts, comma-separated: measure store and load throughput
     /// at each (zsmem, the kernel's zram, the codec alone) instead of the
     /// single-threaded latency comparison.
@@ -156,6 +158,43 @@ pub struct Ratios {
     pub memory_with_metadata: f64,
 }
 
+/// One line per contestant, in plain units (MB/s, µs, bytes).
+fn print_csv_rows(r: &StoreBench) -> CliResult {
+    let rows = std::iter::once(&r.zsmem).chain(r.kernel.as_ref()).map(|f| {
+        vec![
+            f.contestant.clone(),
+            r.codec.clone(),
+            f.pages.to_string(),
+            format!("{:.3}", f.store_mb_s),
+            format!("{:.3}", f.load_mb_s),
+            format!("{:.3}", f.store.p50_us),
+            format!("{:.3}", f.store.p99_us),
+            format!("{:.3}", f.load.p50_us),
+            format!("{:.3}", f.load.p99_us),
+            f.compr_bytes.to_string(),
+            f.mem_used_total.to_string(),
+            f.metadata_bytes.map_or(String::new(), |m| m.to_string()),
+        ]
+    });
+    print_csv(
+        &[
+            "contestant",
+            "codec",
+            "pages",
+            "store_mb_s",
+            "load_mb_s",
+            "store_p50_us",
+            "store_p99_us",
+            "load_p50_us",
+            "load_p99_us",
+            "compr_bytes",
+            "used_bytes",
+            "metadata_bytes",
+        ],
+        rows,
+    )
+}
+
 fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds")
 }
@@ -175,14 +214,7 @@ fn bar(len: usize, label: &str) -> ProgressBar {
     if len < 200_000 {
         return ProgressBar::hidden();
     }
-    let b = ProgressBar::new(len as u64);
-    b.set_style(
-        ProgressStyle::with_template("{prefix:>20} [{bar:40}] {pos}/{len} pages {elapsed_precise}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    b.set_prefix(label.to_string());
-    b
+    crate::progress::bar(len as u64, label, "pages")
 }
 
 /// Store every page, then load and check every page; per-page latency.
@@ -281,7 +313,6 @@ fn load_input(p: &std::path::Path) -> CliResult<FileTree> {
 /// Run `zsmem bench store`.
 pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
     let codec = Codec::parse(&a.codec)?;
-    let json = crate::table_or_json(&a.format)?;
     let page_size = a.page_size;
     let variant = match a.pool.as_str() {
         "best" => "zsmem",
@@ -308,10 +339,15 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
     }
     let (tree, source) = match &a.input {
         Some(p) => (load_input(p)?, p.display().to_string()),
-        None => (
-            FileTree::generate(a.seed, a.scale),
-            format!("embedded corpus (seed {}, scale {})", a.seed, a.scale),
-        ),
+        None => {
+            let spin = crate::progress::spinner("generating the embedded corpus");
+            let tree = FileTree::generate(a.seed, a.scale);
+            spin.finish_and_clear();
+            (
+                tree,
+                format!("embedded corpus (seed {}, scale {})", a.seed, a.scale),
+            )
+        }
     };
     let tree = tree
         .with_page_size(page_size)
@@ -350,15 +386,14 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
             rows,
             kernel_skipped,
         };
-        if json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&result).map_err(std::io::Error::other)?
-            );
-        } else {
-            crate::bench_threads::print_rows(&result.rows);
-        }
-        return Ok(());
+        return match a.format {
+            Format::Json => print_json(&result),
+            Format::Csv => crate::output::print_serialized(&result.rows),
+            Format::Table => {
+                crate::bench_threads::print_rows(&result.rows);
+                Ok(())
+            }
+        };
     }
     let make = |measure_allocator| {
         PageStore::new(PageStoreConfig {
@@ -453,13 +488,10 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
         compress_only,
         ratios,
     };
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&result).map_err(std::io::Error::other)?
-        );
-    } else {
-        print_table(&result);
+    match a.format {
+        Format::Json => print_json(&result)?,
+        Format::Csv => print_csv_rows(&result)?,
+        Format::Table => print_table(&result),
     }
     Ok(())
 }
@@ -475,23 +507,22 @@ fn print_table(r: &StoreBench) {
         r.source,
         r.codec
     );
-    print!("{:<22}", "");
-    for c in &cols {
-        print!(" {:>14}", c.contestant);
-    }
+    let mut head: Vec<&str> = vec![""];
+    head.extend(cols.iter().map(|c| c.contestant.as_str()));
     if r.ratios.is_some() {
-        print!(" {:>14} {:>10}", "zsmem/kernel", "target");
+        head.extend(["zsmem/kernel", "target"]);
     }
-    println!();
+    let t = std::cell::RefCell::new(crate::output::table(&head, 1));
     let row = |label: &str, f: &dyn Fn(&StoreFigures) -> f64, ratio: Option<(f64, &str)>| {
-        print!("{label:<22}");
-        for c in &cols {
-            print!(" {:>14.2}", f(c));
+        let mut cells = vec![label.to_string()];
+        cells.extend(cols.iter().map(|c| format!("{:.2}", f(c))));
+        if r.ratios.is_some() {
+            match ratio {
+                Some((x, target)) => cells.extend([format!("{x:.2}x"), target.to_string()]),
+                None => cells.extend([String::new(), String::new()]),
+            }
         }
-        if let Some((x, target)) = ratio {
-            print!(" {x:>13.2}x {target:>10}");
-        }
-        println!();
+        t.borrow_mut().add_row(cells);
     };
     let ratio =
         |x: fn(&Ratios) -> f64, target: &'static str| r.ratios.as_ref().map(|q| (x(q), target));
@@ -500,17 +531,17 @@ fn print_table(r: &StoreBench) {
         &|c| c.store_mb_s,
         ratio(|q| q.store_throughput, ">= 1.3x"),
     );
-    row("store p50 us", &|c| c.store.p50_us, None);
-    row("store p99 us", &|c| c.store.p99_us, None);
-    row("store p99.9 us", &|c| c.store.p999_us, None);
+    row("store p50 µs", &|c| c.store.p50_us, None);
+    row("store p99 µs", &|c| c.store.p99_us, None);
+    row("store p99.9 µs", &|c| c.store.p999_us, None);
     row(
         "load MB/s",
         &|c| c.load_mb_s,
         ratio(|q| q.load_throughput, ">= 2x"),
     );
-    row("load p50 us", &|c| c.load.p50_us, None);
-    row("load p99 us", &|c| c.load.p99_us, None);
-    row("load p99.9 us", &|c| c.load.p999_us, None);
+    row("load p50 µs", &|c| c.load.p50_us, None);
+    row("load p99 µs", &|c| c.load.p99_us, None);
+    row("load p99.9 µs", &|c| c.load.p999_us, None);
     row("compr MiB", &|c| mib(c.compr_bytes), None);
     row(
         "mem_used_total MiB",
@@ -522,6 +553,7 @@ fn print_table(r: &StoreBench) {
         &|c| mib(c.mem_used_total + c.metadata_bytes.unwrap_or(0)),
         ratio(|q| q.memory_with_metadata, ""),
     );
+    println!("{}", t.borrow());
     println!(
         "{} alone: p50 {:.2} us, mean {:.2} us per page (the floor under both stores)",
         r.codec, r.compress_only.p50_us, r.compress_only.mean_us

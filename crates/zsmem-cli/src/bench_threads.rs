@@ -91,7 +91,7 @@ fn zsmem_run(
     })?;
     let w = timed(threads, |t| {
         for i in (t..pages.len()).step_by(threads) {
-            store.write(i, &pages[i][..])?;
+            store.write(i, pages[i])?;
         }
         Ok(())
     })?;
@@ -131,7 +131,7 @@ fn kernel_run(
     let w = timed(threads, |t| {
         let mut page = Box::new(Aligned([0; PAGE_SIZE]));
         for i in (t..pages.len()).step_by(threads) {
-            page.0.copy_from_slice(&pages[i][..]);
+            page.0.copy_from_slice(pages[i]);
             files[t]
                 .write_all_at(&page.0, (i * PAGE_SIZE) as u64)
                 .map_err(io)?;
@@ -163,7 +163,7 @@ fn codec_run(pages: &[&Page], codec: Codec, threads: usize) -> CliResult<(Durati
         let mut scratch = vec![0u8; page];
         for i in (t..pages.len()).step_by(threads) {
             // What does not compress is kept raw, as the stores keep it.
-            match codec.compress(&pages[i][..], &mut scratch) {
+            match codec.compress(pages[i], &mut scratch) {
                 Some(n) if n < page => out.push(scratch[..n].to_vec()),
                 _ => out.push(pages[i].to_vec()),
             }

@@ -3,7 +3,6 @@
 
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use zsmem::Codec;
 use zsmem_lab::contestants::forked::{Allocator, ForkedHeap};
@@ -19,7 +18,8 @@ use zsmem_lab::workloads::untar_rm::{
     LATENCY_NOTE, RunResult, UntarRm, latency_note, slots_needed,
 };
 
-use crate::{CliError, CliResult};
+use crate::output::{Format, print_csv, print_json, print_table, table};
+use crate::{CliError, CliResult, progress};
 
 /// The contestants `compare` runs by default (the peers are left out to
 /// keep a default run short; name them with `--contestants`).
@@ -96,15 +96,19 @@ pub struct CompareArgs {
     /// their memory is its RSS growth after the allocator's release),
     /// zbud, z3fold, zblock, afmalloc, afmalloc-compact (the peers, on
     /// zsmem's page source; see docs/peers.md).
-    #[arg(long, value_delimiter = ',', default_values_t = DEFAULT_CONTESTANTS.iter().map(|s| s.to_string()))]
+    #[arg(long, value_delimiter = ',',
+          default_values_t = DEFAULT_CONTESTANTS.iter().map(|s| s.to_string()),
+          value_parser = clap::builder::PossibleValuesParser::new(CONTESTANTS))]
     pub contestants: Vec<String>,
-    /// Codec: lz4 (default), zstd or zstd:LEVEL, lzo or lzo-rle (built with
-    /// `--features lzo`); the kernel is given the same algorithm.
-    #[arg(long, default_value = "lz4")]
+    /// Codec: lz4 (default), zstd or zstd:LEVEL (LEVEL 1..=22), lzo or
+    /// lzo-rle (built with `--features lzo`); the kernel is given the same
+    /// algorithm.
+    #[arg(long, default_value = "lz4", value_parser = codec_value)]
     pub codec: String,
-    /// Output format: table, csv or json.
-    #[arg(long, default_value = "table")]
-    pub format: String,
+    /// Output format. In every format `used` is the pool: the bytes of the
+    /// pages the allocator holds for objects (zram's mem_used_total).
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
     /// Directory for the report: a self-contained index.html with the
     /// tables and SVG plots.
     #[arg(long, default_value = "zsmem-report")]
@@ -133,7 +137,7 @@ impl Default for CompareArgs {
             rounds: 1,
             contestants: DEFAULT_CONTESTANTS.iter().map(|s| s.to_string()).collect(),
             codec: "lz4".into(),
-            format: "table".into(),
+            format: Format::Table,
             record_trace: None,
             report: "zsmem-report".into(),
             no_report: false,
@@ -148,12 +152,29 @@ fn parse_page_size(s: &str) -> Result<usize, String> {
     zsmem_lab::corpus::parse_page_size(s).map_err(|e| e.to_string())
 }
 
+/// `--codec`'s value, checked by clap (a bad one is a usage error, exit 2).
+fn codec_value(s: &str) -> Result<String, String> {
+    Codec::parse(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// A step as printed in json: the figures, and `used`, the same figure as
+/// `figures.pool` under the name the table and the CSV give it.
+#[derive(Serialize)]
+struct JsonStep<'a> {
+    round: usize,
+    label: &'a str,
+    used: u64,
+    figures: &'a Figures,
+}
+
 /// A contestant's results as printed in json.
 #[derive(Serialize)]
 struct JsonRun<'a> {
     contestant: &'a str,
     config: &'a str,
-    steps: &'a [zsmem_lab::workloads::untar_rm::Step],
+    steps: Vec<JsonStep<'a>>,
     store_ns: Percentiles,
     load_ns: Percentiles,
     discard_ns: Percentiles,
@@ -209,40 +230,12 @@ fn kernel_algorithm(codec: Codec) -> &'static str {
     codec.kernel_name()
 }
 
-fn mb(b: u64) -> f64 {
+fn mib(b: u64) -> f64 {
     b as f64 / (1 << 20) as f64
 }
 
 fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
-}
-
-fn step_line(label: &str, f: &Figures) -> String {
-    let mut line = format!(
-        "{label:<13} orig {:>9.2}MB compr {:>9.2}MB used {:>9.2}MB overhead {:>7.2}MB ratio {:>6.2}% all-in {:>9.2}MB ratio {:>6.2}% same {:>5} compacted {:>7} huge {:>5}",
-        mb(f.orig),
-        mb(f.compr),
-        mb(f.pool),
-        f.overhead() as f64 / (1 << 20) as f64,
-        f.overhead_ratio() * 100.0,
-        mb(f.all_in),
-        f.all_in_ratio() * 100.0,
-        f.same_pages,
-        f.pages_compacted,
-        f.huge_pages,
-    );
-    if let Some(w) = f.waste.filter(|_| f.compr > 0) {
-        let pct = |b: usize| 100.0 * b as f64 / f.compr.max(1) as f64;
-        line += &format!(
-            " | rounding {:>5.2}% partial {:>5.2}% tail {:>5.2}% meta {:>5.2}% => {:>6.2}%",
-            pct(w.rounding_bytes),
-            pct(w.partial_bytes),
-            pct(w.tail_bytes),
-            pct(f.meta as usize),
-            f.meta_ratio() * 100.0
-        );
-    }
-    line
 }
 
 /// Run `zsmem compare`.
@@ -257,13 +250,8 @@ pub fn run(a: &CompareArgs) -> CliResult {
             a.scale
         )));
     }
-    let format = a.format.as_str();
-    if !["table", "csv", "json"].contains(&format) {
-        return Err(CliError::Usage(format!(
-            "unknown format `{}`: use table, csv or json",
-            shown(format)
-        )));
-    }
+    // Contestants built with `Default` (no subcommand) or by a test skip
+    // clap's check.
     for c in &a.contestants {
         if !CONTESTANTS.contains(&c.as_str()) {
             return Err(CliError::Usage(format!(
@@ -294,10 +282,15 @@ pub fn run(a: &CompareArgs) -> CliResult {
             FileTree::load(p).map_err(|e| CliError::Usage(e.to_string()))?,
             p.display().to_string(),
         ),
-        (None, None) => (
-            FileTree::generate(a.seed, a.scale),
-            format!("embedded corpus (seed {}, scale {})", a.seed, a.scale),
-        ),
+        (None, None) => {
+            let spin = progress::spinner("generating the embedded corpus");
+            let tree = FileTree::generate(a.seed, a.scale);
+            spin.finish_and_clear();
+            (
+                tree,
+                format!("embedded corpus (seed {}, scale {})", a.seed, a.scale),
+            )
+        }
     };
     let tree = tree
         .with_page_size(cfg.page_size)
@@ -315,7 +308,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
         tree.files.len(),
         total,
         cfg.page_size / 1024,
-        mb(total * cfg.page_size as u64),
+        mib(total * cfg.page_size as u64),
         t.elapsed().as_secs_f64()
     );
     if let Some(names) = &a.remove {
@@ -346,15 +339,8 @@ pub fn run(a: &CompareArgs) -> CliResult {
             }
             Err(e) => return Err(CliError::Usage(e.to_string())),
         };
-        let bar = ProgressBar::new(total * a.rounds as u64);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{prefix:>14} [{bar:40}] {pos}/{len} pages {elapsed_precise}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        bar.set_prefix(name.clone());
+        // Untar and the deletions alike: every page stored, then discarded.
+        let bar = progress::bar(2 * total * a.rounds as u64, name, "pages");
         let r = match (&a.record_trace, results.is_empty()) {
             (Some(path), true) => {
                 let mut rec = TraceRecorder::new(c.as_mut(), codec);
@@ -380,57 +366,75 @@ pub fn run(a: &CompareArgs) -> CliResult {
         eprintln!("  {name}: done in {:.1}s", r.wall.as_secs_f64());
         results.push(r);
     }
-    match format {
-        "json" => {
+    match a.format {
+        Format::Json => {
             let runs: Vec<JsonRun> = results
                 .iter()
                 .map(|r| JsonRun {
                     contestant: &r.contestant,
                     config: &r.config,
-                    steps: &r.steps,
+                    steps: r
+                        .steps
+                        .iter()
+                        .map(|s| JsonStep {
+                            round: s.round,
+                            label: &s.label,
+                            used: s.figures.pool,
+                            figures: &s.figures,
+                        })
+                        .collect(),
                     store_ns: percentiles(&r.latency.store),
                     load_ns: percentiles(&r.latency.load),
                     discard_ns: percentiles(&r.latency.discard),
                     wall_s: r.wall.as_secs_f64(),
                 })
                 .collect();
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&serde_json::json!({
-                    "workload": work, "source": source, "pages": total, "page_size": cfg.page_size,
-                    "skipped": skipped, "runs": runs,
-                    "all_in_terms": zsmem_lab::allin::explain(),
-                }))
-                .map_err(std::io::Error::other)?
-            );
+            print_json(&serde_json::json!({
+                "workload": work, "source": source, "pages": total, "page_size": cfg.page_size,
+                "skipped": skipped, "runs": runs,
+                "all_in_terms": zsmem_lab::allin::explain(),
+            }))?;
         }
-        "csv" => {
-            println!(
-                "contestant,round,step,orig,compr,used,all_in,overhead_ratio,all_in_ratio,same_pages,huge_pages,pages_compacted"
-            );
-            for r in &results {
-                for s in &r.steps {
+        Format::Csv => {
+            let rows = results.iter().flat_map(|r| {
+                r.steps.iter().map(move |s| {
                     let f = &s.figures;
-                    println!(
-                        "{},{},{},{},{},{},{},{:.6},{:.6},{},{},{}",
-                        r.contestant,
-                        s.round,
-                        s.label,
-                        f.orig,
-                        f.compr,
-                        f.pool,
-                        f.all_in,
-                        f.overhead_ratio(),
-                        f.all_in_ratio(),
-                        f.same_pages,
-                        f.huge_pages,
-                        f.pages_compacted
-                    );
-                }
-            }
+                    vec![
+                        r.contestant.clone(),
+                        s.round.to_string(),
+                        s.label.clone(),
+                        f.orig.to_string(),
+                        f.compr.to_string(),
+                        f.pool.to_string(),
+                        f.all_in.to_string(),
+                        format!("{:.6}", f.overhead_ratio()),
+                        format!("{:.6}", f.all_in_ratio()),
+                        f.same_pages.to_string(),
+                        f.huge_pages.to_string(),
+                        f.pages_compacted.to_string(),
+                    ]
+                })
+            });
+            print_csv(
+                &[
+                    "contestant",
+                    "round",
+                    "step",
+                    "orig",
+                    "compr",
+                    "used",
+                    "all_in",
+                    "overhead_ratio",
+                    "all_in_ratio",
+                    "same_pages",
+                    "huge_pages",
+                    "pages_compacted",
+                ],
+                rows,
+            )?;
         }
-        _ => {
-            print_tables(&results, &skipped, cfg.page_size);
+        Format::Table => {
+            print_tables(&results, &skipped, cfg.page_size)?;
             print!("{}", rfc_text(&results, cfg.page_size));
             if a.histograms {
                 for r in &results {
@@ -460,6 +464,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
                         .join(", "))
             ),
             generated_by: std::env::args().collect::<Vec<_>>().join(" "),
+            codec: a.codec.clone(),
             page_size: cfg.page_size,
             skipped: skipped.clone(),
         };
@@ -490,67 +495,170 @@ fn probe_report_dir(dir: &std::path::Path) -> CliResult {
     std::fs::remove_file(&probe).map_err(fail)
 }
 
-fn print_tables(results: &[RunResult], skipped: &[(String, String)], page_size: usize) {
+/// One table per contestant (its steps), the legend of the columns, the
+/// summary and the compaction costs; all sizes in MiB.
+fn print_tables(
+    results: &[RunResult],
+    skipped: &[(String, String)],
+    page_size: usize,
+) -> CliResult {
+    let width = crate::output::terminal_width().unwrap_or(100);
+    let pct = |x: f64| format!("{:.2}%", x * 100.0);
     for r in results {
         println!("\n== {}: {}", r.contestant, r.config);
+        let mut t = table(
+            &[
+                "step",
+                "orig\nMiB",
+                "compr\nMiB",
+                "used\nMiB",
+                "ratio",
+                "all-in\nMiB",
+                "all-in\nratio",
+                "same",
+                "huge",
+                "pages\ncompacted",
+            ],
+            1,
+        );
         for s in &r.steps {
-            println!(
-                "{}",
-                step_line(&format!("r{}:{}", s.round, s.label), &s.figures)
+            let f = &s.figures;
+            let ratio = |x: f64| {
+                if f.compr == 0 {
+                    "-".to_string()
+                } else {
+                    pct(x)
+                }
+            };
+            t.add_row(vec![
+                format!("r{}:{}", s.round, s.label),
+                format!("{:.2}", mib(f.orig)),
+                format!("{:.2}", mib(f.compr)),
+                format!("{:.2}", mib(f.pool)),
+                ratio(f.overhead_ratio()),
+                format!("{:.2}", mib(f.all_in)),
+                ratio(f.all_in_ratio()),
+                f.same_pages.to_string(),
+                f.huge_pages.to_string(),
+                f.pages_compacted.to_string(),
+            ]);
+        }
+        print_table(&t)?;
+        // zsmem's split of the overhead, where the contestant can tell.
+        if r.steps.iter().any(|s| s.figures.waste.is_some()) {
+            let mut t = table(
+                &[
+                    "step",
+                    "rounding",
+                    "partial",
+                    "tail",
+                    "meta",
+                    "ratio with\nmeta",
+                ],
+                1,
             );
+            for s in &r.steps {
+                let f = &s.figures;
+                let Some(w) = f.waste.filter(|_| f.compr > 0) else {
+                    continue;
+                };
+                let share = |b: u64| pct(b as f64 / f.compr as f64);
+                t.add_row(vec![
+                    format!("r{}:{}", s.round, s.label),
+                    share(w.rounding_bytes as u64),
+                    share(w.partial_bytes as u64),
+                    share(w.tail_bytes as u64),
+                    share(f.meta),
+                    pct(f.meta_ratio()),
+                ]);
+            }
+            print_table(&t)?;
         }
     }
-    for line in [
-        "\nused = pool = pages the allocator holds for objects (zram's mem_used_total; for a malloc",
-        "baseline its heap growth); ratio = (used - compr) / compr, split for zsmem into rounding (slot",
-        "over object size), partial (free slots in held pages), tail (held bytes outside whole slots);",
-        "meta = the allocator's metadata (handle tables, zspage descriptors, free bitmaps, owner arrays;",
-        "the kernel's is not visible); => counts it too. all-in = everything held for the data, the",
-        "same terms for every contestant; all-in ratio = (all-in - compr) / compr. The terms:",
-    ] {
-        println!("{line}");
-    }
+    println!();
+    print!(
+        "{}",
+        crate::output::wrap(
+            "used = pool = the pages the allocator holds for objects (zram's mem_used_total; \
+             for a malloc baseline its heap growth), in MiB here, in bytes in the CSV and JSON; \
+             ratio = (used - compr) / compr, split for zsmem into rounding (slot over object \
+             size), partial (free slots in held pages), tail (held bytes outside whole slots), \
+             in % of compr; meta = the allocator's metadata (handle tables, zspage descriptors, \
+             free bitmaps, owner arrays; the kernel's is not visible); ratio with meta counts \
+             it too. all-in = everything held for the data, the same terms for every \
+             contestant; all-in ratio = (all-in - compr) / compr. The terms:",
+            width,
+            "",
+        )
+    );
     for t in zsmem_lab::allin::explain() {
-        println!("  {}: {} [{}]", t.name, t.formula, t.source);
+        print!(
+            "{}",
+            crate::output::wrap(
+                &format!("- {}: {} [{}]", t.name, t.formula, t.source),
+                width,
+                "  "
+            )
+        );
     }
-    println!(
-        "\n{:<20} {:>11} {:>11} {:>10} {:>10} {:>10} {:>10} {:>17} {:>17} {:>10} {:>8}",
-        "contestant",
-        "peak used",
-        "peak all-in",
-        "max ratio",
-        "last ratio",
-        "max all-in",
-        "last all-in",
-        "store p50/p99 us",
-        "load p50/p99 us",
-        "free p50",
-        "wall s"
+    println!();
+    let mut t = table(
+        &[
+            "contestant",
+            "peak\nused\nMiB",
+            "peak\nall-in\nMiB",
+            "max\nratio",
+            "last\nratio",
+            "max\nall-in",
+            "last\nall-in",
+        ],
+        1,
     );
     for r in results {
         let (max_ratio, last_ratio) = r.overhead_ratios();
         let (all_max, all_last) = r.all_in_ratios();
-        let l = &r.latency;
-        println!(
-            "{:<20} {:>9.2}MB {:>9.2}MB {:>9.2}% {:>9.2}% {:>9.2}% {:>9.2}% {:>8.2}/{:<8.2} {:>8.2}/{:<8.2} {:>8.2}us {:>8.1}",
-            r.contestant,
-            mb(r.peak_pool()),
-            mb(r.peak_all_in()),
-            max_ratio * 100.0,
-            last_ratio * 100.0,
-            all_max * 100.0,
-            all_last * 100.0,
-            us(l.store.value_at_quantile(0.5)),
-            us(l.store.value_at_quantile(0.99)),
-            us(l.load.value_at_quantile(0.5)),
-            us(l.load.value_at_quantile(0.99)),
-            us(l.discard.value_at_quantile(0.5)),
-            r.wall.as_secs_f64()
-        );
+        t.add_row(vec![
+            r.contestant.clone(),
+            format!("{:.2}", mib(r.peak_pool())),
+            format!("{:.2}", mib(r.peak_all_in())),
+            pct(max_ratio),
+            pct(last_ratio),
+            pct(all_max),
+            pct(all_last),
+        ]);
     }
     for (name, why) in skipped {
-        println!("{name:<20} skipped: {why}");
+        t.add_row(vec![name.clone(), format!("skipped: {why}")]);
     }
+    print_table(&t)?;
+    println!();
+    let mut t = table(
+        &[
+            "contestant",
+            "store p50\nµs",
+            "store p99\nµs",
+            "load p50\nµs",
+            "load p99\nµs",
+            "discard\np50 µs",
+            "wall\ns",
+        ],
+        1,
+    );
+    for r in results {
+        let l = &r.latency;
+        let q =
+            |h: &hdrhistogram::Histogram<u64>, x: f64| format!("{:.2}", us(h.value_at_quantile(x)));
+        t.add_row(vec![
+            r.contestant.clone(),
+            q(&l.store, 0.5),
+            q(&l.store, 0.99),
+            q(&l.load, 0.5),
+            q(&l.load, 0.99),
+            q(&l.discard, 0.5),
+            format!("{:.1}", r.wall.as_secs_f64()),
+        ]);
+    }
+    print_table(&t)?;
     println!("{LATENCY_NOTE}");
     let costs: Vec<_> = results
         .iter()
@@ -560,25 +668,29 @@ fn print_tables(results: &[RunResult], skipped: &[(String, String)], page_size: 
         })
         .collect();
     if !costs.is_empty() {
-        println!(
-            "
-{:<14} {:>14} {:>12} {:>14} {:>14} {:>10}",
-            "compaction",
-            "objects moved",
-            "MiB copied",
-            "pages returned",
-            "copied/freed",
-            "max hold"
+        let mut t = table(
+            &[
+                "compaction",
+                "objects\nmoved",
+                "MiB\ncopied",
+                "pages\nreturned",
+                "copied\nper freed",
+                "max lock\nhold µs",
+            ],
+            1,
         );
+        for (name, c) in costs {
+            t.add_row(vec![
+                name.clone(),
+                c.objects_moved.to_string(),
+                format!("{:.2}", mib(c.bytes_copied)),
+                c.pages_compacted.to_string(),
+                format!("{:.3}", c.copy_per_freed_byte(page_size)),
+                format!("{:.1}", us(c.max_lock_hold_ns)),
+            ]);
+        }
+        println!();
+        print_table(&t)?;
     }
-    for (name, c) in costs {
-        println!(
-            "{name:<14} {:>14} {:>12.2} {:>14} {:>14.3} {:>8.1}us",
-            c.objects_moved,
-            c.bytes_copied as f64 / (1 << 20) as f64,
-            c.pages_compacted,
-            c.copy_per_freed_byte(page_size),
-            c.max_lock_hold_ns as f64 / 1000.0
-        );
-    }
+    Ok(())
 }

@@ -8,6 +8,8 @@ pub mod bench_store;
 pub mod bench_threads;
 pub mod classes;
 pub mod compare;
+pub mod output;
+pub mod progress;
 pub mod replay;
 pub mod stats;
 pub mod units;
@@ -28,14 +30,3 @@ pub enum CliError {
 
 /// Result of a subcommand.
 pub type CliResult<T = ()> = Result<T, CliError>;
-
-/// Parse a `--format` that takes `table` or `json`: true for json.
-pub fn table_or_json(format: &str) -> CliResult<bool> {
-    match format {
-        "table" => Ok(false),
-        "json" => Ok(true),
-        f => Err(CliError::Usage(format!(
-            "unknown format `{f}`: use table or json"
-        ))),
-    }
-}

@@ -11,7 +11,7 @@ use zsmem_cli::{bench, classes, compare, replay, stats};
 /// its embedded corpus: the side-by-side comparison, its summary and the
 /// report's path.
 #[derive(Parser, Debug)]
-#[command(name = "zsmem", version, about, long_about = None)]
+#[command(name = "zsmem", version, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

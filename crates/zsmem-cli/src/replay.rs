@@ -3,8 +3,9 @@
 //! kernel-faithful configuration, and the malloc baselines.
 
 use zsmem_lab::contestants::objects::{OBJECT_CONTESTANTS, make_object_contestant};
-use zsmem_lab::workloads::trace::{Trace, replay};
+use zsmem_lab::workloads::trace::{ReplayFigures as Sample, Trace, replay};
 
+use crate::output::{Format, print_json, print_table, table};
 use crate::{CliError, CliResult};
 
 /// Arguments of `zsmem replay`.
@@ -16,41 +17,94 @@ pub struct ReplayArgs {
     /// Print figures every this many operations (0: only at the end).
     #[arg(long, default_value_t = 0)]
     pub sample_every: usize,
-    /// Contestants, comma separated: zsmem, zsmem-kernel, system, jemalloc, mimalloc.
-    #[arg(long, value_delimiter = ',', default_values_t = OBJECT_CONTESTANTS.iter().map(|s| s.to_string()))]
+    /// Contestants, comma separated.
+    #[arg(long, value_delimiter = ',',
+          default_values_t = OBJECT_CONTESTANTS.iter().map(|s| s.to_string()),
+          value_parser = clap::builder::PossibleValuesParser::new(OBJECT_CONTESTANTS))]
     pub contestants: Vec<String>,
+    /// Output format (sizes in MiB in the table, in bytes in csv and json).
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// One line of figures, as csv and json print it.
+#[derive(serde::Serialize)]
+struct Row<'a> {
+    contestant: &'a str,
+    ops: u64,
+    objects: u64,
+    stored_bytes: u64,
+    held_bytes: u64,
+    peak_held_bytes: u64,
+    overhead_ratio: f64,
 }
 
 /// Run `zsmem replay`.
 pub fn run(a: &ReplayArgs) -> CliResult {
     let trace = Trace::read(&a.trace).map_err(|e| CliError::Usage(e.to_string()))?;
-    println!("{}: {} operations", a.trace.display(), trace.ops.len());
-    println!(
-        "{:<14} {:>10} {:>10} {:>12} {:>12} {:>12} {:>10}",
-        "contestant", "ops", "objects", "stored MiB", "held MiB", "peak MiB", "overhead"
-    );
+    eprintln!("{}: {} operations", a.trace.display(), trace.ops.len());
+    let mut rows: Vec<(String, Vec<Sample>, String)> = Vec::new();
     for name in &a.contestants {
         let mut c = make_object_contestant(name).map_err(|e| CliError::Usage(e.to_string()))?;
+        let spin = crate::progress::spinner(&format!("replaying on {name}"));
         let samples = replay(&trace, c.as_mut(), a.sample_every)
             .map_err(|e| CliError::Usage(e.to_string()))?;
-        let mib = |b: u64| b as f64 / (1 << 20) as f64;
-        for s in &samples {
-            let overhead = if s.bytes == 0 {
-                0.0
-            } else {
-                (s.held as f64 - s.bytes as f64) / s.bytes as f64 * 100.0
-            };
-            println!(
-                "{name:<14} {:>10} {:>10} {:>12.2} {:>12.2} {:>12.2} {:>9.2}%",
-                s.ops,
-                s.objects,
-                mib(s.bytes),
-                mib(s.held),
-                mib(s.peak_held),
-                overhead
-            );
+        spin.finish_and_clear();
+        rows.push((name.clone(), samples, c.config()));
+    }
+    let overhead = |s: &Sample| {
+        if s.bytes == 0 {
+            0.0
+        } else {
+            (s.held as f64 - s.bytes as f64) / s.bytes as f64
         }
-        println!("{:<14} {}", "", c.config());
+    };
+    let flat: Vec<Row> = rows
+        .iter()
+        .flat_map(|(name, samples, _)| {
+            samples.iter().map(move |s| Row {
+                contestant: name,
+                ops: s.ops,
+                objects: s.objects,
+                stored_bytes: s.bytes,
+                held_bytes: s.held,
+                peak_held_bytes: s.peak_held,
+                overhead_ratio: overhead(s),
+            })
+        })
+        .collect();
+    match a.format {
+        Format::Json => return print_json(&flat),
+        Format::Csv => return crate::output::print_serialized(&flat),
+        Format::Table => {}
+    }
+    let mib = |b: u64| format!("{:.2}", b as f64 / (1 << 20) as f64);
+    let mut t = table(
+        &[
+            "contestant",
+            "ops",
+            "objects",
+            "stored\nMiB",
+            "held\nMiB",
+            "peak\nMiB",
+            "overhead",
+        ],
+        1,
+    );
+    for r in &flat {
+        t.add_row(vec![
+            r.contestant.to_string(),
+            r.ops.to_string(),
+            r.objects.to_string(),
+            mib(r.stored_bytes),
+            mib(r.held_bytes),
+            mib(r.peak_held_bytes),
+            format!("{:.2}%", r.overhead_ratio * 100.0),
+        ]);
+    }
+    print_table(&t)?;
+    for (name, _, config) in &rows {
+        println!("{name}: {config}");
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ use serde::Serialize;
 use zsmem::stats::{ClassStats, PoolStats, format_kernel_classes};
 use zsmem::{ChainRule, CompactionPolicy, Pool, PoolConfig, SizeClassConfig};
 
+use crate::output::{Format, print_csv, print_json};
 use crate::{CliError, CliResult, units::parse_size};
 
 /// Arguments of `zsmem stats`.
@@ -29,11 +30,11 @@ pub struct StatsArgs {
     #[arg(long, default_value_t = zsmem::DEFAULT_CHAIN_SIZE)]
     pub chain: usize,
     /// Class delta in bytes, or `legacy` for page_size >> 8.
-    #[arg(long, default_value = "16")]
+    #[arg(long, default_value = "16", value_parser = delta_value)]
     pub delta: String,
     /// Chain rule: trim (zsmem's), min-waste (the kernel's), used-percent or
     /// span-aware.
-    #[arg(long, default_value = "trim")]
+    #[arg(long, default_value = "trim", value_parser = rule_value)]
     pub rule: String,
     /// Keep zspages all or nothing, as the kernel does (no page trimming).
     #[arg(long)]
@@ -43,14 +44,31 @@ pub struct StatsArgs {
     pub kernel_header: bool,
     /// Automatic compaction: auto (compact on the freeing thread) or off
     /// (only when asked, as the kernel).
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value = "auto", value_parser = ["auto", "off"])]
     pub policy: String,
     /// Compact the whole pool after the frees, as `echo 1 > compact` does.
     #[arg(long)]
     pub compact: bool,
-    /// Output format: table (kernel layout) or json.
-    #[arg(long, default_value = "table")]
-    pub format: String,
+    /// Output format: table (the kernel's layout), csv (one line per
+    /// class) or json.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// A `--delta` value, checked by clap: bytes or `legacy`.
+fn delta_value(s: &str) -> Result<String, String> {
+    if s == "legacy" || s.parse::<usize>().is_ok() {
+        Ok(s.to_string())
+    } else {
+        Err(format!("`{s}` is not a number of bytes or `legacy`"))
+    }
+}
+
+/// A `--rule` value, checked by clap.
+fn rule_value(s: &str) -> Result<String, String> {
+    ChainRule::parse(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 /// What `zsmem stats --format json` prints.
@@ -109,16 +127,20 @@ pub fn run(a: &StatsArgs) -> CliResult {
         },
         ..PoolConfig::default()
     };
-    let json = crate::table_or_json(&a.format)?;
     let pool = Pool::new(cfg.clone())?;
     let mut rng = StdRng::seed_from_u64(a.seed);
     let mut buf = vec![0u8; a.page_size];
     let mut handles = Vec::with_capacity(a.objects);
+    let bar = crate::progress::bar(a.objects as u64, "storing", "objects");
     for i in 0..a.objects {
         let len = object_len(&mut rng, a.page_size);
         buf[..8].copy_from_slice(&(i as u64).to_le_bytes());
         handles.push(pool.store(&buf[..len])?);
+        if i % 4096 == 0 {
+            bar.set_position(i as u64);
+        }
     }
+    bar.finish_and_clear();
     let mut freed = 0;
     for h in handles {
         if rng.random_range(0..100) < a.free_percent {
@@ -135,7 +157,40 @@ pub fn run(a: &StatsArgs) -> CliResult {
         .into_iter()
         .filter(|c| c.obj_allocated > 0)
         .collect();
-    if json {
+    if a.format == Format::Csv {
+        let rows = classes.iter().map(|c| {
+            vec![
+                c.index.to_string(),
+                c.size.to_string(),
+                c.obj_allocated.to_string(),
+                c.obj_used.to_string(),
+                c.pages_used.to_string(),
+                c.pages_per_zspage.to_string(),
+                c.objs_per_zspage.to_string(),
+                c.freeable.to_string(),
+                c.partial_bytes.to_string(),
+                c.bytes_stored.to_string(),
+                c.metadata_bytes.to_string(),
+            ]
+        });
+        return print_csv(
+            &[
+                "class",
+                "size",
+                "obj_allocated",
+                "obj_used",
+                "pages_used",
+                "pages_per_zspage",
+                "objs_per_zspage",
+                "freeable",
+                "partial_bytes",
+                "bytes_stored",
+                "metadata_bytes",
+            ],
+            rows,
+        );
+    }
+    if a.format == Format::Json {
         let report = Report {
             config: cfg.size_classes(),
             kernel_header: a.kernel_header,
@@ -145,11 +200,7 @@ pub fn run(a: &StatsArgs) -> CliResult {
             totals,
             classes,
         };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).map_err(std::io::Error::other)?
-        );
-        return Ok(());
+        return print_json(&report);
     }
     println!(
         "pool: {} pages, chain {}, delta {}, rule {}{}; stored {} objects, freed {freed} at random (seed {})",

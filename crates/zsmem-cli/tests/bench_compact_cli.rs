@@ -15,28 +15,45 @@ fn bench_compact_prints_cost_per_mode() {
         String::from_utf8_lossy(&out.stderr)
     );
     let t = String::from_utf8(out.stdout).unwrap();
-    for label in [
+    let labels = [
         "kernel: off, then compact()",
-        "kernel: auto ",
+        "kernel: auto",
         "kernel: auto, then compact()",
         "zsmem: off, then compact()",
         "zsmem: auto (default)",
         "zsmem: auto, then compact()",
-    ] {
-        let row = t
-            .lines()
-            .find(|l| l.starts_with(label))
-            .unwrap_or_else(|| panic!("no row {label:?} in\n{t}"));
-        let cols: Vec<&str> = row[label.len()..].split_whitespace().collect();
-        let held: f64 = cols[0].parse().unwrap();
-        let after: f64 = cols[1].parse().unwrap();
-        let freed: u64 = cols[2].parse().unwrap();
-        let per_byte: f64 = cols[5].parse().unwrap();
-        assert!(after < held && freed > 0, "{label}: {row}");
-        assert!(per_byte.is_finite() && per_byte > 0.0, "{label}: {row}");
-        assert!(cols[6].ends_with("us"), "{label}: {row}");
+    ];
+    for label in labels {
+        assert!(
+            t.lines().any(|l| l.starts_with(label)),
+            "no row {label:?} in\n{t}"
+        );
     }
-    assert!(t.contains("copied/freed: object bytes copied per byte of memory returned"));
+    assert!(t.contains("copied per freed: object bytes copied per byte of memory returned"));
+    // The figures, from the json.
+    let out = zsmem(&["bench", "compact", "--scale", "0.02", "--format", "json"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), labels.len());
+    for (r, label) in rows.iter().zip(labels) {
+        assert_eq!(r["mode"], label);
+        let (held, after) = (
+            r["held_bytes"].as_u64().unwrap(),
+            r["after_bytes"].as_u64().unwrap(),
+        );
+        let per_byte = r["copied_per_freed"].as_f64().unwrap();
+        assert!(
+            after < held && r["pages_compacted"].as_u64().unwrap() > 0,
+            "{r}"
+        );
+        assert!(per_byte.is_finite() && per_byte > 0.0, "{r}");
+    }
+    // And as csv: a header and one line per mode.
+    let out = zsmem(&["bench", "compact", "--scale", "0.02", "--format", "csv"]);
+    let csv = String::from_utf8(out.stdout).unwrap();
+    assert!(csv.starts_with("mode,held_bytes,after_bytes,"), "{csv}");
+    assert_eq!(csv.lines().count(), 1 + labels.len(), "{csv}");
 }
 
 #[test]

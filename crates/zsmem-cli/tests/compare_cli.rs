@@ -34,9 +34,11 @@ fn compare_prints_every_step_and_a_summary() {
         "r1:untar",
         "r1:-drivers",
         "r1:-rest",
-        "peak used",
-        "peak all-in",
-        "all-in ratio",
+        "used",
+        "all-in",
+        "MiB",
+        "store p50",
+        "ratio",
         "struct page (est.)",
     ] {
         assert!(t.contains(needle), "missing {needle} in\n{t}");
@@ -148,6 +150,7 @@ fn compare_csv_used_is_the_pool_of_the_json() {
     for (line, s) in lines.zip(steps) {
         let cells: Vec<&str> = line.split(',').collect();
         assert_eq!(cells[col("used")], s["figures"]["pool"].to_string());
+        assert_eq!(s["used"], s["figures"]["pool"]);
         assert_eq!(cells[col("all_in")], s["figures"]["all_in"].to_string());
     }
 }
@@ -166,7 +169,7 @@ fn compare_refuses_bad_arguments() {
     for (args, needle) in [
         (
             &["compare", "--contestants", "zsfold"][..],
-            "unknown contestant",
+            "invalid value 'zsfold' for '--contestants",
         ),
         (&["compare", "--rounds", "0"][..], "--rounds"),
         (&["compare", "--codec", "lzo1x"][..], "unknown codec"),
@@ -174,7 +177,7 @@ fn compare_refuses_bad_arguments() {
             &["compare", "--input", "/nonexistent/tree.tar"][..],
             "/nonexistent/tree.tar",
         ),
-        (&["compare", "--format", "xml"][..], "unknown format"),
+        (&["compare", "--format", "xml"][..], "invalid value 'xml'"),
         (
             &["compare", "--scale", "0.02", "--remove", "nosuchdir"][..],
             "no top-level directory `nosuchdir`",
@@ -184,6 +187,36 @@ fn compare_refuses_bad_arguments() {
         assert!(!out.status.success(), "{args:?} succeeded");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    // Values clap checks are usage errors, exit 2, listing what is accepted.
+    for (args, accepted) in [
+        (
+            &["compare", "--contestants", "zsfold"][..],
+            "kernel-zram-compact",
+        ),
+        (&["compare", "--format", "xml"][..], "table, csv, json"),
+        (&["compare", "--codec", "lzo"][..], "lz4"),
+    ] {
+        let out = zsmem(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(accepted), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn help_lists_compare_and_the_baselines() {
+    let top = String::from_utf8(zsmem(&["--help"]).stdout).unwrap();
+    assert!(top.contains("compare"), "{top}");
+    assert!(
+        top.contains("With no subcommand it runs `compare`"),
+        "{top}"
+    );
+    let help = String::from_utf8(zsmem(&["compare", "--help"]).stdout).unwrap();
+    for name in [
+        "system", "jemalloc", "mimalloc", "zbud", "table", "csv", "json",
+    ] {
+        assert!(help.contains(name), "{name} missing from\n{help}");
     }
 }
 

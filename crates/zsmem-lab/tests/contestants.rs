@@ -146,3 +146,67 @@ fn kernel_faithful_zsmem_matches_the_kernels_zram() {
         );
     }
 }
+
+/// Why the test above allows 1% (and why another corpus can fail it: seed
+/// 4 of the same generator gives 2.5%): not the allocator. The kernel's lz4 and
+/// liblz4 give a few pages sizes 4-5 bytes apart (seed 5 at scale 0.05:
+/// 85 of 4,473 pages, 21 of them in another size class), which moves the
+/// boundaries between zspages of those classes by an object, and which
+/// zspages a deleted directory empties with them. Given the kernel's own
+/// object sizes (learnt page by page from `compr_data_size`), zsmem's
+/// kernel configuration holds exactly the kernel's pages after the stores
+/// and after every deletion.
+#[test]
+#[cfg_attr(miri, ignore = "needs the kernel's zram")]
+fn kernel_configuration_holds_the_kernels_pages_given_the_kernels_object_sizes() {
+    use zsmem::{Pool, PoolConfig};
+    use zsmem_lab::contestants::kernel_zram::{KernelZram, ZramConfig};
+
+    let tree = tree();
+    let pages: Vec<Vec<u8>> = tree.pages().map(|(_, _, p)| p.to_vec()).collect();
+    let n = pages.len() as u64;
+    let mut k = match KernelZram::create(&ZramConfig {
+        algorithm: "lz4".into(),
+        disksize_bytes: (n + 16) * 4096,
+        mem_limit_bytes: None,
+    }) {
+        Ok(k) => k,
+        Err(ZramError::Unavailable(why)) => {
+            eprintln!("skipping: {why}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let pool = Pool::new(PoolConfig::kernel()).unwrap();
+    let mut handles = Vec::with_capacity(pages.len());
+    let mut compr = k.mm_stat().unwrap().compr_data_size;
+    let object = vec![0x5au8; 4096];
+    for (i, p) in pages.iter().enumerate() {
+        k.write_page(i as u64, p).unwrap();
+        let now = k.mm_stat().unwrap().compr_data_size;
+        // Same-filled pages store no object (the size is 0).
+        let size = (now - compr) as usize;
+        compr = now;
+        handles.push((size > 0).then(|| pool.store(&object[..size]).unwrap()));
+    }
+    let check = |what: &str, k: &KernelZram| {
+        let held = pool.stats().pages_held as u64 * 4096;
+        assert_eq!(held, k.mm_stat().unwrap().mem_used_total, "{what}");
+    };
+    check("after the stores", &k);
+    // Deletions of runs of pages, as directories go.
+    for (from, to) in [
+        (0, n / 3),
+        (n / 2, 2 * n / 3),
+        (n / 3, n / 2),
+        (2 * n / 3, n),
+    ] {
+        k.discard(from, to - from).unwrap();
+        for h in handles[from as usize..to as usize].iter_mut() {
+            if let Some(h) = h.take() {
+                pool.free(h).unwrap();
+            }
+        }
+        check(&format!("after discarding pages {from}..{to}"), &k);
+    }
+}

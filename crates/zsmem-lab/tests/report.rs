@@ -106,8 +106,9 @@ fn ctx() -> ReportContext {
         source: "/tmp/linux & friends.tar.xz".into(),
         workload: "untar/rm, 2 rounds".into(),
         generated_by: "zsmem compare --rounds 2 --report out".into(),
+        codec: "lz4".into(),
+        page_size: 4096,
         skipped: vec![("kernel-zram".into(), "needs root & the zram module".into())],
-        ..ReportContext::default()
     }
 }
 
@@ -164,8 +165,30 @@ fn full_report_has_everything() {
     assert!(html.contains("zsmem compare --rounds 2 --report out"));
     assert!(html.contains("kernel-zram"));
     assert!(html.contains("needs root &amp; the zram module"));
-    // Plots inlined: two step plots and one latency plot per contestant.
-    assert_eq!(html.matches("<svg").count(), 2 + runs.len());
+    // Metadata.
+    for fact in [
+        "<dt>codec</dt><dd>lz4</dd>",
+        "<dt>page size</dt><dd>4096 bytes</dd>",
+        "<dt>zsmem</dt>",
+        "<dt>host</dt>",
+        "<dt>kernel</dt>",
+        "<dt>date</dt>",
+    ] {
+        assert!(html.contains(fact), "{fact}");
+    }
+    // The verdict comes first, computed: the kernel's zram did not run, so
+    // zsmem is measured against the first contestant, itself; the nearest
+    // rival is the one allocator that is not zsmem's.
+    let verdict = html.find("id=\"verdict\"").unwrap();
+    assert!(verdict < html.find("id=\"summary\"").unwrap());
+    assert!(html.contains("nearest rival is <b>a&lt;b&amp;&quot;c&quot;</b>"));
+    // Plots inlined: two step plots, the latency comparison and one
+    // latency plot per contestant.
+    assert_eq!(html.matches("<svg").count(), 4 + runs.len());
+    // The best figure of each column is marked.
+    assert!(html.contains("class=\"n best\""));
+    // The compaction cost table is there (no contestant reported one).
+    assert!(html.contains("<h3>Compaction cost</h3>"));
     // Names, escaped; the raw name never appears.
     assert!(html.contains(">zsmem<"));
     assert!(html.contains(">zsmem-kernel<"));
@@ -199,7 +222,7 @@ fn full_report_has_everything() {
     assert!(html.contains("p99.9"));
 
     // The plots as files.
-    for f in ["overhead.svg", "memory.svg"] {
+    for f in ["overhead.svg", "memory.svg", "relative.svg", "latency.svg"] {
         assert_svg(&dir.join(f));
     }
     for slug in ["zsmem", "zsmem-kernel", "a_b__c_"] {
@@ -353,5 +376,113 @@ fn one_contestant_one_step_and_odd_runs() {
     assert!(html.contains("[1]"));
     assert!(html.contains("-30.00%"));
     assert_svg(&dir.join("latency-empty.svg"));
+    cleanup(&dir);
+}
+
+/// The contestants of a full `zsmem compare --contestants` run, with
+/// figures of their kind: zsmem lowest, the kernel's zram a little above,
+/// the malloc baselines at 6-7 times.
+fn thirteen(labels: &[(usize, String)]) -> Vec<RunResult> {
+    [
+        ("zsmem", 0.03),
+        ("zsmem-kernel", 0.10),
+        ("zsmem-kernel-compact", 0.07),
+        ("kernel-zram", 0.10),
+        ("kernel-zram-compact", 0.07),
+        ("system", 6.6),
+        ("jemalloc", 6.2),
+        ("mimalloc", 6.4),
+        ("zbud", 0.45),
+        ("z3fold", 0.25),
+        ("zblock", 0.2),
+        ("afmalloc", 0.12),
+        ("afmalloc-compact", 0.09),
+    ]
+    .iter()
+    .map(|&(name, overhead)| {
+        let mut r = run(name, labels, overhead, false);
+        if name.ends_with("compact")
+            && let Some(last) = r.steps.last_mut()
+        {
+            let mut c = zsmem::CompactionStats::default();
+            c.pages_compacted = 1234;
+            c.objects_moved = 56_789;
+            c.bytes_copied = 7 * MIB;
+            last.figures.compaction = Some(c);
+        }
+        r
+    })
+    .collect()
+}
+
+#[test]
+fn a_full_comparison_says_who_wins_and_keeps_the_baselines_off_the_plots() {
+    let dir = temp_dir("thirteen");
+    let runs = thirteen(&labels(1));
+    let index = write_report(&dir, &ctx(), &runs).unwrap();
+    let html = read(&index);
+    // Against the kernel's zram, compacted and not: 3% over compr against
+    // 10% and 7% is 6.4% and 3.7% less, at every step with data.
+    assert!(html.contains("<b>6.4% less</b>"), "verdict");
+    assert!(html.contains("<b>3.7% less</b>"), "verdict");
+    assert!(html.contains("at every step (6 of 6)"), "verdict");
+    assert!(html.contains("all-in vs kernel-zram</th>"));
+    assert!(html.contains("all-in vs kernel-zram-compact</th>"));
+    assert!(html.contains("nearest rival is <b>kernel-zram-compact</b>"));
+    // The compaction costs of the compacted contestants.
+    assert!(html.contains("56789"));
+    // The baselines are left off the step plots, and said so.
+    let overhead = read(&dir.join("overhead.svg"));
+    assert!(overhead.contains("Not drawn"));
+    assert!(overhead.contains("system: max 660%"));
+    assert!(read(&dir.join("memory.svg")).contains("jemalloc: peak"));
+    cleanup(&dir);
+}
+
+/// A headless browser found on this machine, if any.
+fn browser() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    ["chromium", "chromium-browser", "google-chrome", "chrome"]
+        .iter()
+        .flat_map(|b| std::env::split_paths(&path).map(move |d| d.join(b)))
+        .find(|p| p.is_file())
+}
+
+/// The report as a reader sees it: a headless browser renders the page of
+/// thirteen contestants at desktop and phone widths to PNG screenshots
+/// (kept with ZSMEM_REPORT_KEEP=1, to look at). Skipped, saying so, where
+/// no browser is installed (`apt-get install chromium`).
+#[test]
+fn renders_in_a_browser_at_desktop_and_narrow_widths() {
+    let Some(browser) = browser() else {
+        eprintln!("skipping: no chromium or chrome on PATH");
+        return;
+    };
+    let dir = temp_dir("browser");
+    let index = write_report(&dir, &ctx(), &thirteen(&labels(2))).unwrap();
+    for (width, height) in [(1400, 2000), (420, 2000)] {
+        let png = dir.join(format!("screenshot-{width}.png"));
+        let out = std::process::Command::new(&browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                &format!("--screenshot={}", png.display()),
+                &format!("--window-size={width},{height}"),
+            ])
+            .arg(format!("file://{}", index.display()))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{} failed: {}",
+            browser.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let bytes = std::fs::read(&png).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG"), "{}", png.display());
+        assert!(bytes.len() > 10_000, "{} is nearly empty", png.display());
+    }
     cleanup(&dir);
 }

@@ -52,19 +52,25 @@ pub(super) fn unique_slugs(runs: &[RunResult]) -> Vec<String> {
 }
 
 pub(super) const STYLE: &str = "\
-body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0 auto;max-width:1200px;padding:1em 2em;color:#222;background:#fff}
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0 auto;max-width:1360px;padding:1em 2em;color:#222;background:#fff}
 h1{margin-bottom:.2em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
 dl.meta{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}dl.meta dt{font-weight:600}dl.meta dd{margin:0}
 code,pre{font-family:ui-monospace,'SFMono-Regular',Menlo,Consolas,monospace;font-size:.9em}
 pre{background:#f6f8fa;border:1px solid #e1e4e8;padding:.6em;overflow-x:auto;line-height:1.25}
-table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em}table.summary{font-size:.82em}
 th,td{border:1px solid #ddd;padding:.25em .6em}th{background:#f3f3f3}
 td.n{text-align:right;font-variant-numeric:tabular-nums}td.skip{color:#a33}
 tr:nth-child(even) td{background:#fafafa}
 .swatch{display:inline-block;width:.9em;height:.9em;border-radius:2px;margin-right:.4em;vertical-align:-.1em}
-figure{margin:1em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}
+.swatch.dashed{height:0;border-top:3px dashed;vertical-align:.25em}
+td.name{white-space:nowrap}td.best,span.best{font-weight:700;background:#dff3df}
+.wide{overflow-x:auto;max-width:100%}
+p.verdict{font-size:1.15em;line-height:1.5;background:#f3f7ff;border-left:4px solid #1f5fcd;padding:.6em 1em}
+figure{margin:1em 0;overflow-x:auto}figure svg{max-width:100%;height:auto;border:1px solid #eee}
 figcaption,.note{color:#555;font-size:.9em}.empty{font-size:1.2em;color:#a33}
 .skipped li{color:#a33}
+/* Last, to win over the rules above at phone widths. */
+@media (max-width:600px){body{padding:.5em .8em}h1{font-size:1.4em}dl.meta{gap:.1em .6em;font-size:.9em}dl.meta dd{overflow-wrap:anywhere;min-width:0}p.verdict{font-size:1em}figure svg{max-width:none;width:720px}}
 ";
 
 pub(super) fn figure(out: &mut String, svg: &str, file: &str, caption: &str) {

@@ -7,28 +7,44 @@
 //! |---|---|
 //! | `index.html` | the whole report, one page with no external CSS, JS or fonts; the plots below are inlined as `<svg>` elements |
 //! | `overhead.svg` | overhead ratio `(pool - compr) / compr` after each step, one line per contestant |
-//! | `memory.svg` | pool memory after each step per contestant, compressed bytes dashed |
+//! | `memory.svg` | all-in memory after each step, one line per contestant, compressed bytes dashed |
+//! | `relative.svg` | all-in memory relative to the kernel's zram after each step, in % |
+//! | `latency.svg` | every contestant's store/load/discard p50 and p99, one plot |
 //! | `latency-<contestant>.svg` | store/load/discard latency, log2 buckets, grouped bars |
 //!
-//! The page holds a header (title, source, workload, command, contestants
-//! skipped and why), the summary table `zsmem compare` prints, the plots,
-//! and per contestant its step table (with zsmem's split of the overhead
-//! into rounding, partial, tail and metadata where the contestant can tell)
-//! and its latency histograms in the bpftrace log2 style of reference 001,
-//! made by [`log2_histogram`].
+//! The page holds a header (title, source, workload, command, codec, page
+//! size, zsmem's version, host, kernel, date, contestants skipped and why),
+//! the verdict (zsmem's all-in memory against the kernel's zram, compacted
+//! and not, step by step, and the nearest rival: `verdict.rs`), the summary
+//! table `zsmem compare` prints with each contestant's peak all-in relative
+//! to the kernel's zram and the best figure of each column marked, the
+//! compaction costs, the plots, and per contestant its step table (with
+//! zsmem's split of the overhead into rounding, partial, tail and metadata
+//! where the contestant can tell) and its latency histograms in the
+//! bpftrace log2 style of reference 001, made by [`log2_histogram`].
+//!
+//! Each contestant keeps one colour and dash pattern across the page
+//! (`palette.rs`: zsmem always blue). The malloc baselines, whose overhead
+//! is 6-7 times the others', would flatten every other line: runs over
+//! 100% overhead are left off the step plots and their figures written in
+//! the legend instead.
 //!
 //! Plots are drawn with plotters' SVG backend into memory. Their ranges are
 //! guarded so that one contestant, one step, empty histograms or all-zero
 //! figures draw an (empty) plot rather than panic.
 //!
-//! The page is put together here from `tables.rs`, `plots.rs` and
-//! `histogram.rs`, with the pieces of `html.rs`.
+//! The page is put together here from `verdict.rs`, `tables.rs`,
+//! `plots.rs`, `palette.rs`, `meta.rs` and `histogram.rs`, with the pieces
+//! of `html.rs`.
 
 mod histogram;
 mod html;
+mod meta;
+mod palette;
 mod plots;
 mod rfc;
 mod tables;
+mod verdict;
 
 use std::fmt::Write as _;
 use std::io;
@@ -36,9 +52,14 @@ use std::path::{Path, PathBuf};
 
 pub use histogram::log2_histogram;
 use html::{STYLE, esc, figure, unique_slugs};
-use plots::{latency_plot, memory_plot, overhead_plot, x_labels};
+use palette::looks;
+use plots::{
+    latency_comparison, latency_plot, memory_plot, off_scale, overhead_plot, relative_plot,
+    x_labels,
+};
 pub use rfc::{RFC_VARIANTS, rfc_text};
-use tables::{step_table, summary_table};
+use tables::{compaction_table, step_table, summary_table};
+use verdict::{references, verdict};
 
 use crate::corpus::PAGE_SIZE;
 use crate::workloads::untar_rm::{LATENCY_NOTE, RunResult, latency_note};
@@ -57,10 +78,13 @@ pub struct ReportContext {
     pub workload: String,
     /// The command line that produced the runs.
     pub generated_by: String,
+    /// The codec the contestants compressed with, e.g. `lz4`.
+    pub codec: String,
+    /// The page size of the pages stored, in bytes (0: the default,
+    /// 4 KiB).
+    pub page_size: usize,
     /// Contestants that did not run: `(name, reason)`.
     pub skipped: Vec<(String, String)>,
-    /// Bytes per page of the runs (0: the default, 4 KiB).
-    pub page_size: usize,
 }
 
 /// Write the report of `runs` to `dir/index.html` (creating `dir` and its
@@ -79,7 +103,7 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <title>{}</title>\n<style>\n{}</style>\n</head>\n<body>\n<header>\n<h1>{}</h1>\n\
          <dl class=\"meta\">\n<dt>source</dt><dd>{}</dd>\n<dt>workload</dt><dd>{}</dd>\n\
-         <dt>command</dt><dd><code>{}</code></dd>\n</dl>\n",
+         <dt>command</dt><dd><code>{}</code></dd>\n",
         esc(&ctx.title),
         STYLE,
         esc(&ctx.title),
@@ -87,6 +111,16 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
         esc(&ctx.workload),
         esc(&ctx.generated_by),
     );
+    if !ctx.codec.is_empty() {
+        let _ = writeln!(out, "<dt>codec</dt><dd>{}</dd>", esc(&ctx.codec));
+    }
+    if ctx.page_size > 0 {
+        let _ = writeln!(out, "<dt>page size</dt><dd>{} bytes</dd>", ctx.page_size);
+    }
+    for (name, value) in meta::machine_facts() {
+        let _ = writeln!(out, "<dt>{name}</dt><dd>{}</dd>", esc(&value));
+    }
+    out.push_str("</dl>\n");
     if !ctx.skipped.is_empty() {
         out.push_str("<p>Skipped contestants:</p>\n<ul class=\"skipped\">\n");
         for (name, why) in &ctx.skipped {
@@ -116,9 +150,14 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
     out.push_str(&links.join(" · "));
     out.push_str("</p></nav>\n");
 
+    let looks = looks(runs);
+    verdict(&mut out, runs);
+
     out.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n");
-    summary_table(&mut out, runs, &ctx.skipped);
+    summary_table(&mut out, runs, &looks, &ctx.skipped);
     let _ = writeln!(out, "<p class=\"note\">{}</p>", esc(LATENCY_NOTE));
+    out.push_str("<h3>Compaction cost</h3>\n");
+    compaction_table(&mut out, runs, &looks);
     out.push_str("</section>\n");
     let page_size = if ctx.page_size == 0 {
         PAGE_SIZE
@@ -128,23 +167,64 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
     rfc::rfc_section(&mut out, runs, page_size);
 
     let labels = x_labels(runs);
-    let overhead = overhead_plot(runs, &labels)?;
+    let off: Vec<&str> = runs
+        .iter()
+        .zip(off_scale(runs))
+        .filter(|(_, o)| *o)
+        .map(|(r, _)| r.contestant.as_str())
+        .collect();
+    let left_off = if off.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; not drawn, their overhead over 100% and 4 times the median contestant's, and written in the legend instead: {}",
+            esc(&off.join(", "))
+        )
+    };
+    let overhead = overhead_plot(runs, &looks, &labels)?;
     std::fs::write(dir.join("overhead.svg"), &overhead)?;
-    let memory = memory_plot(runs, &labels)?;
+    let memory = memory_plot(runs, &looks, &labels)?;
     std::fs::write(dir.join("memory.svg"), &memory)?;
-    out.push_str("<section id=\"plots\">\n<h2>Overhead and memory</h2>\n");
+    let latency = latency_comparison(runs)?;
+    std::fs::write(dir.join("latency.svg"), &latency)?;
+    out.push_str("<section id=\"plots\">\n<h2>Overhead, memory and latency</h2>\n");
     figure(
         &mut out,
         &overhead,
         "overhead.svg",
-        "Overhead ratio (pool − compr) / compr in % after each step; steps without \
-         compressed data are left out",
+        &format!(
+            "Overhead ratio (pool − compr) / compr in % after each step; steps without \
+             compressed data are left out{left_off}"
+        ),
     );
     figure(
         &mut out,
         &memory,
         "memory.svg",
-        "Pool memory in MiB after each step; dashed: compressed bytes",
+        &format!(
+            "All-in memory in MiB after each step; dashed grey: the compressed bytes{left_off}"
+        ),
+    );
+    if let Some(&base) = references(runs).first() {
+        let relative = relative_plot(runs, &looks, &labels, base)?;
+        std::fs::write(dir.join("relative.svg"), &relative)?;
+        figure(
+            &mut out,
+            &relative,
+            "relative.svg",
+            &format!(
+                "All-in memory of each contestant relative to {}'s after each step, in %; \
+                 steps where either holds no data are left out{left_off}",
+                esc(&runs[base].contestant)
+            ),
+        );
+    }
+    figure(
+        &mut out,
+        &latency,
+        "latency.svg",
+        "Store, load and discard latency of every contestant: the bar reaches the p50, \
+         the whisker the p99, on a log scale",
     );
     out.push_str("</section>\n");
 

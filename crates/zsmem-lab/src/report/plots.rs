@@ -10,19 +10,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::histogram::{bucket_lower, log2_buckets};
+use super::palette::{Look, ZSMEM_BLUE};
 use crate::workloads::untar_rm::RunResult;
-
-/// Line colours of the contestants, in the order of the runs.
-const PALETTE: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(23, 190, 207),
-];
 
 /// Colours of the store, load and discard bars.
 const OP_COLORS: [RGBColor; 3] = [
@@ -43,14 +32,6 @@ pub(super) fn step_label(round: usize, label: &str) -> String {
 
 pub(super) fn mib(b: u64) -> f64 {
     b as f64 / (1u64 << 20) as f64
-}
-
-pub(super) fn color_of(i: usize) -> RGBColor {
-    PALETTE[i % PALETTE.len()]
-}
-
-pub(super) fn hex(c: RGBColor) -> String {
-    format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
 }
 
 /// A `[lo, hi)` range with `hi > lo`, both finite, with some headroom.
@@ -169,6 +150,8 @@ enum Mark {
     Dashed,
     /// A filled square.
     Bar,
+    /// No mark: a note in the legend's place.
+    Note,
 }
 
 /// One entry of a plot's legend.
@@ -202,6 +185,7 @@ fn split_legend<'a>(
     let body = root.titled(caption, ("sans-serif", 20))?;
     let longest = legend
         .iter()
+        .filter(|e| !matches!(e.mark, Mark::Note))
         .map(|e| legend_label(&e.label).chars().count())
         .max()
         .unwrap_or(0) as i32;
@@ -236,12 +220,13 @@ fn draw_legend(area: &Area, legend: &[LegendEntry]) -> DrawResult {
                     e.color.filled(),
                 ))?;
             }
+            Mark::Note => {}
         }
-        area.draw(&Text::new(
-            legend_label(&e.label),
-            (x + 32, y),
-            font.clone(),
-        ))?;
+        let (text, at, color) = match e.mark {
+            Mark::Note => (e.label.clone(), x, e.color),
+            _ => (legend_label(&e.label), x + 32, RGBColor(34, 34, 34)),
+        };
+        area.draw(&Text::new(text, (at, y), font.clone().color(&color)))?;
     }
     Ok(())
 }
@@ -250,10 +235,8 @@ fn draw_legend(area: &Area, legend: &[LegendEntry]) -> DrawResult {
 struct StepLine {
     /// Legend entry.
     label: String,
-    /// Colour.
-    color: RGBColor,
-    /// Dashed (a reference line) rather than solid.
-    dashed: bool,
+    /// Colour and dashes.
+    look: Look,
     /// `(step index, value)`, `None` where the step has no value (the line
     /// is broken there).
     points: Vec<Option<f64>>,
@@ -266,6 +249,7 @@ fn step_plot(
     y_desc: &str,
     labels: &[String],
     lines: &[StepLine],
+    notes: &[String],
     empty_note: &str,
 ) -> io::Result<String> {
     let n = labels.len().max(1);
@@ -284,9 +268,17 @@ fn step_plot(
         .filter(|l| l.points.iter().any(Option::is_some))
         .map(|l| LegendEntry {
             label: l.label.clone(),
-            color: l.color,
-            mark: if l.dashed { Mark::Dashed } else { Mark::Line },
+            color: l.look.color,
+            mark: match l.look.dash {
+                None => Mark::Line,
+                Some(_) => Mark::Dashed,
+            },
         })
+        .chain(notes.iter().map(|n| LegendEntry {
+            label: n.clone(),
+            color: RGBColor(120, 120, 120),
+            mark: Mark::Note,
+        }))
         .collect();
     render(STEP_PLOT, |root| {
         let (plot, key) = split_legend(root, caption, &legend)?;
@@ -314,8 +306,15 @@ fn step_plot(
                 BLACK.mix(0.4),
             )))?;
         }
-        for line in lines {
-            let color = line.color;
+        // zsmem's line last, on top of any it coincides with.
+        let order = lines
+            .iter()
+            .filter(|l| l.look.color != ZSMEM_BLUE)
+            .chain(lines.iter().filter(|l| l.look.color == ZSMEM_BLUE));
+        for line in order {
+            let color = line.look.color;
+            // zsmem's line stands out a little.
+            let width = if color == ZSMEM_BLUE { 3 } else { 2 };
             let mut segments: Vec<Vec<(f64, f64)>> = Vec::new();
             let mut current: Vec<(f64, f64)> = Vec::new();
             for (i, p) in line.points.iter().enumerate() {
@@ -332,17 +331,23 @@ fn step_plot(
                 segments.push(current);
             }
             for seg in &segments {
-                let style = ShapeStyle::from(color).stroke_width(2);
-                if line.dashed {
-                    chart.draw_series(DashedLineSeries::new(seg.iter().copied(), 8, 5, style))?;
-                } else {
-                    chart.draw_series(LineSeries::new(seg.iter().copied(), style))?;
-                }
-                if !line.dashed {
-                    chart.draw_series(
-                        seg.iter()
-                            .map(|&p| Circle::new(p, 3, ShapeStyle::from(color).filled())),
-                    )?;
+                let style = ShapeStyle::from(color).stroke_width(width);
+                match line.look.dash {
+                    Some((dash, gap)) => {
+                        chart.draw_series(DashedLineSeries::new(
+                            seg.iter().copied(),
+                            dash,
+                            gap,
+                            style,
+                        ))?;
+                    }
+                    None => {
+                        chart.draw_series(LineSeries::new(seg.iter().copied(), style))?;
+                        chart.draw_series(
+                            seg.iter()
+                                .map(|&p| Circle::new(p, 3, ShapeStyle::from(color).filled())),
+                        )?;
+                    }
                 }
             }
         }
@@ -377,16 +382,64 @@ fn step_plot(
     })
 }
 
+/// The runs too far above the others to share their axis: those whose
+/// highest overhead ratio is over 100% (the pool holds more than twice the
+/// compressed bytes; the malloc baselines hold 6-7 times on the full
+/// corpus) and over 4 times the median of the runs' highest ratios (on a
+/// small corpus every contestant's last steps hold little data and reach
+/// 100%, and the kernel must stay on the plot). Their figures are written
+/// in the plots' legends instead.
+pub(super) fn off_scale(runs: &[RunResult]) -> Vec<bool> {
+    let max: Vec<f64> = runs.iter().map(|r| r.overhead_ratios().0).collect();
+    let mut sorted: Vec<f64> = max.iter().copied().filter(|m| m.is_finite()).collect();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
+    max.iter()
+        .map(|&m| m > OFF_SCALE_RATIO && m > OFF_SCALE_MEDIANS * median)
+        .collect()
+}
+
+/// The overhead ratio above which a run may be drawn off the plots.
+const OFF_SCALE_RATIO: f64 = 1.0;
+
+/// How many times the median's overhead ratio a run must reach to be
+/// drawn off the plots.
+const OFF_SCALE_MEDIANS: f64 = 4.0;
+
+/// Legend notes for the runs left off a plot, with `what` of each.
+fn off_scale_notes(
+    runs: &[RunResult],
+    off: &[bool],
+    what: impl Fn(&RunResult) -> String,
+) -> Vec<String> {
+    let mut notes: Vec<String> = runs
+        .iter()
+        .zip(off)
+        .filter(|(_, o)| **o)
+        .map(|(r, _)| format!("{}: {}", legend_label(&r.contestant), what(r)))
+        .collect();
+    if !notes.is_empty() {
+        notes.insert(0, "Not drawn (off the scale):".to_string());
+    }
+    notes
+}
+
 /// Plot 1: overhead ratio in % after each step, steps without compressed
-/// data left out.
-pub(super) fn overhead_plot(runs: &[RunResult], labels: &[String]) -> io::Result<String> {
+/// data left out, the runs [`off_scale`] left out and noted.
+pub(super) fn overhead_plot(
+    runs: &[RunResult],
+    looks: &[Look],
+    labels: &[String],
+) -> io::Result<String> {
+    let off = off_scale(runs);
     let lines: Vec<StepLine> = runs
         .iter()
-        .enumerate()
-        .map(|(i, r)| StepLine {
+        .zip(looks)
+        .zip(&off)
+        .filter(|(_, o)| !**o)
+        .map(|((r, look), _)| StepLine {
             label: r.contestant.clone(),
-            color: color_of(i),
-            dashed: false,
+            look: *look,
             points: r
                 .steps
                 .iter()
@@ -394,59 +447,126 @@ pub(super) fn overhead_plot(runs: &[RunResult], labels: &[String]) -> io::Result
                 .collect(),
         })
         .collect();
+    let notes = off_scale_notes(runs, &off, |r| {
+        format!("max {:.0}%", r.overhead_ratios().0 * 100.0)
+    });
     step_plot(
         "Overhead ratio (pool - compr) / compr after each step",
         "overhead ratio (%)",
         labels,
         &lines,
+        &notes,
         "no step with compressed data",
     )
 }
 
-/// Plot 2: pool memory in MiB after each step, compressed bytes dashed.
-pub(super) fn memory_plot(runs: &[RunResult], labels: &[String]) -> io::Result<String> {
+/// Plot 2: all-in memory in MiB after each step, one line per contestant,
+/// the compressed bytes of the first run drawn dashed grey, the runs
+/// [`off_scale`] left out and noted.
+pub(super) fn memory_plot(
+    runs: &[RunResult],
+    looks: &[Look],
+    labels: &[String],
+) -> io::Result<String> {
+    let off = off_scale(runs);
     let mut lines: Vec<StepLine> = runs
         .iter()
-        .enumerate()
-        .map(|(i, r)| StepLine {
-            label: format!("{} pool", r.contestant),
-            color: color_of(i),
-            dashed: false,
-            points: r.steps.iter().map(|s| Some(mib(s.figures.pool))).collect(),
+        .zip(looks)
+        .zip(&off)
+        .filter(|(_, o)| !**o)
+        .map(|((r, look), _)| StepLine {
+            label: r.contestant.clone(),
+            look: *look,
+            points: r
+                .steps
+                .iter()
+                .map(|s| Some(mib(s.figures.all_in)))
+                .collect(),
         })
         .collect();
-    let compr: Vec<Vec<u64>> = runs
-        .iter()
-        .map(|r| r.steps.iter().map(|s| s.figures.compr).collect())
-        .collect();
-    let mut compr_lines: Vec<StepLine> = Vec::new();
-    if compr.windows(2).all(|w| w[0] == w[1]) {
-        // Every contestant stored the same compressed bytes: one line.
-        if let Some(c) = compr.first() {
-            compr_lines.push(StepLine {
-                label: "compressed".into(),
-                color: RGBColor(60, 60, 60),
-                dashed: true,
-                points: c.iter().map(|&b| Some(mib(b))).collect(),
-            });
-        }
-    } else {
-        for (i, (r, c)) in runs.iter().zip(&compr).enumerate() {
-            compr_lines.push(StepLine {
-                label: format!("{} compressed", r.contestant),
-                color: color_of(i),
-                dashed: true,
-                points: c.iter().map(|&b| Some(mib(b))).collect(),
-            });
-        }
+    // The contestants store the same pages with the same codec: their
+    // compressed bytes differ by a few in a million, one line shows them.
+    if let Some(first) = runs.first() {
+        lines.push(StepLine {
+            label: "compressed bytes".into(),
+            look: Look {
+                color: RGBColor(150, 150, 150),
+                dash: Some((4, 4)),
+            },
+            points: first
+                .steps
+                .iter()
+                .map(|s| Some(mib(s.figures.compr)))
+                .collect(),
+        });
     }
-    lines.extend(compr_lines);
+    let notes = off_scale_notes(runs, &off, |r| {
+        format!("peak {:.1} MiB", mib(r.peak_all_in()))
+    });
     step_plot(
-        "Pool memory after each step (dashed: compressed bytes)",
+        "All-in memory after each step",
         "MiB",
         labels,
         &lines,
+        &notes,
         "no steps",
+    )
+}
+
+/// Plot 2b: each contestant's all-in memory relative to the reference's
+/// (the kernel's zram) after each step, in %: the verdict step by step.
+/// Steps where either holds no data are left out, and the runs
+/// [`off_scale`] left out and noted.
+pub(super) fn relative_plot(
+    runs: &[RunResult],
+    looks: &[Look],
+    labels: &[String],
+    reference: usize,
+) -> io::Result<String> {
+    let off = off_scale(runs);
+    let base = &runs[reference];
+    let relative = |r: &RunResult| -> Vec<Option<f64>> {
+        r.steps
+            .iter()
+            .zip(&base.steps)
+            .map(|(s, b)| {
+                let same = s.round == b.round && s.label == b.label;
+                let data = |x: &crate::workloads::untar_rm::Step| {
+                    x.figures.compr > 0 && x.label != "compact" && x.figures.all_in > 0
+                };
+                (same && data(s) && data(b))
+                    .then(|| (s.figures.all_in as f64 / b.figures.all_in as f64 - 1.0) * 100.0)
+            })
+            .collect()
+    };
+    let lines: Vec<StepLine> = runs
+        .iter()
+        .zip(looks)
+        .zip(&off)
+        .filter(|(_, o)| !**o)
+        .map(|((r, look), _)| StepLine {
+            label: r.contestant.clone(),
+            look: *look,
+            points: relative(r),
+        })
+        .collect();
+    let notes = off_scale_notes(runs, &off, |r| {
+        let peak = relative(r)
+            .into_iter()
+            .flatten()
+            .fold(f64::NEG_INFINITY, f64::max);
+        format!("up to {peak:+.0}%")
+    });
+    step_plot(
+        &format!(
+            "All-in memory relative to {} after each step",
+            legend_label(&base.contestant)
+        ),
+        "% (below 0: less memory)",
+        labels,
+        &lines,
+        &notes,
+        "no step with data",
     )
 }
 
@@ -534,6 +654,133 @@ pub(super) fn latency_plot(r: &RunResult) -> io::Result<String> {
         if empty {
             let (cx, cy) =
                 chart.backend_coord(&((f64::from(k_lo) + f64::from(k_hi)) / 2.0, y_hi / 2.0));
+            root.draw(&Text::new(
+                "no samples",
+                (cx, cy),
+                TextStyle::from(("sans-serif", 18).into_font())
+                    .color(&RGBColor(120, 120, 120))
+                    .pos(Pos::new(HPos::Center, VPos::Center)),
+            ))?;
+        }
+        Ok(())
+    })
+}
+
+/// Size of the latency comparison.
+const COMPARISON_PLOT: (u32, u32) = (960, 500);
+
+/// Plot 4: every contestant's store, load and discard latency in one plot:
+/// a bar up to the p50 and a whisker from there to the p99, on a log axis
+/// of µs.
+pub(super) fn latency_comparison(runs: &[RunResult]) -> io::Result<String> {
+    let ops = ["store", "load", "discard"];
+    // (p50, p99) in µs per run and operation; None without samples.
+    let figures: Vec<[Option<(f64, f64)>; 3]> = runs
+        .iter()
+        .map(|r| {
+            [&r.latency.store, &r.latency.load, &r.latency.discard].map(|h| {
+                (!h.is_empty()).then(|| {
+                    (
+                        h.value_at_quantile(0.5).max(1) as f64 / 1000.0,
+                        h.value_at_quantile(0.99).max(1) as f64 / 1000.0,
+                    )
+                })
+            })
+        })
+        .collect();
+    let all = figures
+        .iter()
+        .flatten()
+        .flatten()
+        .flat_map(|&(a, b)| [a, b]);
+    let lo = all.clone().fold(f64::INFINITY, f64::min);
+    let hi = all.fold(f64::NEG_INFINITY, f64::max);
+    let (y_lo, y_hi) = if lo.is_finite() && hi.is_finite() {
+        // Whole powers of ten around the figures.
+        (
+            10f64.powf(lo.log10().floor()),
+            10f64.powf((hi * 1.01).log10().ceil()),
+        )
+    } else {
+        (0.1, 10.0)
+    };
+    let n = runs.len().max(1);
+    let labels: Vec<String> = runs.iter().map(|r| legend_label(&r.contestant)).collect();
+    let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+    let label_area = (longest as u32 * 7 + 24).clamp(40, 200);
+    let legend: Vec<LegendEntry> = ops
+        .iter()
+        .zip(OP_COLORS)
+        .map(|(name, color)| LegendEntry {
+            label: format!("{name} p50"),
+            color,
+            mark: Mark::Bar,
+        })
+        .chain(std::iter::once(LegendEntry {
+            label: "whisker: to the p99".into(),
+            color: RGBColor(90, 90, 90),
+            mark: Mark::Note,
+        }))
+        .collect();
+    let empty = figures.iter().flatten().all(Option::is_none);
+    render(COMPARISON_PLOT, |root| {
+        let (plot, key) = split_legend(
+            root,
+            "Latency per contestant: p50 (bar) and p99 (whisker)",
+            &legend,
+        )?;
+        let mut chart = ChartBuilder::on(&plot)
+            .margin(12)
+            .x_label_area_size(label_area)
+            .y_label_area_size(70)
+            .build_cartesian_2d(
+                KeyAxis::new(-0.5, n as f64 - 0.5, (0..n).map(|i| i as f64).collect()),
+                (y_lo..y_hi).log_scale(),
+            )?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_label_formatter(&|_| String::new())
+            .y_desc("µs (log scale)")
+            .y_label_formatter(&|v| {
+                if *v >= 1.0 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v:.3}").trim_end_matches('0').to_string()
+                }
+            })
+            .light_line_style(RGBColor(240, 240, 240))
+            .bold_line_style(RGBColor(210, 210, 210))
+            .draw()?;
+        let group = 0.75;
+        let bar = group / ops.len() as f64;
+        for (i, per_op) in figures.iter().enumerate() {
+            for (j, f) in per_op.iter().enumerate() {
+                let Some((p50, p99)) = *f else { continue };
+                let color = OP_COLORS[j];
+                let x = i as f64 - group / 2.0 + j as f64 * bar;
+                chart.draw_series(std::iter::once(Rectangle::new(
+                    [(x, y_lo), (x + bar * 0.9, p50)],
+                    color.filled(),
+                )))?;
+                let mid = x + bar * 0.45;
+                let whisker = RGBColor(60, 60, 60).stroke_width(1);
+                chart.draw_series([
+                    PathElement::new(vec![(mid, p50), (mid, p99)], whisker),
+                    PathElement::new(vec![(x + bar * 0.2, p99), (x + bar * 0.7, p99)], whisker),
+                ])?;
+            }
+        }
+        draw_legend(&key, &legend)?;
+        let style = TextStyle::from(("sans-serif", 13).into_font())
+            .transform(FontTransform::Rotate270)
+            .pos(Pos::new(HPos::Right, VPos::Center));
+        for (i, label) in labels.iter().enumerate() {
+            let (x, y) = chart.backend_coord(&(i as f64, y_lo));
+            root.draw(&Text::new(label.as_str(), (x, y + 8), style.clone()))?;
+        }
+        if empty {
+            let (cx, cy) = chart.backend_coord(&((n as f64 - 1.0) / 2.0, (y_lo * y_hi).sqrt()));
             root.draw(&Text::new(
                 "no samples",
                 (cx, cy),

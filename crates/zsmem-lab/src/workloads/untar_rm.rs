@@ -185,7 +185,9 @@ pub fn slots_needed(tree: &FileTree) -> usize {
 
 impl UntarRm {
     /// Run the workload on one contestant. `progress(pages_done)` is called
-    /// now and then with the pages stored so far over all rounds.
+    /// now and then with the pages stored and discarded so far over all
+    /// rounds: every page is stored and discarded once a round, so the count
+    /// ends at 2 x pages x rounds.
     pub fn run(
         &self,
         tree: &FileTree,
@@ -217,7 +219,7 @@ impl UntarRm {
                 .collect(),
         };
         let mut buf: Box<Page> = vec![0u8; tree.page_size()].into_boxed_slice();
-        let mut stored_total = 0u64;
+        let mut done = 0u64;
         // Everything the driver needs is allocated up front, so that a
         // contestant measured by its allocator's or the process's memory
         // growth sees only its own allocations during the run.
@@ -249,9 +251,9 @@ impl UntarRm {
                     let d = t.elapsed();
                     record(&mut lat.store, c.op_time().unwrap_or(d));
                     mine.push(slot);
-                    stored_total += 1;
-                    if stored_total.is_multiple_of(4096) {
-                        progress(stored_total);
+                    done += 1;
+                    if done.is_multiple_of(4096) {
+                        progress(done);
                     }
                 }
             }
@@ -299,6 +301,10 @@ impl UntarRm {
                     c.discard(s, 1)?;
                     let d = t.elapsed();
                     record(&mut lat.discard, c.op_time().unwrap_or(d));
+                    done += 1;
+                    if done.is_multiple_of(4096) {
+                        progress(done);
+                    }
                 }
                 // Freed slots are reused first, in the order a block
                 // allocator would hand them out again (lowest last = next).

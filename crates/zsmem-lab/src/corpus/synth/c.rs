@@ -1,9 +1,8 @@
 //! C sources and headers: functions, structs, enums, macros and the identifiers one file shares.
 
 use rand::Rng;
-use rand::rngs::StdRng;
 
-use super::draw::{pick, strs, zipf};
+use super::draw::{CorpusRng, pick, strs, zipf};
 use super::vocab::*;
 use super::writer::W;
 
@@ -20,7 +19,7 @@ pub(super) struct Locals {
 impl Locals {
     /// The few identifiers one function works with: a function
     /// touches the same handful of fields and helpers again and again.
-    fn scope(&self, r: &mut StdRng, density: f64) -> Locals {
+    fn scope(&self, r: &mut CorpusRng, density: f64) -> Locals {
         let mut sub = |v: &[String], lo: f64, hi: f64| -> Vec<String> {
             let n = (lo + (hi - lo) * density) as usize + r.random_range(0..3);
             (0..n.max(1))

@@ -19,8 +19,8 @@ mod vocab;
 mod writer;
 mod yaml_json;
 
+use draw::CorpusRng;
 use rand::SeedableRng;
-use rand::rngs::StdRng;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -108,7 +108,7 @@ fn contents(plan: &[Planned]) -> Vec<Vec<u8>> {
 
 /// Write at least `p.size` bytes of `p.kind` content into `out`.
 fn file(p: &Planned, out: &mut Vec<u8>) {
-    let mut r = StdRng::seed_from_u64(p.seed);
+    let mut r = CorpusRng::seed_from_u64(p.seed);
     let mut w = W {
         r: &mut r,
         o: out,
@@ -143,7 +143,7 @@ mod tests {
 
     #[test]
     fn zipf_stays_in_range_and_favours_small() {
-        let mut r = rand::rngs::StdRng::seed_from_u64(1);
+        let mut r = draw::CorpusRng::seed_from_u64(1);
         let mut low = 0;
         for _ in 0..10_000 {
             let i = draw::zipf(&mut r, 10, 2);

@@ -1,11 +1,10 @@
 //! The plan of the tree: which files, of which kind, how large, under which directories, with
 //! linux-source-6.1's shares of bytes per top-level directory.
 
-use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashSet;
 
-use super::draw::{normal, pick, zipf};
+use super::draw::{CorpusRng, normal, pick, zipf};
 use super::vocab::*;
 use crate::corpus::tree::PAGE_SIZE;
 
@@ -49,7 +48,7 @@ impl Kind {
         }
     }
 
-    fn ext(self, r: &mut StdRng) -> &'static str {
+    fn ext(self, r: &mut CorpusRng) -> &'static str {
         match self {
             Kind::C => ".c",
             Kind::Header | Kind::RegHeader => ".h",
@@ -199,7 +198,7 @@ const ROOT_FILES: &[(&str, Kind, usize)] = &[
 const BYTES_PER_PAGE: f64 = 3530.0;
 
 pub(super) fn plan(seed: u64, scale: f64) -> Vec<Planned> {
-    let mut r = StdRng::seed_from_u64(seed);
+    let mut r = CorpusRng::seed_from_u64(seed);
     // Budgets are in pages, not bytes: the shares being matched are page
     // shares, and whole-page budgets make the directory order exact.
     let total_pages = GENERATED_BYTES_AT_SCALE_1 as f64 * scale / BYTES_PER_PAGE;
@@ -269,7 +268,7 @@ pub(super) fn plan(seed: u64, scale: f64) -> Vec<Planned> {
 }
 
 fn unique_path(
-    r: &mut StdRng,
+    r: &mut CorpusRng,
     taken: &mut HashSet<String>,
     dir: &str,
     prefix: &str,
@@ -323,7 +322,7 @@ impl DirPool {
         }
     }
 
-    fn choose(&mut self, r: &mut StdRng, kind: Kind) -> (String, String) {
+    fn choose(&mut self, r: &mut CorpusRng, kind: Kind) -> (String, String) {
         if kind == Kind::RegHeader {
             if self.reg_dirs.is_empty() || r.random_range(0..8) == 0 {
                 let blk = pick(r, REG_BLOCKS, 1).to_owned();
@@ -352,7 +351,7 @@ impl DirPool {
     }
 }
 
-fn maybe_digits(r: &mut StdRng) -> String {
+fn maybe_digits(r: &mut CorpusRng) -> String {
     match r.random_range(0..3) {
         0 => String::new(),
         1 => r.random_range(0..10).to_string(),

@@ -2,14 +2,13 @@
 //! the text primitives (words, prose, identifiers, numbers, repeated lines, licence headers).
 
 use rand::Rng;
-use rand::rngs::StdRng;
 
-use super::draw::{pick, zipf};
+use super::draw::{CorpusRng, pick, zipf};
 use super::vocab::*;
 
 /// Writes one file's content into `o`, drawing from `r`.
 pub(super) struct W<'a> {
-    pub(super) r: &'a mut StdRng,
+    pub(super) r: &'a mut CorpusRng,
     pub(super) o: &'a mut Vec<u8>,
     pub(super) size: usize,
     pub(super) density: f64,
