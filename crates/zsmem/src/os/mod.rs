@@ -156,9 +156,15 @@ impl PageSource {
         a.waiting_pages + a.returning_pages
     }
 
-    /// Give every waiting page back to the OS now.
+    /// Give every waiting page back to the OS now; on return none is
+    /// waiting or being returned (pages the returner thread took are
+    /// waited for: it discards them outside the lock).
     pub(crate) fn purge_cache(&self) {
         self.return_due(Instant::now(), true);
+        let mut round = 0;
+        while self.arena.lock().returning_pages > 0 {
+            crate::sync::spin_wait(&mut round);
+        }
     }
 
     /// The owner is being dropped: freed runs go straight to the free lists.
