@@ -102,6 +102,12 @@ pub struct CompareArgs {
     /// Print the log2 latency histograms of every contestant too.
     #[arg(long)]
     pub histograms: bool,
+    /// Run the workload as files in a filesystem on each contestant's
+    /// block device (only `ext4`: mkfs.ext4, mount -o discard, as the
+    /// reference did); needs root, /dev/fuse and loop devices, and skips
+    /// with the reason where they are missing.
+    #[arg(long)]
+    pub fs: Option<String>,
     /// Record the objects the workload makes (a size trace, see
     /// `zsmem replay`) while the first contestant runs, to this file.
     #[arg(long)]
@@ -122,6 +128,7 @@ impl Default for CompareArgs {
             codec: "lz4".into(),
             format: "table".into(),
             record_trace: None,
+            fs: None,
             report: "zsmem-report".into(),
             no_report: false,
             histograms: false,
@@ -158,7 +165,11 @@ fn percentiles(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
     }
 }
 
-fn make(name: &str, codec: Codec, slots: usize) -> Result<Box<dyn PageContestant>, LabError> {
+pub(crate) fn make(
+    name: &str,
+    codec: Codec,
+    slots: usize,
+) -> Result<Box<dyn PageContestant>, LabError> {
     Ok(match name {
         "zsmem" => Box::new(ZsmemContestant::best(codec, slots)?),
         "zsmem-kernel" => Box::new(ZsmemContestant::kernel_faithful(codec, slots)?),
@@ -254,6 +265,14 @@ pub fn run(a: &CompareArgs) -> CliResult {
             )));
         }
     }
+    if let Some(fs) = &a.fs {
+        crate::compare_fs::check_fs(fs)?;
+        if a.record_trace.is_some() || a.pid.is_some() {
+            return Err(CliError::Usage(
+                "--fs takes files: not with --record-trace or --pid".into(),
+            ));
+        }
+    }
     if !a.no_report {
         // Found unwritable now, not after the whole run.
         probe_report_dir(&a.report)?;
@@ -307,7 +326,32 @@ pub fn run(a: &CompareArgs) -> CliResult {
     let slots = slots_needed(&tree);
     let mut results: Vec<RunResult> = Vec::new();
     let mut skipped: Vec<(String, String)> = Vec::new();
+    let fs_work = crate::compare_fs::workload(&work);
     for name in &a.contestants {
+        if a.fs.is_some() {
+            let bar = ProgressBar::new(total * a.rounds as u64);
+            bar.set_prefix(name.clone());
+            let run = crate::compare_fs::run_one(
+                name,
+                codec,
+                &tree,
+                &fs_work,
+                kernel_algorithm(codec),
+                |done| bar.set_position(done),
+            )?;
+            bar.finish_and_clear();
+            match run {
+                Ok(r) => {
+                    eprintln!("  {name} (ext4): done in {:.1}s", r.wall.as_secs_f64());
+                    results.push(r);
+                }
+                Err(why) => {
+                    eprintln!("skipping {name} (ext4): {why}");
+                    skipped.push((name.clone(), why));
+                }
+            }
+            continue;
+        }
         let mut c = match make(name, codec, slots) {
             Ok(c) => c,
             Err(LabError::Zram(ZramError::Unavailable(why))) => {
@@ -368,7 +412,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
             println!(
                 "{}",
                 serde_json::to_string_pretty(&serde_json::json!({
-                    "workload": work, "source": source, "pages": total,
+                    "workload": work, "fs": a.fs, "source": source, "pages": total,
                     "skipped": skipped, "runs": runs,
                     "all_in_terms": zsmem_lab::allin::explain(),
                 }))
@@ -418,7 +462,10 @@ pub fn run(a: &CompareArgs) -> CliResult {
     }
     if !a.no_report {
         let ctx = ReportContext {
-            title: "zsmem compare: untar/rm".into(),
+            title: match &a.fs {
+                Some(fs) => format!("zsmem compare: untar/rm on {fs}"),
+                None => "zsmem compare: untar/rm".into(),
+            },
             source: source.clone(),
             workload: format!(
                 "untar/rm, {} round(s), removing {}",

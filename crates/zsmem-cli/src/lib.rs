@@ -6,6 +6,8 @@ pub mod bench_free;
 pub mod bench_store;
 pub mod classes;
 pub mod compare;
+pub mod compare_fs;
+pub mod disk;
 pub mod replay;
 pub mod stats;
 pub mod units;

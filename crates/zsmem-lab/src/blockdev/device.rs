@@ -123,7 +123,9 @@ impl Ext4Device {
             device: PathBuf::new(),
             tmp: Some(tmp),
         };
-        let fuse = dev.fuse.insert(FuseMount::mount(backend, &fuse_dir, threads)?);
+        let fuse = dev
+            .fuse
+            .insert(FuseMount::mount(backend, &fuse_dir, threads)?);
         let disk = fuse.disk_path();
         let lo = dev.lo.insert(LoopDevice::attach(&disk)?);
         dev.device = lo.path();

@@ -216,7 +216,8 @@ pub(super) fn detach(number: u32, backing: &Path, wait: bool) -> Result<(), Stri
             return Err(format!(
                 "/dev/loop{number} is still attached to {}{}",
                 backing.display(),
-                err.map(|e| format!(" (LOOP_CLR_FD: {e})")).unwrap_or_default()
+                err.map(|e| format!(" (LOOP_CLR_FD: {e})"))
+                    .unwrap_or_default()
             ));
         }
         std::thread::sleep(Duration::from_millis(10));

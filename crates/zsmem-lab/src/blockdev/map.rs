@@ -190,9 +190,24 @@ mod tests {
         assert_eq!(
             s,
             vec![
-                Segment { page: 0, start: 4000, len: 96, buf_offset: 0 },
-                Segment { page: 1, start: 0, len: 4096, buf_offset: 96 },
-                Segment { page: 2, start: 0, len: 808, buf_offset: 4192 },
+                Segment {
+                    page: 0,
+                    start: 4000,
+                    len: 96,
+                    buf_offset: 0
+                },
+                Segment {
+                    page: 1,
+                    start: 0,
+                    len: 4096,
+                    buf_offset: 96
+                },
+                Segment {
+                    page: 2,
+                    start: 0,
+                    len: 808,
+                    buf_offset: 4192
+                },
             ]
         );
         assert!(s[1].is_whole() && !s[0].is_whole() && !s[2].is_whole());
@@ -216,7 +231,10 @@ mod tests {
         assert_eq!(read_len(60, 100, 50), 0);
         assert_eq!(check_inside(0, 4096, 4096), Ok(()));
         assert_eq!(check_inside(1, 4096, 4096), Err(RangeError::PastEnd));
-        assert_eq!(check_inside(u64::MAX, 2, u64::MAX), Err(RangeError::PastEnd));
+        assert_eq!(
+            check_inside(u64::MAX, 2, u64::MAX),
+            Err(RangeError::PastEnd)
+        );
     }
 
     #[test]

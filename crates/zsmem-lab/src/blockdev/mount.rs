@@ -26,8 +26,9 @@ pub fn find_mkfs_ext4() -> Option<PathBuf> {
 /// `mkfs.ext4 -q -F DEV`, with the defaults of this machine's e2fsprogs
 /// (as the reference ran it).
 pub fn mkfs_ext4(dev: &Path) -> Result<(), BlockDevError> {
-    let mkfs = find_mkfs_ext4()
-        .ok_or_else(|| BlockDevError::Unavailable("mkfs.ext4 not found (install e2fsprogs)".into()))?;
+    let mkfs = find_mkfs_ext4().ok_or_else(|| {
+        BlockDevError::Unavailable("mkfs.ext4 not found (install e2fsprogs)".into())
+    })?;
     let out = Command::new(&mkfs)
         .arg("-q")
         .arg("-F")

@@ -117,10 +117,7 @@ impl Held {
 /// Makes `res` with `make` and registers it, the registry locked
 /// throughout, so that a signal's cleanup runs either before `make` or
 /// after the registration.
-pub fn hold_with<T, E>(
-    res: Resource,
-    make: impl FnOnce() -> Result<T, E>,
-) -> Result<(Held, T), E> {
+pub fn hold_with<T, E>(res: Resource, make: impl FnOnce() -> Result<T, E>) -> Result<(Held, T), E> {
     let mut reg = registry();
     let made = make()?;
     reg.push(res.clone());

@@ -120,12 +120,14 @@ impl ContestantServer {
 
     /// The contestant's figures now.
     pub fn figures(&self) -> Result<Figures, BlockDevError> {
-        self.ask(Request::Figures).map_err(BlockDevError::Contestant)
+        self.ask(Request::Figures)
+            .map_err(BlockDevError::Contestant)
     }
 
     /// Compact the contestant now.
     pub fn compact(&self) -> Result<(), BlockDevError> {
-        self.ask(Request::Compact).map_err(BlockDevError::Contestant)
+        self.ask(Request::Compact)
+            .map_err(BlockDevError::Contestant)
     }
 
     /// The per-page latencies of its store, load and discard so far.
