@@ -82,7 +82,10 @@ impl FsContestant {
         let dev = Ext4Device::on_block_device(zram.device().device_path())?;
         Ok(FsContestant {
             name: name.to_string(),
-            config: format!("ext4 (-o discard) on {}", zram.config()),
+            config: format!(
+                "ext4 (-o discard) on {}; its per-page latencies are not seen (its requests come from the block layer): the latency columns are empty",
+                zram.config()
+            ),
             dev,
             behind: Behind::Zram(zram),
         })

@@ -154,12 +154,13 @@ pub fn mounted_at(dir: &Path) -> Option<MountEntry> {
     mounts().into_iter().rev().find(|m| m.dir == dir)
 }
 
-/// Unmounts `dir` if something is mounted there: retried while busy, then
-/// detached lazily (`MNT_DETACH`). Says on stderr what could not be done;
-/// returns whether nothing is mounted there any more.
-pub fn unmount(dir: &Path) -> bool {
+/// Unmounts `dir` if something is mounted there: retried while busy (for
+/// a few seconds if `patient`), then detached lazily (`MNT_DETACH`). Says
+/// on stderr what could not be done; returns whether nothing is mounted
+/// there any more.
+pub fn unmount(dir: &Path, patient: bool) -> bool {
     let Ok(c) = cstr(dir) else { return false };
-    let deadline = Instant::now() + BUSY_WAIT;
+    let deadline = Instant::now() + if patient { BUSY_WAIT } else { Duration::ZERO };
     while mounted_at(dir).is_some() {
         // SAFETY: `c` is a NUL-terminated path.
         if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
@@ -179,10 +180,12 @@ pub fn unmount(dir: &Path) -> bool {
             ));
             return false;
         }
-        warn(format_args!(
-            "{} was busy ({e}): detached lazily",
-            dir.display()
-        ));
+        if patient {
+            warn(format_args!(
+                "{} was busy ({e}): detached lazily",
+                dir.display()
+            ));
+        }
     }
     true
 }

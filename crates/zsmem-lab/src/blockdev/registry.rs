@@ -22,8 +22,14 @@ use super::mount::{self, mounts};
 /// Where the records are kept (the kernel zram contestant's directory).
 pub const RECORD_DIR: &str = crate::contestants::kernel_zram::RECORD_DIR;
 
-/// The FUSE type of the device filesystem in mountinfo.
-pub const FUSE_TYPE: &str = "fuse.zsmem";
+/// The source name of the device filesystem in mountinfo (its type is
+/// `fuse`, or `fuse.zsmem` where the subtype is passed on).
+pub const FUSE_SOURCE: &str = "zsmem";
+
+/// Whether `m` is a device filesystem of this module.
+fn is_device_fs(m: &mount::MountEntry) -> bool {
+    (m.fstype == "fuse" || m.fstype == "fuse.zsmem") && m.source == FUSE_SOURCE
+}
 
 /// One thing this process made.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,30 +143,35 @@ impl Drop for Held {
     fn drop(&mut self) {
         let mut reg = registry();
         // Gone already if the exit path's cleanup ran.
+        // What could not be undone stays recorded, for a later run.
         if let Some(i) = reg.iter().position(|r| *r == self.res) {
-            if let Err(e) = undo(&self.res, true) {
-                warn(format_args!("warning: {e}"));
+            match undo(&self.res, true) {
+                Ok(()) => {
+                    reg.remove(i);
+                    write_record(&reg);
+                }
+                Err(e) => warn(format_args!("warning: {e}")),
             }
-            reg.remove(i);
-            write_record(&reg);
         }
     }
 }
 
-/// Undoes one resource if it is still what was made.
+/// Undoes one resource if it is still what was made. With `wait`, a busy
+/// mount is retried for a while before it is detached lazily; without (on
+/// the way to exit), at once.
 fn undo(res: &Resource, wait: bool) -> Result<(), String> {
     match res {
         Resource::Mount { dir, source } => {
             let ours = mount::mounted_at(dir).is_some_and(|m| Path::new(&m.source) == source);
-            if ours && !mount::unmount(dir) {
+            if ours && !mount::unmount(dir, wait) {
                 return Err(format!("{} is still mounted", dir.display()));
             }
             Ok(())
         }
         Resource::Loop { number, backing } => loopdev::detach(*number, backing, wait),
         Resource::Fuse(dir) => {
-            let ours = mount::mounted_at(dir).is_some_and(|m| m.fstype == FUSE_TYPE);
-            if ours && !mount::unmount(dir) {
+            let ours = mount::mounted_at(dir).is_some_and(|m| is_device_fs(&m));
+            if ours && !mount::unmount(dir, wait) {
                 return Err(format!("{} is still mounted", dir.display()));
             }
             Ok(())
@@ -188,11 +199,15 @@ fn undo(res: &Resource, wait: bool) -> Result<(), String> {
 pub(super) fn undo_all_and_hold() -> usize {
     let mut reg = registry();
     let n = reg.len();
+    let mut failed = Vec::new();
     while let Some(res) = reg.pop() {
         if let Err(e) = undo(&res, false) {
             warn(format_args!("warning: {e}"));
+            failed.insert(0, res);
         }
     }
+    // What could not be undone stays recorded, for a later run.
+    *reg = failed;
     write_record(&reg);
     std::mem::forget(reg);
     n
