@@ -328,13 +328,13 @@ impl Drop for FuseMount {
         // Unmounts (through the registry, which keeps the record true);
         // the session then ends and its threads are joined.
         drop(self.held.take());
-        if let Some(s) = self.session.take() {
-            if let Err(e) = s.umount_and_join() {
-                warn(format_args!(
-                    "FUSE session on {} ended with: {e}",
-                    self.dir.display()
-                ));
-            }
+        if let Some(s) = self.session.take()
+            && let Err(e) = s.umount_and_join()
+        {
+            warn(format_args!(
+                "FUSE session on {} ended with: {e}",
+                self.dir.display()
+            ));
         }
     }
 }
