@@ -111,6 +111,11 @@ impl FsContestant {
         self.dev.sync()
     }
 
+    /// The block device's I/O counters now (see [`Ext4Device::io_counters`]).
+    pub fn io_counters(&self) -> String {
+        self.dev.io_counters()
+    }
+
     /// The contestant's figures now.
     pub fn figures(&mut self) -> Result<Figures, BlockDevError> {
         match &mut self.behind {

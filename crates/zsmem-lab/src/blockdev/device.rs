@@ -189,6 +189,17 @@ impl Ext4Device {
         self.lo.as_ref().map(LoopDevice::direct_io)
     }
 
+    /// The block device's I/O counters (`/sys/block/NAME/stat`), to tell
+    /// when it has gone quiet; empty if unreadable.
+    pub fn io_counters(&self) -> String {
+        self.device
+            .file_name()
+            .and_then(|n| {
+                std::fs::read_to_string(Path::new("/sys/block").join(n).join("stat")).ok()
+            })
+            .unwrap_or_default()
+    }
+
     /// `syncfs` and `sync`: everything written reaches the device, the
     /// journal commits and, mounted with discard, freed blocks are
     /// discarded.

@@ -326,15 +326,19 @@ impl FuseMount {
 impl Drop for FuseMount {
     fn drop(&mut self) {
         // Unmounts (through the registry, which keeps the record true);
-        // the session then ends and its threads are joined.
+        // the kernel then ends the connection, the session loop returns and
+        // its threads are joined. Still mounted (the unmount failed): the
+        // session is left to the process's exit rather than waited for.
         drop(self.held.take());
-        if let Some(s) = self.session.take()
-            && let Err(e) = s.umount_and_join()
-        {
-            warn(format_args!(
-                "FUSE session on {} ended with: {e}",
-                self.dir.display()
-            ));
+        if let Some(s) = self.session.take() {
+            if super::mount::mounted_at(&self.dir).is_some() {
+                std::mem::forget(s);
+            } else if let Err(e) = s.join() {
+                warn(format_args!(
+                    "FUSE session on {} ended with: {e}",
+                    self.dir.display()
+                ));
+            }
         }
     }
 }
