@@ -111,9 +111,10 @@ impl FsContestant {
         self.dev.sync()
     }
 
-    /// The block device's I/O counters now (see [`Ext4Device::io_counters`]).
-    pub fn io_counters(&self) -> String {
-        self.dev.io_counters()
+    /// The block device's discard counters now (see
+    /// [`Ext4Device::discard_counters`]).
+    pub fn discard_counters(&self) -> [u64; 2] {
+        self.dev.discard_counters()
     }
 
     /// The contestant's figures now.

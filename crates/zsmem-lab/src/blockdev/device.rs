@@ -189,15 +189,27 @@ impl Ext4Device {
         self.lo.as_ref().map(LoopDevice::direct_io)
     }
 
-    /// The block device's I/O counters (`/sys/block/NAME/stat`), to tell
-    /// when it has gone quiet; empty if unreadable.
-    pub fn io_counters(&self) -> String {
-        self.device
+    /// The block device's discard counters (`/sys/block/NAME/stat`: discard
+    /// requests and sectors completed), to tell when ext4's discards have
+    /// stopped; zeros where the device does not count them (zram). Reads
+    /// and writes are left out: ext4's lazy inode-table initialisation
+    /// writes zeroes in the background for minutes after mounting.
+    pub fn discard_counters(&self) -> [u64; 2] {
+        let text = self
+            .device
             .file_name()
             .and_then(|n| {
                 std::fs::read_to_string(Path::new("/sys/block").join(n).join("stat")).ok()
             })
-            .unwrap_or_default()
+            .unwrap_or_default();
+        let f: Vec<u64> = text
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        [
+            f.get(11).copied().unwrap_or(0),
+            f.get(13).copied().unwrap_or(0),
+        ]
     }
 
     /// `syncfs` and `sync`: everything written reaches the device, the

@@ -5,8 +5,8 @@
 //!
 //! After each step: `syncfs` and `sync` (the journal commits; ext4,
 //! mounted with discard, then discards the freed blocks from a worker),
-//! then the contestant's figures are read until they and the device's I/O
-//! counters have stayed the same for five seconds. Caches are not dropped: the page cache holds files, not
+//! then the contestant's figures are read until they and the device's
+//! discard counters have stayed the same for five seconds. Caches are not dropped: the page cache holds files, not
 //! the device's pages, and the figures are the device's. ext4's metadata,
 //! journal and block placement are part of what the device stores, as in
 //! the reference. Unlike [`super::untar_rm`], freed blocks are reused
@@ -41,7 +41,7 @@ pub struct Ext4UntarRm {
     pub final_compact: bool,
     /// Interval between two readings of the figures while settling.
     pub poll: Duration,
-    /// How long the figures and the device's counters must stay the same
+    /// How long the figures and the device's discard counters must stay the same
     /// for a step to be settled (longer than ext4's pauses between discard
     /// batches, see `settle`).
     pub quiet: Duration,
@@ -95,8 +95,8 @@ fn same(a: &Figures, b: &Figures) -> bool {
 }
 
 impl Ext4UntarRm {
-    /// Sync, then read the figures until they, and the block device's I/O
-    /// counters, have not changed for [`Ext4UntarRm::quiet`]. ext4 mounted
+    /// Sync, then read the figures until they, and the block device's
+    /// discard counters, have not changed for [`Ext4UntarRm::quiet`]. ext4 mounted
     /// with discard discards freed blocks from a worker after the journal
     /// commits, in batches with pauses between them: on zram, after `rm -rf
     /// drivers` of linux-6.1 and a `sync`, the stored data falls for about
@@ -105,7 +105,7 @@ impl Ext4UntarRm {
     fn settle(&self, c: &mut FsContestant, label: &str) -> Result<Figures, BlockDevError> {
         c.sync()?;
         let start = Instant::now();
-        let mut last = (c.figures()?, c.io_counters());
+        let mut last = (c.figures()?, c.discard_counters());
         let mut quiet_since = Instant::now();
         while quiet_since.elapsed() < self.quiet {
             if start.elapsed() > self.settle_max {
@@ -117,7 +117,7 @@ impl Ext4UntarRm {
                 break;
             }
             std::thread::sleep(self.poll);
-            let now = (c.figures()?, c.io_counters());
+            let now = (c.figures()?, c.discard_counters());
             if !same(&now.0, &last.0) || now.1 != last.1 {
                 quiet_since = Instant::now();
                 c.sync()?;
