@@ -34,6 +34,18 @@ impl BlockDevError {
         }
     }
 
+    /// `source` for `what`, or [`BlockDevError::Unavailable`] if it is a
+    /// refusal (`EPERM`, `EACCES`: a container without `CAP_SYS_ADMIN`).
+    pub(crate) fn io_or_refused(what: impl Into<String>, source: io::Error) -> Self {
+        let what = what.into();
+        match source.raw_os_error() {
+            Some(libc::EPERM | libc::EACCES) => {
+                BlockDevError::Unavailable(format!("{what}: not permitted here ({source})"))
+            }
+            _ => Self::io(what, source),
+        }
+    }
+
     /// The last OS error, for `what`.
     pub(crate) fn last_os(what: impl Into<String>) -> Self {
         Self::io(what, io::Error::last_os_error())

@@ -304,7 +304,9 @@ impl FuseMount {
         let (held, session) = registry::hold_with(Resource::Fuse(dir.to_path_buf()), || {
             fuser::Session::new(fs, dir, &config).and_then(fuser::Session::spawn)
         })
-        .map_err(|e| BlockDevError::io(format!("mounting FUSE on {}", dir.display()), e))?;
+        .map_err(|e| {
+            BlockDevError::io_or_refused(format!("mounting FUSE on {}", dir.display()), e)
+        })?;
         Ok(FuseMount {
             held: Some(held),
             session: Some(session),

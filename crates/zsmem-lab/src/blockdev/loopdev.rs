@@ -99,7 +99,10 @@ impl LoopDevice {
             // SAFETY: LOOP_CTL_GET_FREE takes no argument.
             let n = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE as _) };
             if n < 0 {
-                return Err(BlockDevError::last_os("LOOP_CTL_GET_FREE"));
+                return Err(BlockDevError::io_or_refused(
+                    "LOOP_CTL_GET_FREE",
+                    std::io::Error::last_os_error(),
+                ));
             }
             let number = n as u32;
             let node = wait_for_node(number)?;
@@ -146,7 +149,7 @@ impl LoopDevice {
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => continue,
                 Err(e) => {
-                    return Err(BlockDevError::io(
+                    return Err(BlockDevError::io_or_refused(
                         format!("LOOP_CONFIGURE {} on {}", backing.display(), node.display()),
                         e,
                     ));

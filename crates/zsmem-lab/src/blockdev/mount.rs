@@ -72,11 +72,14 @@ pub fn mount_ext4(dev: &Path, dir: &Path, options: &str) -> Result<(), BlockDevE
     if r == 0 {
         Ok(())
     } else {
-        Err(BlockDevError::last_os(format!(
-            "mount -t ext4 -o {options} {} {}",
-            dev.display(),
-            dir.display()
-        )))
+        Err(BlockDevError::io_or_refused(
+            format!(
+                "mount -t ext4 -o {options} {} {}",
+                dev.display(),
+                dir.display()
+            ),
+            std::io::Error::last_os_error(),
+        ))
     }
 }
 
