@@ -326,30 +326,10 @@ pub fn run(a: &CompareArgs) -> CliResult {
     let slots = slots_needed(&tree);
     let mut results: Vec<RunResult> = Vec::new();
     let mut skipped: Vec<(String, String)> = Vec::new();
-    let fs_work = crate::compare_fs::workload(&work);
+    let fs_run = crate::compare_fs::FsRun::new(codec, kernel_algorithm(codec), &work, total);
     for name in &a.contestants {
         if a.fs.is_some() {
-            let bar = ProgressBar::new(total * a.rounds as u64);
-            bar.set_prefix(name.clone());
-            let run = crate::compare_fs::run_one(
-                name,
-                codec,
-                &tree,
-                &fs_work,
-                kernel_algorithm(codec),
-                |done| bar.set_position(done),
-            )?;
-            bar.finish_and_clear();
-            match run {
-                Ok(r) => {
-                    eprintln!("  {name} (ext4): done in {:.1}s", r.wall.as_secs_f64());
-                    results.push(r);
-                }
-                Err(why) => {
-                    eprintln!("skipping {name} (ext4): {why}");
-                    skipped.push((name.clone(), why));
-                }
-            }
+            fs_run.contestant(name, &tree, &mut results, &mut skipped)?;
             continue;
         }
         let mut c = match make(name, codec, slots) {
