@@ -119,6 +119,12 @@ pub struct CompareArgs {
     /// Print the log2 latency histograms of every contestant too.
     #[arg(long)]
     pub histograms: bool,
+    /// Run the workload as files in a filesystem on each contestant's
+    /// block device (only `ext4`: mkfs.ext4, mount -o discard, as the
+    /// reference did); needs root, /dev/fuse and loop devices, and skips
+    /// with the reason where they are missing.
+    #[arg(long)]
+    pub fs: Option<String>,
     /// Record the objects the workload makes (a size trace, see
     /// `zsmem replay`) while the first contestant runs, to this file.
     #[arg(long)]
@@ -139,6 +145,7 @@ impl Default for CompareArgs {
             codec: "lz4".into(),
             format: Format::Table,
             record_trace: None,
+            fs: None,
             report: "zsmem-report".into(),
             no_report: false,
             histograms: false,
@@ -198,7 +205,11 @@ fn percentiles(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
     }
 }
 
-fn make(name: &str, cfg: &PageConfig, slots: usize) -> Result<Box<dyn PageContestant>, LabError> {
+pub(crate) fn make(
+    name: &str,
+    cfg: &PageConfig,
+    slots: usize,
+) -> Result<Box<dyn PageContestant>, LabError> {
     if let Some(c) = make_variant(name, cfg, slots) {
         return c;
     }
@@ -259,6 +270,20 @@ pub fn run(a: &CompareArgs) -> CliResult {
                 shown(c),
                 CONTESTANTS.join(", ")
             )));
+        }
+    }
+    if let Some(fs) = &a.fs {
+        crate::compare_fs::check_fs(fs)?;
+        if a.record_trace.is_some() || a.pid.is_some() {
+            return Err(CliError::Usage(
+                "--fs takes files: not with --record-trace or --pid".into(),
+            ));
+        }
+        if a.page_size != zsmem_lab::corpus::PAGE_SIZE {
+            return Err(CliError::Usage(
+                "--fs ext4 serves 4 KiB blocks (a loop device over the contestant): leave out --page-size"
+                    .into(),
+            ));
         }
     }
     if !a.no_report {
@@ -329,7 +354,12 @@ pub fn run(a: &CompareArgs) -> CliResult {
     let slots = slots_needed(&tree);
     let mut results: Vec<RunResult> = Vec::new();
     let mut skipped: Vec<(String, String)> = Vec::new();
+    let fs_run = crate::compare_fs::FsRun::new(codec, kernel_algorithm(codec), &work, total);
     for name in &a.contestants {
+        if a.fs.is_some() {
+            fs_run.contestant(name, &tree, &mut results, &mut skipped)?;
+            continue;
+        }
         let mut c = match make(name, &cfg, slots) {
             Ok(c) => c,
             Err(LabError::Zram(ZramError::Unavailable(why)) | LabError::Skipped(why)) => {
@@ -390,7 +420,8 @@ pub fn run(a: &CompareArgs) -> CliResult {
                 })
                 .collect();
             print_json(&serde_json::json!({
-                "workload": work, "source": source, "pages": total, "page_size": cfg.page_size,
+                "workload": work, "fs": a.fs, "source": source, "pages": total,
+                "page_size": cfg.page_size,
                 "skipped": skipped, "runs": runs,
                 "all_in_terms": zsmem_lab::allin::explain(),
             }))?;
@@ -453,7 +484,10 @@ pub fn run(a: &CompareArgs) -> CliResult {
     }
     if !a.no_report {
         let ctx = ReportContext {
-            title: "zsmem compare: untar/rm".into(),
+            title: match &a.fs {
+                Some(fs) => format!("zsmem compare: untar/rm on {fs}"),
+                None => "zsmem compare: untar/rm".into(),
+            },
             source: source.clone(),
             workload: format!(
                 "untar/rm, {} round(s), removing {}",

@@ -8,6 +8,8 @@ pub mod bench_store;
 pub mod bench_threads;
 pub mod classes;
 pub mod compare;
+pub mod compare_fs;
+pub mod disk;
 pub mod output;
 pub mod progress;
 pub mod replay;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use zsmem_cli::{bench, classes, compare, replay, stats};
+use zsmem_cli::{bench, classes, compare, disk, replay, stats};
 
 /// zsmem: a zsmalloc-design compressed-memory allocator, its size-class
 /// simulator and its benchmarks. With no subcommand it runs `compare` on
@@ -23,6 +23,10 @@ enum Command {
     /// available here (zsmem, zsmem in the kernel's configuration, the
     /// kernel's own zram), side by side.
     Compare(compare::CompareArgs),
+    /// A compressed RAM disk backed by zsmem, ext4 on it, mounted at a
+    /// directory; prints zram's mm_stat while it runs (needs root, FUSE
+    /// and loop devices).
+    Disk(disk::DiskArgs),
     /// Size-class simulator: how requests map to classes, zspage shapes,
     /// waste and spanning objects, optionally against a second configuration.
     Classes(classes::ClassesArgs),
@@ -57,6 +61,7 @@ fn main() -> ExitCode {
     let result = match command(Cli::parse()) {
         Command::Compare(a) => compare::run(&a),
         Command::Classes(a) => classes::run(&a),
+        Command::Disk(a) => disk::run(&a),
         Command::Stats(a) => stats::run(&a),
         Command::Replay(a) => replay::run(&a),
         Command::Bench(b) => bench::run(&b),

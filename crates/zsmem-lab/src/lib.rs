@@ -3,6 +3,7 @@
 //!
 //! | module | concern |
 //! |---|---|
+//! | [`blockdev`] | block devices served by any contestant (FUSE file, loop device), ext4 on them, their cleanup |
 //! | [`allin`] | all-in memory: the terms every contestant counts, the kernel's estimates and their formulas |
 //! | [`contestants`] | the contestants' interfaces and every contestant: zsmem, the kernel's zram, the malloc baselines (in-process and forked), the peers |
 //! | [`workloads`] | what drives the contestants: untar/rm and its rounds, size traces, a process's memory |
@@ -11,6 +12,7 @@
 //! | [`corpus`] | page sources: a directory, a .tar/.tar.gz/.tar.xz, or the embedded deterministic corpus |
 
 pub mod allin;
+pub mod blockdev;
 pub mod contestants;
 pub mod corpus;
 pub mod report;

@@ -34,6 +34,11 @@ impl KernelContestant {
 }
 
 impl KernelContestant {
+    /// The device (for a filesystem on it: `device().device_path()`).
+    pub fn device(&self) -> &KernelZram {
+        &self.dev
+    }
+
     /// The kernel's zram compacted after every step, named
     /// `kernel-zram-compact`.
     pub fn compacted(algorithm: &str, slots: usize) -> Result<CompactEveryStep<Self>, LabError> {

@@ -4,9 +4,11 @@
 //! | module | concern |
 //! |---|---|
 //! | [`untar_rm`] | untar/rm and its rounds, with latency histograms |
+//! | [`ext4`] | untar/rm as the reference ran it: files written into ext4 on each contestant's block device |
 //! | [`trace`] | size traces: `alloc ID SIZE` / `free ID`, recorded from a workload, replayed on a pool |
 //! | [`procmem`] | a running process's anonymous memory as pages (what zswap stores) |
 
+pub mod ext4;
 pub mod procmem;
 pub mod trace;
 pub mod untar_rm;

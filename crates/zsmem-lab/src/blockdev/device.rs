@@ -1,0 +1,221 @@
+//! ext4 on a block device, assembled and torn down in order: a private
+//! directory, the device file (FUSE) and a loop device on it for a
+//! [`Backend`], or a block device that exists already (the kernel's zram);
+//! then `mkfs.ext4` and `mount -o discard`.
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::backend::Backend;
+use super::error::BlockDevError;
+use super::fuse::FuseMount;
+use super::loopdev::LoopDevice;
+use super::mount::{mkfs_ext4, mount_ext4, sync_fs};
+use super::registry::{self, Held, Resource};
+use super::signals::install_signal_cleanup;
+
+/// The mount options, the reference's.
+pub const MOUNT_OPTIONS: &str = "discard";
+
+/// What can be used here, or a one-line reason why not: root, and for a
+/// device file FUSE (`/dev/fuse`) and loop devices (`/dev/loop-control`),
+/// and `mkfs.ext4`.
+pub fn unavailable_reason(device_file: bool) -> Option<String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not running as root".into());
+    }
+    if device_file {
+        for (path, what) in [
+            ("/dev/fuse", "FUSE (modprobe fuse)"),
+            ("/dev/loop-control", "loop devices (modprobe loop)"),
+        ] {
+            if std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(path)
+                .is_err()
+            {
+                return Some(format!("no {path}: {what} unavailable"));
+            }
+        }
+    }
+    if super::mount::find_mkfs_ext4().is_none() {
+        return Some("mkfs.ext4 not found (install e2fsprogs)".into());
+    }
+    None
+}
+
+/// ext4 mounted on a block device this process made; unmounted and taken
+/// apart (last made first) on drop, on signals, and by a later run if
+/// this one is killed.
+pub struct Ext4Device {
+    // Dropped in declaration order: ext4, loop, FUSE, directory.
+    mount: Option<Held>,
+    lo: Option<LoopDevice>,
+    fuse: Option<FuseMount>,
+    tmp: Option<Held>,
+    dir: PathBuf,
+    device: PathBuf,
+}
+
+/// A private directory `zsmem-blockdev.PID.N` in the temp directory.
+fn private_dir() -> Result<Held, BlockDevError> {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "zsmem-blockdev.{}.{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| BlockDevError::io(format!("creating {}", dir.display()), e))?;
+    Ok(registry::hold(Resource::Dir(dir)))
+}
+
+fn held_dir(h: &Held) -> &Path {
+    match h.resource() {
+        Resource::Dir(d) => d,
+        _ => unreachable!("private_dir holds a directory"),
+    }
+}
+
+fn mkdir(p: &Path) -> Result<(), BlockDevError> {
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(p)
+        .map_err(|e| BlockDevError::io(format!("creating {}", p.display()), e))
+}
+
+fn prepare() -> Result<(), BlockDevError> {
+    if let Err(e) = install_signal_cleanup() {
+        super::error::warn(format_args!(
+            "warning: {e}; mounts and loop devices are not undone on signals"
+        ));
+    }
+    registry::remove_stale();
+    Ok(())
+}
+
+impl Ext4Device {
+    /// ext4 on `backend`, served as a FUSE file (`threads` request
+    /// threads) through a loop device, mounted at `at` (default: a
+    /// private directory). `at` must be an existing empty directory.
+    pub fn on_backend<B: Backend>(
+        backend: B,
+        threads: usize,
+        at: Option<&Path>,
+    ) -> Result<Ext4Device, BlockDevError> {
+        if let Some(why) = unavailable_reason(true) {
+            return Err(BlockDevError::Unavailable(why));
+        }
+        prepare()?;
+        let tmp = private_dir()?;
+        let fuse_dir = held_dir(&tmp).join("fuse");
+        mkdir(&fuse_dir)?;
+        let mut dev = Ext4Device {
+            mount: None,
+            lo: None,
+            fuse: None,
+            dir: PathBuf::new(),
+            device: PathBuf::new(),
+            tmp: Some(tmp),
+        };
+        let fuse = dev
+            .fuse
+            .insert(FuseMount::mount(backend, &fuse_dir, threads)?);
+        let disk = fuse.disk_path();
+        let lo = dev.lo.insert(LoopDevice::attach(&disk)?);
+        dev.device = lo.path();
+        dev.mount_at(at)?;
+        Ok(dev)
+    }
+
+    /// ext4 on `device`, a block device that exists already (a kernel
+    /// zram device this process made), mounted in a private directory.
+    pub fn on_block_device(device: &Path) -> Result<Ext4Device, BlockDevError> {
+        if let Some(why) = unavailable_reason(false) {
+            return Err(BlockDevError::Unavailable(why));
+        }
+        prepare()?;
+        let mut dev = Ext4Device {
+            mount: None,
+            lo: None,
+            fuse: None,
+            dir: PathBuf::new(),
+            device: device.to_path_buf(),
+            tmp: Some(private_dir()?),
+        };
+        dev.mount_at(None)?;
+        Ok(dev)
+    }
+
+    fn mount_at(&mut self, at: Option<&Path>) -> Result<(), BlockDevError> {
+        let dir = match at {
+            Some(d) => d.to_path_buf(),
+            None => {
+                let d = held_dir(self.tmp.as_ref().expect("made first")).join("mnt");
+                mkdir(&d)?;
+                d
+            }
+        };
+        mkfs_ext4(&self.device)?;
+        let (held, ()) = registry::hold_with(
+            Resource::Mount {
+                dir: dir.clone(),
+                source: self.device.clone(),
+            },
+            || mount_ext4(&self.device, &dir, MOUNT_OPTIONS),
+        )?;
+        self.mount = Some(held);
+        self.dir = dir;
+        Ok(())
+    }
+
+    /// Where ext4 is mounted.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The block device under it (`/dev/loopN`, `/dev/zramN`).
+    pub fn device(&self) -> &Path {
+        &self.device
+    }
+
+    /// Whether the loop device does direct I/O (`None`: no loop device).
+    pub fn loop_direct_io(&self) -> Option<bool> {
+        self.lo.as_ref().map(LoopDevice::direct_io)
+    }
+
+    /// The block device's discard counters (`/sys/block/NAME/stat`: discard
+    /// requests and sectors completed), to tell when ext4's discards have
+    /// stopped; zeros where the device does not count them (zram). Reads
+    /// and writes are left out: ext4's lazy inode-table initialisation
+    /// writes zeroes in the background for minutes after mounting.
+    pub fn discard_counters(&self) -> [u64; 2] {
+        let text = self
+            .device
+            .file_name()
+            .and_then(|n| {
+                std::fs::read_to_string(Path::new("/sys/block").join(n).join("stat")).ok()
+            })
+            .unwrap_or_default();
+        let f: Vec<u64> = text
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        [
+            f.get(11).copied().unwrap_or(0),
+            f.get(13).copied().unwrap_or(0),
+        ]
+    }
+
+    /// `syncfs` and `sync`: everything written reaches the device, the
+    /// journal commits and, mounted with discard, freed blocks are
+    /// discarded.
+    pub fn sync(&self) -> Result<(), BlockDevError> {
+        sync_fs(&self.dir)
+    }
+}

@@ -1,0 +1,74 @@
+//! Block devices served by any page contestant, with ext4 on them: the
+//! reference's experiment as it ran it (ext4 mounted with discard on a
+//! zram device), on every contestant.
+//!
+//! # How a contestant becomes a block device
+//!
+//! A FUSE filesystem ([`fuse`]) holds one file, `disk`, whose bytes are
+//! the contestant's 4 KiB pages: byte range `[i * 4096, (i + 1) * 4096)`
+//! is slot `i` ([`map`]). A read is page loads, a write page stores (a
+//! partial page read, changed and stored again), and `fallocate`
+//! `PUNCH_HOLE` / `ZERO_RANGE` discards the whole pages inside and zeroes
+//! the partial ones. A loop device ([`loopdev`]) attaches the file with 4
+//! KiB logical blocks (zram's) and direct I/O, so each block request
+//! reaches the contestant once and no copy of the data stays in the page
+//! cache; its discards and write-zeroes become those `fallocate` calls.
+//! Then `mkfs.ext4` and `mount -o discard` ([`mount`]). The kernel's zram
+//! is a block device itself: ext4 goes on `/dev/zramN` directly.
+//!
+//! Contestants need not be `Send`: each is made on a thread of its own
+//! that serves the FUSE threads' requests and the workload's requests for
+//! figures ([`server`]). zsmem's `PageStore` is shared and concurrent, and
+//! serves the FUSE threads directly ([`backend`]; what `zsmem disk` runs).
+//!
+//! # Cleanup guarantees
+//!
+//! Every directory, FUSE mount, loop device and ext4 mount this process
+//! makes is registered, and recorded in `/run/zsmem/blockdev.PID.json`
+//! ([`registry`]). It is undone, last made first, when its owner is
+//! dropped (also while a panic unwinds, and when making the stack fails
+//! half way); on `SIGINT`, `SIGTERM`, `SIGHUP` and `SIGQUIT` ([`signals`],
+//! which then also removes this process's kernel zram devices, after the
+//! ext4 mounts on them are gone, and exits with 128 + the signal); and by
+//! the next run of any process using this module, for records whose
+//! creator is gone (killed with `SIGKILL`). A resource is undone only if
+//! it is still what was made (the recorded device mounted at the recorded
+//! point, the loop device attached to the recorded file); nothing else is
+//! touched. A busy mount is detached lazily; a loop device still held is
+//! detached at its last close (autoclear).
+//!
+//! Needs root, `/dev/fuse`, `/dev/loop-control` and `mkfs.ext4`:
+//! [`unavailable_reason`] says which is missing, in one line.
+//!
+//! | module | concern |
+//! |---|---|
+//! | [`map`] | byte ranges as pages: reads, writes, holes, partial pages |
+//! | [`backend`] | what serves the device file: the [`Backend`] trait, `PageStore` as one |
+//! | [`server`] | any page contestant on its own thread, as a backend |
+//! | [`fuse`] | the FUSE filesystem holding the device file |
+//! | [`loopdev`] | loop devices by ioctl: attach with direct I/O, detach |
+//! | [`mount`] | `mkfs.ext4`, mounting, `syncfs`, unmounting, mountinfo |
+//! | [`device`] | ext4 on a device, assembled and taken apart in order |
+//! | [`contestant`] | a contestant (or the kernel's zram) with ext4 mounted on it |
+//! | [`registry`] | what this process made, its record, stale records |
+//! | [`signals`] | undoing everything on signals |
+//! | [`error`] | [`BlockDevError`] |
+
+pub mod backend;
+pub mod contestant;
+pub mod device;
+pub mod error;
+pub mod fuse;
+pub mod loopdev;
+pub mod map;
+pub mod mount;
+pub mod registry;
+pub mod server;
+pub mod signals;
+
+pub use backend::{Backend, StoreBackend};
+pub use contestant::FsContestant;
+pub use device::{Ext4Device, unavailable_reason};
+pub use error::BlockDevError;
+pub use server::ContestantServer;
+pub use signals::install_signal_cleanup;
