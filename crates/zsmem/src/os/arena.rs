@@ -251,8 +251,15 @@ impl Arena {
         }
         let taken: usize = out.iter().map(|w| w.resident).sum();
         self.waiting_pages -= taken;
-        // Over the bound: the oldest runs go too.
-        while self.waiting_pages > max_pages {
+        // Over the bound: the oldest runs go too, down to half the bound,
+        // so that a burst of frees wakes the returner once per half bound
+        // of pages, not at every free past it.
+        let target = if self.waiting_pages > max_pages {
+            max_pages / 2
+        } else {
+            max_pages
+        };
+        while self.waiting_pages > target {
             let Some(q) = self
                 .waiting
                 .iter_mut()
