@@ -424,6 +424,25 @@ fn off_scale_notes(
     notes
 }
 
+/// One line per run not left off the scale (`off`), its points `points(run)`.
+fn on_scale_lines(
+    runs: &[RunResult],
+    looks: &[Look],
+    off: &[bool],
+    points: impl Fn(&RunResult) -> Vec<Option<f64>>,
+) -> Vec<StepLine> {
+    runs.iter()
+        .zip(looks)
+        .zip(off)
+        .filter(|(_, o)| !**o)
+        .map(|((r, look), _)| StepLine {
+            label: r.contestant.clone(),
+            look: *look,
+            points: points(r),
+        })
+        .collect()
+}
+
 /// Plot 1: overhead ratio in % after each step, steps without compressed
 /// data left out, the runs [`off_scale`] left out and noted.
 pub(super) fn overhead_plot(
@@ -432,21 +451,12 @@ pub(super) fn overhead_plot(
     labels: &[String],
 ) -> io::Result<String> {
     let off = off_scale(runs);
-    let lines: Vec<StepLine> = runs
-        .iter()
-        .zip(looks)
-        .zip(&off)
-        .filter(|(_, o)| !**o)
-        .map(|((r, look), _)| StepLine {
-            label: r.contestant.clone(),
-            look: *look,
-            points: r
-                .steps
-                .iter()
-                .map(|s| (s.figures.compr > 0).then(|| s.figures.overhead_ratio() * 100.0))
-                .collect(),
-        })
-        .collect();
+    let lines = on_scale_lines(runs, looks, &off, |r| {
+        r.steps
+            .iter()
+            .map(|s| (s.figures.compr > 0).then(|| s.figures.overhead_ratio() * 100.0))
+            .collect()
+    });
     let notes = off_scale_notes(runs, &off, |r| {
         format!("max {:.0}%", r.overhead_ratios().0 * 100.0)
     });
@@ -469,21 +479,12 @@ pub(super) fn memory_plot(
     labels: &[String],
 ) -> io::Result<String> {
     let off = off_scale(runs);
-    let mut lines: Vec<StepLine> = runs
-        .iter()
-        .zip(looks)
-        .zip(&off)
-        .filter(|(_, o)| !**o)
-        .map(|((r, look), _)| StepLine {
-            label: r.contestant.clone(),
-            look: *look,
-            points: r
-                .steps
-                .iter()
-                .map(|s| Some(mib(s.figures.all_in)))
-                .collect(),
-        })
-        .collect();
+    let mut lines = on_scale_lines(runs, looks, &off, |r| {
+        r.steps
+            .iter()
+            .map(|s| Some(mib(s.figures.all_in)))
+            .collect()
+    });
     // The contestants store the same pages with the same codec: their
     // compressed bytes differ by a few in a million, one line shows them.
     if let Some(first) = runs.first() {
@@ -539,17 +540,7 @@ pub(super) fn relative_plot(
             })
             .collect()
     };
-    let lines: Vec<StepLine> = runs
-        .iter()
-        .zip(looks)
-        .zip(&off)
-        .filter(|(_, o)| !**o)
-        .map(|((r, look), _)| StepLine {
-            label: r.contestant.clone(),
-            look: *look,
-            points: relative(r),
-        })
-        .collect();
+    let lines = on_scale_lines(runs, looks, &off, relative);
     let notes = off_scale_notes(runs, &off, |r| {
         let peak = relative(r)
             .into_iter()

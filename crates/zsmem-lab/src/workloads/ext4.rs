@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::untar_rm::{RunResult, Step};
+use super::untar_rm::{RunResult, Step, dirs_to_remove};
 use crate::blockdev::{BlockDevError, FsContestant};
 use crate::contestants::Figures;
 use crate::corpus::{FileTree, PAGE_SIZE};
@@ -192,15 +192,7 @@ impl Ext4UntarRm {
     ) -> Result<RunResult, BlockDevError> {
         let start = Instant::now();
         let root = c.dir().to_path_buf();
-        let dirs: Vec<String> = match &self.remove {
-            Some(names) => names.clone(),
-            None => tree
-                .top_level_dirs()
-                .into_iter()
-                .take(self.dirs_to_remove)
-                .map(|(d, _)| d)
-                .collect(),
-        };
+        let dirs = dirs_to_remove(tree, self.remove.as_deref(), self.dirs_to_remove);
         for d in &dirs {
             safe_relative(d)?;
         }

@@ -177,6 +177,20 @@ impl Slots {
     }
 }
 
+/// The directories a run removes, in order: `remove` if given, else the
+/// `count` largest top-level directories of `tree`.
+pub fn dirs_to_remove(tree: &FileTree, remove: Option<&[String]>, count: usize) -> Vec<String> {
+    match remove {
+        Some(names) => names.to_vec(),
+        None => tree
+            .top_level_dirs()
+            .into_iter()
+            .take(count)
+            .map(|(d, _)| d)
+            .collect(),
+    }
+}
+
 /// Slots a run over `tree` may use: every page once, plus room for the
 /// reuse pattern (freed slots are reused first, so this is enough).
 pub fn slots_needed(tree: &FileTree) -> usize {
@@ -209,15 +223,7 @@ impl UntarRm {
             free: Vec::new(),
             next: 0,
         };
-        let dirs: Vec<String> = match &self.remove {
-            Some(names) => names.clone(),
-            None => tree
-                .top_level_dirs()
-                .into_iter()
-                .take(self.dirs_to_remove)
-                .map(|(d, _)| d)
-                .collect(),
-        };
+        let dirs = dirs_to_remove(tree, self.remove.as_deref(), self.dirs_to_remove);
         let mut buf: Box<Page> = vec![0u8; tree.page_size()].into_boxed_slice();
         let mut done = 0u64;
         // Everything the driver needs is allocated up front, so that a
