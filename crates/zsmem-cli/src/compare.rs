@@ -35,6 +35,7 @@ pub const DEFAULT_CONTESTANTS: &[&str] = &[
 /// Every contestant `compare` knows, in the order it runs them.
 pub const CONTESTANTS: &[&str] = &[
     "zsmem",
+    "zsmem-log",
     "zsmem-kernel",
     "zsmem-kernel-d16",
     "zsmem-kernel-rfc",

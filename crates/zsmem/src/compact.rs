@@ -152,7 +152,7 @@ impl Counters {
         }
     }
 
-    fn record(&self, m: Migration, held_ns: u64) {
+    pub(crate) fn record(&self, m: Migration, held_ns: u64) {
         self.pages_freed
             .fetch_add(m.pages_freed as u64, Ordering::Relaxed);
         self.pages_committed

@@ -28,6 +28,7 @@
 //! | `handle` | handle encoding and the per-class handle table |
 //! | `class` | one class: fullness groups, alloc, free, object migration |
 //! | `compact` | compaction: the kernel's algorithm, the automatic policy, its costs |
+//! | `lane` | log placement: append-only segments per lane, cleaned by copying |
 //! | `pool` | the public [`Pool`] |
 //! | `os` | pages from and back to the OS |
 //! | [`stats`] | per-class and pool statistics |
@@ -52,6 +53,7 @@ mod compact;
 mod deferred;
 mod error;
 mod handle;
+mod lane;
 pub mod os;
 mod page_return;
 mod pool;
@@ -67,7 +69,7 @@ pub use compact::{CompactionPolicy, CompactionStats};
 pub use error::{Error, HandleFault, Result};
 pub use handle::Handle;
 pub use page_return::{DEFAULT_RETURN_DELAY, DEFAULT_RETURN_MAX_PAGES, PageReturn};
-pub use pool::{DEFAULT_CHAIN_SIZE, FreeMode, Pool, PoolConfig};
+pub use pool::{DEFAULT_CHAIN_SIZE, FreeMode, Placement, Pool, PoolConfig};
 pub use size_class::{ChainRule, ClassInfo, SizeClassConfig, SizeClassTable};
 pub use stats::{ClassStats, PoolStats, Waste};
 pub use store::{

@@ -19,7 +19,8 @@ use crate::class::{Class, GROUP_FULL};
 use crate::compact::{self, CompactionPolicy, CompactionStats, Counters};
 use crate::deferred::{Push, Shards};
 use crate::error::{Error, HandleFault, Result};
-use crate::handle::{CLASS_BITS, Directory, Handle, PoolTag};
+use crate::handle::{CLASS_BITS, Directory, Handle, Location, PoolTag};
+use crate::lane::Lane;
 use crate::os::PageSource;
 use crate::page_return::PageReturn;
 use crate::size_class::{ChainRule, KERNEL_HANDLE_SIZE, SizeClassConfig, SizeClassTable};
@@ -71,7 +72,62 @@ pub struct PoolConfig {
     /// When freed pages go back to the OS: after a bounded delay by a
     /// background thread (the default), or at once on the freeing thread.
     pub page_return: PageReturn,
+    /// Where objects go: size classes (zsmalloc's design, the default) or
+    /// append-only segments ([`Placement::Log`]).
+    pub placement: Placement,
 }
+
+/// Where a [`Pool`] puts objects.
+///
+/// ```
+/// use zsmem::{Placement, Pool, PoolConfig};
+/// let pool = Pool::new(PoolConfig { placement: Placement::log(), ..PoolConfig::default() })?;
+/// let h = pool.store(&[5u8; 1000])?;
+/// assert_eq!(pool.read_vec(h)?, vec![5u8; 1000]);
+/// let s = pool.stats();
+/// assert_eq!((s.pages_held, s.waste.rounding_bytes), (1, 0));
+/// # Ok::<(), zsmem::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Placement {
+    /// Objects are rounded up to a size class and stored in zspages of
+    /// equal slots, one class per zspage (zsmalloc's design).
+    #[default]
+    Classes,
+    /// Objects are appended, rounded only to a small unit (2 bytes at 4 KiB
+    /// pages), to the open segment of their thread's lane (runs of 32 pages
+    /// committed as they fill); a segment is given back when its last
+    /// object goes, and compaction (*cleaning*) copies the live objects of
+    /// the sealed segments with the most dead bytes to the open one. No
+    /// class keeps a page of its own, so small pools waste less; needs
+    /// `trim_pages`, not `kernel_handle_header` (docs/DESIGN.md, "Log
+    /// placement").
+    Log {
+        /// Lanes, each with its own lock and open segment; a thread appends
+        /// to one lane (assigned round-robin at its first allocation), a
+        /// free goes to its object's lane. 1..=64.
+        lanes: usize,
+    },
+}
+
+impl Placement {
+    /// Log placement with a lane per CPU (at most 8).
+    pub fn log() -> Placement {
+        let lanes = std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 8));
+        Placement::Log { lanes }
+    }
+
+    fn lanes(self) -> usize {
+        match self {
+            Placement::Classes => 0,
+            Placement::Log { lanes } => lanes,
+        }
+    }
+}
+
+/// Most lanes a log-placed pool may have.
+pub const MAX_LANES: usize = 64;
 
 /// How [`Pool::free`] frees.
 ///
@@ -148,6 +204,7 @@ impl Default for PoolConfig {
             free_mode: FreeMode::ClassLock,
             class_grid: DEFAULT_CLASS_GRID,
             page_return: PageReturn::default(),
+            placement: Placement::Classes,
         }
     }
 }
@@ -302,27 +359,58 @@ impl Pool {
                 "memory limit of 0 bytes: use None for no limit".into(),
             ));
         }
+        let lanes = cfg.placement.lanes();
+        if let Placement::Log { lanes } = cfg.placement {
+            if !(1..=MAX_LANES).contains(&lanes) {
+                return Err(Error::InvalidConfig(format!(
+                    "log placement: {lanes} lanes, not in 1..={MAX_LANES}"
+                )));
+            }
+            if table.len() + lanes > 1 << CLASS_BITS {
+                return Err(Error::InvalidConfig(format!(
+                    "log placement: {} size classes and {lanes} lanes do not fit the handle's \
+                     {CLASS_BITS}-bit class field",
+                    table.len()
+                )));
+            }
+            if !cfg.trim_pages || cfg.kernel_handle_header {
+                return Err(Error::InvalidConfig(
+                    "log placement needs trim_pages and no kernel_handle_header (segments \
+                     commit pages as they fill; objects carry no handle)"
+                        .into(),
+                ));
+            }
+        }
         let tag = PoolTag::acquire()?;
-        let mut dense = vec![NO_CLASS; table.len()].into_boxed_slice();
+        // Log placement keeps no class: only its lanes have cells.
+        let physical = match cfg.placement {
+            Placement::Classes => table.physical_indices().len(),
+            Placement::Log { .. } => 0,
+        };
+        let mut dense = vec![NO_CLASS; table.len() + lanes].into_boxed_slice();
         let directories: Box<[Arc<Directory>]> = if deferred.is_some() {
-            table
-                .physical_indices()
-                .iter()
+            (0..physical + lanes)
                 .map(|_| Arc::new(Directory::new(tag.get())))
                 .collect()
         } else {
             Box::new([])
         };
-        let classes = table
-            .physical_indices()
+        let classes = table.physical_indices()[..physical]
             .iter()
             .enumerate()
             .map(|(d, &i)| {
                 dense[i] = d as u16;
                 CachePadded(RwLock::new(None))
             })
+            .chain((0..lanes).map(|_| CachePadded(RwLock::new(None))))
             .collect();
-        let spacing = Spacing::new(&table, cfg.class_grid, cfg.page_size);
+        for k in 0..lanes {
+            dense[table.len() + k] = (physical + k) as u16;
+        }
+        let spacing = match cfg.placement {
+            Placement::Classes => Spacing::new(&table, cfg.class_grid, cfg.page_size),
+            Placement::Log { .. } => None,
+        };
         Ok(Pool {
             directories,
             deferred,
@@ -362,8 +450,28 @@ impl Pool {
 
     /// Objects of this many bytes or more are stored one per page. With the
     /// kernel's handle header this is the kernel's `huge_class_size`.
+    /// With log placement no object takes a page of its own: this is the
+    /// page size.
     pub fn huge_class_size(&self) -> usize {
-        self.table.huge_threshold(self.header)
+        match self.cfg.placement {
+            Placement::Classes => self.table.huge_threshold(self.header),
+            Placement::Log { .. } => self.cfg.page_size,
+        }
+    }
+
+    /// The bytes an object of `len` bytes (1..=page size) takes in the
+    /// pool: its size class's slot (the in-object handle included in the
+    /// kernel's configuration), or with log placement `len` rounded up to
+    /// the lane's unit. What a smaller object saves.
+    pub fn placed_size(&self, len: usize) -> usize {
+        match self.cfg.placement {
+            Placement::Classes => {
+                self.table
+                    .physical_for((len + self.header).min(self.cfg.page_size))
+                    .size
+            }
+            Placement::Log { .. } => Lane::placed_len(len, self.cfg.page_size),
+        }
     }
 
     fn check_len(&self, len: usize) -> Result<()> {
@@ -383,14 +491,27 @@ impl Pool {
     /// adaptive spacing, its class's load) gives, writing `data` if given.
     fn allocate(&self, len: usize, data: Option<&[u8]>) -> Result<Handle> {
         self.check_len(len)?;
+        if let Placement::Log { lanes } = self.cfg.placement {
+            let k = lane_of_this_thread() % lanes;
+            let index = self.table.len() + k;
+            let d = usize::from(self.dense[index]);
+            let alloc = || {
+                let mut cell = self.classes[d].write();
+                let space = cell.get_or_insert_with(|| Box::new(self.make_space(d, index)));
+                space.alloc(index, len, data, &self.pages)
+            };
+            return self
+                .at_limit_drain_and_retry(alloc)
+                .map(|h| h.tagged(self.tag.get()));
+        }
         let logical = self.table.index_for(len + self.header);
         let own = self.table.classes()[logical].physical;
         let index = self.spacing.as_ref().map_or(own, |s| s.place(logical));
         let d = usize::from(self.dense[index]);
         let alloc = || {
             let mut cell = self.classes[d].write();
-            let class = cell.get_or_insert_with(|| Box::new(self.make_class(d, index)));
-            class.alloc(index, len, data, &self.pages)
+            let space = cell.get_or_insert_with(|| Box::new(self.make_space(d, index)));
+            space.alloc(index, len, data, &self.pages)
         };
         match self.at_limit_drain_and_retry(alloc) {
             Ok(h) => Ok(h.tagged(self.tag.get())),
@@ -422,14 +543,21 @@ impl Pool {
             .ok_or_else(|| h.fault(HandleFault::UnknownClass))
     }
 
-    /// The state of class `d` (index `index` in the table), new.
-    fn make_class(&self, d: usize, index: usize) -> Class {
-        Class::new(
-            self.table.classes()[index],
-            self.cfg.page_size,
-            self.cfg.trim_pages,
-            self.directories.get(d).cloned(),
-        )
+    /// The state of class or lane `d` (index `index` in handles), new.
+    fn make_space(&self, d: usize, index: usize) -> Space {
+        match self.table.classes().get(index) {
+            Some(&info) => Space::Class(Class::new(
+                info,
+                self.cfg.page_size,
+                self.cfg.trim_pages,
+                self.directories.get(d).cloned(),
+            )),
+            None => Space::Lane(Lane::new(
+                index,
+                self.cfg.page_size,
+                self.directories.get(d).cloned(),
+            )),
+        }
     }
 
     /// The handle's class, locked alone (for changes); a class never used
@@ -554,14 +682,26 @@ impl Pool {
         Ok(())
     }
 
-    fn auto_compact(&self, class: &mut Class) {
-        if let CompactionPolicy::Auto {
+    fn auto_compact(&self, space: &mut Space) {
+        let CompactionPolicy::Auto {
             min_freeable_pages,
             max_moves,
         } = self.cfg.compaction
-            && class.compaction_due(min_freeable_pages)
-        {
-            compact::step(class, max_moves, &self.pages, &self.compaction);
+        else {
+            return;
+        };
+        match space {
+            Space::Class(class) => {
+                if class.compaction_due(min_freeable_pages) {
+                    compact::step(class, max_moves, &self.pages, &self.compaction);
+                }
+            }
+            Space::Lane(lane) => {
+                if lane.auto_clean_due(min_freeable_pages) {
+                    let due = |l: &Lane| l.auto_clean_due(min_freeable_pages);
+                    lane.clean(max_moves, due, &self.pages, &self.compaction);
+                }
+            }
         }
     }
 
@@ -631,14 +771,28 @@ impl Pool {
         for class in self.classes.iter() {
             loop {
                 let mut cell = class.write();
-                let Some(c) = cell.as_deref_mut() else {
-                    break;
+                let m = match cell.as_deref_mut() {
+                    None => break,
+                    Some(Space::Class(c)) => {
+                        if !c.compaction_due(1) {
+                            break;
+                        }
+                        let budget = compact::step_budget(c);
+                        compact::step(c, budget, &self.pages, &self.compaction)
+                    }
+                    Some(Space::Lane(l)) => {
+                        if !l.compaction_due(1) {
+                            break;
+                        }
+                        let budget = crate::lane::SEGMENT_PAGES * 4;
+                        l.clean(
+                            budget,
+                            |l| l.compaction_due(1),
+                            &self.pages,
+                            &self.compaction,
+                        )
+                    }
                 };
-                if !c.compaction_due(1) {
-                    break;
-                }
-                let budget = compact::step_budget(c);
-                let m = compact::step(c, budget, &self.pages, &self.compaction);
                 freed += m.pages_freed;
                 committed += m.pages_committed;
                 if m.objects == 0 && m.pages_freed == 0 {
@@ -662,13 +816,17 @@ impl Pool {
 
     /// Per physical class statistics, smallest class first.
     pub fn class_stats(&self) -> Vec<ClassStats> {
-        self.classes
+        self.table
+            .physical_indices()
             .iter()
-            .zip(self.table.physical_indices())
-            .map(|(c, &index)| {
-                let cell = c.read();
+            .map(|&index| {
                 let info = self.table.classes()[index];
-                let Some(c) = cell.as_deref() else {
+                let Some(c) = self.classes.get(usize::from(self.dense[index])) else {
+                    // Log placement keeps no class.
+                    return ClassStats::unused(info);
+                };
+                let cell = c.read();
+                let Some(Space::Class(c)) = cell.as_deref() else {
                     return ClassStats::unused(info);
                 };
                 let groups = c.group_counts();
@@ -689,7 +847,7 @@ impl Pool {
                         * info.pages_per_zspage,
                     partial_bytes: c.trimmable_bytes(),
                     bytes_stored: c.bytes_stored(),
-                    metadata_bytes: std::mem::size_of::<Class>() + c.metadata_bytes(),
+                    metadata_bytes: std::mem::size_of::<Space>() + c.metadata_bytes(),
                 }
             })
             .collect()
@@ -727,14 +885,25 @@ impl Pool {
         }
         for c in self.classes.iter() {
             let cell = c.read();
-            let Some(c) = cell.as_deref() else {
-                continue;
+            let c = match cell.as_deref() {
+                None => continue,
+                Some(Space::Class(c)) => c,
+                Some(Space::Lane(l)) => {
+                    s.objects += l.objects();
+                    s.bytes_stored += l.bytes_stored();
+                    s.metadata_bytes += std::mem::size_of::<Space>() + l.metadata_bytes();
+                    let w = l.waste();
+                    s.waste.rounding_bytes += w.rounding;
+                    s.waste.partial_bytes += w.dead;
+                    s.waste.tail_bytes += w.tail;
+                    continue;
+                }
             };
             let info = c.info;
             s.objects += c.objects();
             s.bytes_stored += c.bytes_stored();
             // The class's state is a heap allocation of its own too.
-            s.metadata_bytes += std::mem::size_of::<Class>() + c.metadata_bytes();
+            s.metadata_bytes += std::mem::size_of::<Space>() + c.metadata_bytes();
             if info.is_huge() {
                 s.huge_objects += c.objects();
             }
@@ -753,11 +922,17 @@ impl Pool {
         let mut pages = 0;
         for c in self.classes.iter() {
             let cell = c.read();
-            let Some(c) = cell.as_deref() else {
-                continue;
-            };
-            c.check(c.info.index).map_err(Error::InvariantViolated)?;
-            pages += c.resident_pages();
+            match cell.as_deref() {
+                None => continue,
+                Some(Space::Class(c)) => {
+                    c.check(c.info.index).map_err(Error::InvariantViolated)?;
+                    pages += c.resident_pages();
+                }
+                Some(Space::Lane(l)) => {
+                    l.check().map_err(Error::InvariantViolated)?;
+                    pages += l.resident_pages();
+                }
+            }
         }
         let held = self.pages.held_pages();
         if pages != held {
@@ -771,30 +946,107 @@ impl Pool {
 
 /// A physical class's lock and state (none until its first allocation),
 /// on cache lines of its own.
-type ClassCell = CachePadded<RwLock<Option<Box<Class>>>>;
+type ClassCell = CachePadded<RwLock<Option<Box<Space>>>>;
 
-/// A class that exists, locked alone.
-struct ClassWrite<'a>(WriteGuard<'a, Option<Box<Class>>>);
+/// What a handle's class field names: a physical class, or with log
+/// placement a lane. Both keep a handle table and give objects' bytes.
+#[derive(Debug)]
+enum Space {
+    Class(Class),
+    Lane(Lane),
+}
 
-/// A class that exists, locked shared.
-struct ClassRead<'a>(ReadGuard<'a, Option<Box<Class>>>);
+impl Space {
+    fn alloc(
+        &mut self,
+        index: usize,
+        len: usize,
+        data: Option<&[u8]>,
+        src: &PageSource,
+    ) -> Result<Handle> {
+        match self {
+            Space::Class(c) => c.alloc(index, len, data, src),
+            Space::Lane(l) => l.alloc(len, data, src),
+        }
+    }
+
+    fn resolve(&self, h: Handle) -> Result<Location> {
+        match self {
+            Space::Class(c) => c.resolve(h),
+            Space::Lane(l) => l.resolve(h),
+        }
+    }
+
+    fn bytes(&self, loc: Location) -> &[u8] {
+        match self {
+            Space::Class(c) => c.bytes(loc),
+            Space::Lane(l) => l.bytes(loc),
+        }
+    }
+
+    fn write(&mut self, h: Handle, offset: usize, data: &[u8]) -> Result<()> {
+        match self {
+            Space::Class(c) => c.write(h, offset, data),
+            Space::Lane(l) => l.write(h, offset, data),
+        }
+    }
+
+    fn free(&mut self, h: Handle, src: &PageSource) -> Result<usize> {
+        match self {
+            Space::Class(c) => c.free(h, src),
+            Space::Lane(l) => l.free(h, src),
+        }
+    }
+
+    fn free_dying(&mut self, h: Handle, src: &PageSource) -> Result<usize> {
+        match self {
+            Space::Class(c) => c.free_dying(h, src),
+            Space::Lane(l) => l.free_dying(h, src),
+        }
+    }
+
+    fn release_all(&mut self, src: &PageSource) {
+        match self {
+            Space::Class(c) => c.release_all(src),
+            Space::Lane(l) => l.release_all(src),
+        }
+    }
+}
+
+/// The lane this thread appends to (before reducing by the lane count):
+/// handed out round-robin at a thread's first log allocation, so threads
+/// spread over lanes.
+fn lane_of_this_thread() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static LANE: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    LANE.with(|l| *l)
+}
+
+/// A class or lane that exists, locked alone.
+struct ClassWrite<'a>(WriteGuard<'a, Option<Box<Space>>>);
+
+/// A class or lane that exists, locked shared.
+struct ClassRead<'a>(ReadGuard<'a, Option<Box<Space>>>);
 
 impl std::ops::Deref for ClassWrite<'_> {
-    type Target = Class;
-    fn deref(&self) -> &Class {
+    type Target = Space;
+    fn deref(&self) -> &Space {
         self.0.as_deref().expect("checked when locked")
     }
 }
 
 impl std::ops::DerefMut for ClassWrite<'_> {
-    fn deref_mut(&mut self) -> &mut Class {
+    fn deref_mut(&mut self) -> &mut Space {
         self.0.as_deref_mut().expect("checked when locked")
     }
 }
 
 impl std::ops::Deref for ClassRead<'_> {
-    type Target = Class;
-    fn deref(&self) -> &Class {
+    type Target = Space;
+    fn deref(&self) -> &Space {
         self.0.as_deref().expect("checked when locked")
     }
 }

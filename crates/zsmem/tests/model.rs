@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use common::{Rng, compressed_len, pattern};
 use proptest::prelude::*;
-use zsmem::{ChainRule, Error, FreeMode, Handle, HandleFault, Pool, PoolConfig};
+use zsmem::{ChainRule, Error, FreeMode, Handle, HandleFault, Placement, Pool, PoolConfig};
 
 /// The model: what every live handle must read back as.
 #[derive(Default)]
@@ -91,6 +91,9 @@ fn apply(pool: &Pool, m: &mut Model, op: &Op) {
         }
         Op::Compact => {
             pool.compact();
+            if pool.config().placement != Placement::Classes {
+                assert_eq!(pool.compact(), 0, "compaction left a page to clean");
+            }
             for c in pool.class_stats() {
                 if pool.config().trim_pages {
                     assert!(
@@ -174,6 +177,7 @@ fn configs() -> Vec<PoolConfig> {
             free_mode: FreeMode::ClassLock,
             trim_pages: false,
             class_grid: 4,
+            placement: Placement::Classes,
             // A short delay and a tiny bound: runs come and go through the
             // return queue all the time.
             page_return: zsmem::PageReturn::Delayed {
@@ -195,11 +199,35 @@ fn configs() -> Vec<PoolConfig> {
             },
             ..PoolConfig::default()
         },
+        // Log placement: two lanes (this thread uses one), segments
+        // sealed, filled at their ends, emptied and cleaned all the time.
+        PoolConfig {
+            placement: Placement::Log { lanes: 2 },
+            ..PoolConfig::default()
+        },
+        // Log placement at 64 KiB pages (a 32-byte unit), with deferred
+        // free, eager cleaning and a tiny return queue.
+        PoolConfig {
+            page_size: 65536,
+            placement: Placement::Log { lanes: 1 },
+            free_mode: FreeMode::Deferred {
+                max_pending_bytes: 1 << 20,
+            },
+            compaction: zsmem::CompactionPolicy::Auto {
+                min_freeable_pages: 1,
+                max_moves: 3,
+            },
+            page_return: zsmem::PageReturn::Delayed {
+                delay: std::time::Duration::from_millis(1),
+                max_pages: 8,
+            },
+            ..PoolConfig::default()
+        },
     ]
 }
 
-/// The long run: 240,000+ operations over six configurations (one with
-/// deferred free), invariants
+/// The long run: 320,000+ operations over eight configurations (two with
+/// deferred free, two with log placement), invariants
 /// checked after every one, every byte of every read compared.
 #[test]
 fn long_random_sequences_match_the_model() {
@@ -244,7 +272,7 @@ fn long_random_sequences_match_the_model() {
         assert_eq!(pool.stats().pages_held, 0);
     }
     if !cfg!(miri) {
-        assert!(total >= 240_000, "ran only {total} operations");
+        assert!(total >= 320_000, "ran only {total} operations");
     }
 }
 
@@ -274,6 +302,7 @@ proptest! {
         ops in proptest::collection::vec(op_strategy(), 1..400),
         deferred in any::<bool>(),
         trim in any::<bool>(),
+        log in any::<bool>(),
     ) {
         let free_mode = if deferred {
             FreeMode::Deferred { max_pending_bytes: 64 << 10 }
@@ -282,7 +311,9 @@ proptest! {
         };
         // Trimming pools get long zspages and automatic compaction, whose
         // page-by-page moves are what is under test.
-        let pool = Pool::new(if trim {
+        let pool = Pool::new(if log {
+            PoolConfig { placement: Placement::Log { lanes: 1 }, free_mode, ..PoolConfig::default() }
+        } else if trim {
             PoolConfig { chain_size: 8, free_mode, ..PoolConfig::default() }
         } else {
             PoolConfig { chain_size: 2, free_mode, ..PoolConfig::kernel() }

@@ -12,7 +12,9 @@ mod common;
 use std::sync::Mutex;
 
 use common::{Rng, compressed_len, pattern};
-use zsmem::{CompactionPolicy, Error, FreeMode, Handle, HandleFault, PageReturn, Pool, PoolConfig};
+use zsmem::{
+    CompactionPolicy, Error, FreeMode, Handle, HandleFault, PageReturn, Placement, Pool, PoolConfig,
+};
 
 const THREADS: u64 = 4;
 
@@ -39,8 +41,13 @@ fn check(pool: &Pool, o: &Obj, buf: &mut [u8]) {
 }
 
 fn stress(mode: FreeMode) {
+    stress_with(mode, Placement::Classes);
+}
+
+fn stress_with(mode: FreeMode, placement: Placement) {
     let pool = Pool::new(PoolConfig {
         chain_size: 4,
+        placement,
         free_mode: mode,
         compaction: CompactionPolicy::Auto {
             min_freeable_pages: 1,
@@ -189,6 +196,23 @@ fn stress_deferred() {
     stress(FreeMode::Deferred {
         max_pending_bytes: 128 << 10,
     });
+}
+
+/// Log placement: the churning threads append to two lanes, frees cross
+/// lanes, cleaning moves objects the reader is reading.
+#[test]
+fn stress_log_placement() {
+    stress_with(FreeMode::ClassLock, Placement::Log { lanes: 2 });
+}
+
+#[test]
+fn stress_log_placement_deferred() {
+    stress_with(
+        FreeMode::Deferred {
+            max_pending_bytes: 128 << 10,
+        },
+        Placement::Log { lanes: 3 },
+    );
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! zsmem `Pool` (for size traces).
 
 use zsmem::{
-    ChainRule, Codec, Handle, PageStore, PageStoreConfig, Pool, PoolConfig, SizeClassConfig,
+    ChainRule, Codec, Handle, PageStore, PageStoreConfig, Placement, Pool, PoolConfig,
+    SizeClassConfig,
 };
 
 use super::compacted::CompactEveryStep;
@@ -20,6 +21,7 @@ const RETURN_SLACK: std::time::Duration = std::time::Duration::from_millis(5);
 /// and both patches.
 pub const ZSMEM_VARIANTS: &[&str] = &[
     "zsmem",
+    "zsmem-log",
     "zsmem-kernel",
     "zsmem-kernel-d16",
     "zsmem-kernel-rfc",
@@ -29,6 +31,8 @@ pub const ZSMEM_VARIANTS: &[&str] = &[
 /// another name.
 ///
 /// - `zsmem`: [`PoolConfig::default`] (16-byte classes at every page size);
+/// - `zsmem-log`: the same with [`Placement::log`] (no classes: objects
+///   appended to segments, cleaned by compaction);
 /// - `zsmem-kernel` (and `zsmem-kernel-compact`): the kernel's current
 ///   rules for that page size, [`PoolConfig::kernel`] with the class delta
 ///   `page_size / 256` (16 bytes at 4 KiB, 64 at 16 KiB, 256 at 64 KiB);
@@ -50,6 +54,11 @@ pub fn variant_pool(name: &str, page_size: usize) -> Option<PoolConfig> {
     Some(match name {
         "zsmem" => PoolConfig {
             page_size,
+            ..PoolConfig::default()
+        },
+        "zsmem-log" => PoolConfig {
+            page_size,
+            placement: Placement::log(),
             ..PoolConfig::default()
         },
         "zsmem-kernel" | "zsmem-kernel-compact" => PoolConfig {

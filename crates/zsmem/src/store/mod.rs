@@ -70,7 +70,6 @@ use std::time::Instant;
 use crate::codec::{Codec, CodecSpec, ZstdDictionary};
 use crate::error::{Error, Result};
 use crate::pool::{Pool, PoolConfig};
-use crate::size_class::KERNEL_HANDLE_SIZE;
 
 pub use idle::{Clock, ManualClock, MonotonicClock};
 pub use recompress::RecompressRequest;
@@ -235,8 +234,6 @@ pub struct PageStore {
     pool: Pool,
     page_size: usize,
     huge_threshold: usize,
-    /// Bytes the pool adds to an object's length to pick its class.
-    class_header: usize,
     slots: table::SlotTable,
     counters: stats::Counters,
     clock: Arc<dyn Clock>,
@@ -317,11 +314,6 @@ impl PageStore {
         let store = PageStore {
             codecs,
             huge_threshold: pool.huge_class_size(),
-            class_header: if pool.config().kernel_handle_header {
-                KERNEL_HANDLE_SIZE
-            } else {
-                0
-            },
             page_size,
             pool,
             slots: table::SlotTable::new(cfg.slots)?,

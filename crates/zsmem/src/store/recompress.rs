@@ -40,12 +40,10 @@ impl Default for RecompressRequest {
 }
 
 impl PageStore {
-    /// The size class (its slot size) an object of `len` bytes goes to.
+    /// The bytes an object of `len` bytes takes in the pool: its size
+    /// class's slot, or with log placement its length rounded to the unit.
     fn class_size(&self, len: usize) -> usize {
-        self.pool
-            .size_classes()
-            .physical_for((len + self.class_header).min(self.page_size))
-            .size
+        self.pool.placed_size(len)
     }
 
     /// Recompress the selected slots with the secondary codecs. Returns

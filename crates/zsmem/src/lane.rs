@@ -1,0 +1,870 @@
+//! Log placement: one lane of append-only segments, objects packed exactly.
+//!
+//! With [`Placement::Log`](crate::Placement) a pool keeps no size classes.
+//! Each *lane* (one per writing thread, up to the configured count) appends
+//! objects, rounded up only to its *unit* (2 bytes at 4 KiB pages), at the
+//! end of its *open segment*: a run of [`SEGMENT_PAGES`] pages committed
+//! page by page as objects reach into it. When an object does not fit in
+//! what is left, the segment is *sealed* and a new one opened. A free only
+//! subtracts the object from its segment's live counts; a segment whose
+//! last object goes is given back at once. The space of dead objects in
+//! sealed segments (and the unused end of a sealed segment) comes back by
+//! *cleaning*, this placement's compaction: the live objects of the sealed
+//! segment with the least live data are copied to the open segment and the
+//! emptied segment is given back (RAMCloud's log-structured memory, cleaned
+//! by cost).
+//!
+//! Why: a class keeps up to a page beyond its objects, and a pool of a few
+//! MB spreads over a hundred classes (see "Log placement" in
+//! docs/DESIGN.md for the measurements). A lane has no class floor and no
+//! rounding, and objects written together sit together, so deleting what
+//! was written together (a directory of files) empties whole segments.
+//!
+//! Handles are the pool's ordinary ones: the class field names the lane,
+//! the lane's handle table maps the slot to `{segment, offset in units,
+//! length}` (`Location::zspage` is the segment id, `Location::obj` the
+//! offset in units), so a handle stays valid while cleaning moves its
+//! object. Each segment keeps the handle slots of the objects appended to
+//! it, in order (`owners`, 4 bytes an object appended); cleaning walks it
+//! and moves the objects whose live entry still points into the segment.
+//!
+//! Invariants (checked by [`Lane::check`]):
+//! - a segment's committed pages are a prefix, exactly the pages up to its
+//!   `end` (the first object starts at 0, so an empty open segment commits
+//!   nothing yet but the pages its first object needs);
+//! - every live handle entry points at a live segment, inside its `end`,
+//!   and appears in that segment's `owners`; a segment's `live_objs` and
+//!   `live_bytes` count exactly those entries and their placed (rounded)
+//!   lengths; no segment but the open one is empty;
+//! - `resident_pages`, `placed_bytes` and `bytes_stored` are the sums over
+//!   segments and live objects.
+
+use crate::class::Migration;
+use crate::compact::Counters;
+use crate::error::{Error, Result};
+use crate::handle::{Directory, Handle, HandleTable, Location};
+use crate::os::{PageSource, Run};
+
+/// Pages of one segment (the page source's longest run).
+pub(crate) const SEGMENT_PAGES: usize = crate::size_class::MAX_CHAIN_SIZE;
+
+/// The automatic policy cleans when dead bytes reach this share of the
+/// lane's pages (1/64: 1.6%), or sooner for a segment at most half live.
+const DEAD_SHARE: usize = 64;
+
+/// Least room at a sealed segment's end worth filling.
+const MIN_HOLE: usize = 64;
+
+/// Most sealed segments whose end room is filled.
+const MAX_HOLES: usize = 8;
+
+/// Bits of a handle entry's place that hold the offset in units.
+const OFFSET_BITS: u32 = 16;
+
+#[derive(Debug)]
+struct Segment {
+    run: Run,
+    /// Bytes appended: the next object of an open segment goes here.
+    end: usize,
+    /// Pages committed from the start (those up to `end`).
+    resident: usize,
+    live_objs: usize,
+    /// Placed (unit-rounded) bytes of the live objects.
+    live_bytes: usize,
+    /// Handle slot of every object appended, in order; some are dead.
+    owners: Vec<u32>,
+}
+
+/// One lane's state; everything here runs under the lane's lock.
+#[derive(Debug)]
+pub(crate) struct Lane {
+    /// Carried in this lane's handles.
+    index: usize,
+    page_size: usize,
+    /// log2 of the placement unit.
+    unit_shift: u32,
+    segs: Vec<Option<Segment>>,
+    /// Ids of released segments, reused before new ones.
+    free_ids: Vec<u32>,
+    open: Option<u32>,
+    /// Sealed segments with room left at their end (at least
+    /// [`MIN_HOLE`] bytes, at most [`MAX_HOLES`] of them): an object that
+    /// fits goes there first, so sealing wastes little.
+    holes: Vec<u32>,
+    handles: HandleTable,
+    resident_pages: usize,
+    placed_bytes: usize,
+    bytes_stored: usize,
+    /// Dead bytes of the sealed segments with at least a page of them (what
+    /// cleaning could give back), kept as segments change so that deciding
+    /// whether to clean costs nothing on a free.
+    freeable_bytes: usize,
+    /// Of those segments, the ones at most half live: cleaning one copies
+    /// at most a byte per byte it gives back.
+    sparse_victims: usize,
+}
+
+/// What a lane holds beyond its objects' bytes, by cause.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LaneWaste {
+    /// Placed bytes beyond the objects' lengths (rounding to the unit).
+    pub(crate) rounding: usize,
+    /// Committed bytes of dead objects and of sealed segments' unused ends.
+    pub(crate) dead: usize,
+    /// Committed bytes of the open segment beyond its end.
+    pub(crate) tail: usize,
+}
+
+impl Lane {
+    /// An empty lane whose handles carry `index`; `directory` for pools
+    /// with deferred free.
+    pub(crate) fn new(
+        index: usize,
+        page_size: usize,
+        directory: Option<std::sync::Arc<Directory>>,
+    ) -> Self {
+        let unit_shift = Self::unit_shift(page_size);
+        Lane {
+            index,
+            page_size,
+            unit_shift,
+            segs: Vec::new(),
+            free_ids: Vec::new(),
+            open: None,
+            holes: Vec::new(),
+            handles: HandleTable::new(directory, OFFSET_BITS),
+            resident_pages: 0,
+            placed_bytes: 0,
+            bytes_stored: 0,
+            freeable_bytes: 0,
+            sparse_victims: 0,
+        }
+    }
+
+    /// What segment `id` adds to `freeable_bytes` and `sparse_victims`.
+    fn contribution(&self, id: u32) -> (usize, usize) {
+        if self.open == Some(id) {
+            return (0, 0);
+        }
+        let seg = self.seg(id);
+        let held = seg.resident * self.page_size;
+        let dead = held - seg.live_bytes;
+        if dead < self.page_size {
+            (0, 0)
+        } else {
+            (dead, usize::from(2 * seg.live_bytes <= held))
+        }
+    }
+
+    /// Change segment `id` (or whether it is open) with `f`, keeping the
+    /// cleaning totals.
+    fn update<R>(&mut self, id: u32, f: impl FnOnce(&mut Self) -> R) -> R {
+        let (dead, sparse) = self.contribution(id);
+        let r = f(self);
+        let (dead2, sparse2) = self.contribution(id);
+        self.freeable_bytes = self.freeable_bytes - dead + dead2;
+        self.sparse_victims = self.sparse_victims - sparse + sparse2;
+        r
+    }
+
+    /// log2 of the unit: the offset in units must fit the entry's 16 bits.
+    fn unit_shift(page_size: usize) -> u32 {
+        ((SEGMENT_PAGES * page_size) >> OFFSET_BITS)
+            .max(1)
+            .trailing_zeros()
+    }
+
+    /// Bytes an object of `len` bytes takes in a lane of pages of
+    /// `page_size` bytes.
+    pub(crate) fn placed_len(len: usize, page_size: usize) -> usize {
+        let unit = 1usize << Self::unit_shift(page_size);
+        len.div_ceil(unit) * unit
+    }
+
+    fn segment_bytes(&self) -> usize {
+        SEGMENT_PAGES * self.page_size
+    }
+
+    /// Bytes an object of `len` bytes takes: rounded up to the unit.
+    pub(crate) fn placed(&self, len: usize) -> usize {
+        let unit = 1usize << self.unit_shift;
+        len.div_ceil(unit) * unit
+    }
+
+    fn pages_to(&self, end: usize) -> usize {
+        end.div_ceil(self.page_size)
+    }
+
+    fn seg(&self, id: u32) -> &Segment {
+        self.segs[id as usize].as_ref().expect("a live segment")
+    }
+
+    fn seg_mut(&mut self, id: u32) -> &mut Segment {
+        self.segs[id as usize].as_mut().expect("a live segment")
+    }
+
+    /// Room for `need` bytes, its pages committed: at the end of the
+    /// sealed segment with the least room that fits (not `exclude`), else
+    /// of the open segment, else of a new one; returns (segment, offset).
+    /// At the memory limit nothing changes but an emptied open segment.
+    fn make_room(
+        &mut self,
+        need: usize,
+        exclude: Option<u32>,
+        src: &PageSource,
+    ) -> Result<(u32, usize)> {
+        let room = |l: &Lane, id: u32| l.segment_bytes() - l.seg(id).end;
+        let hole = self
+            .holes
+            .iter()
+            .copied()
+            .filter(|&id| Some(id) != exclude && room(self, id) >= need)
+            .min_by_key(|&id| room(self, id));
+        let id = match (hole, self.open) {
+            (Some(id), _) => id,
+            (None, Some(id)) if room(self, id) >= need => id,
+            (None, open) => {
+                if let Some(id) = open {
+                    // Sealed: from now on only a hole.
+                    self.update(id, |l| l.open = None);
+                    self.seg_mut(id).owners.shrink_to_fit();
+                    if self.seg(id).live_objs == 0 {
+                        self.release(id, src);
+                    } else if room(self, id) >= MIN_HOLE {
+                        self.holes.push(id);
+                        if self.holes.len() > MAX_HOLES {
+                            let (at, _) = self
+                                .holes
+                                .iter()
+                                .enumerate()
+                                .min_by_key(|&(_, &h)| room(self, h))
+                                .expect("not empty");
+                            self.holes.swap_remove(at);
+                        }
+                    }
+                }
+                let id = self.new_segment(need, src)?;
+                self.open = Some(id);
+                return Ok((id, 0));
+            }
+        };
+        let (end, have) = (self.seg(id).end, self.seg(id).resident);
+        let want = self.pages_to(end + need);
+        if want > have {
+            let start = self.page_ptr(id, have);
+            src.commit(start, want - have)?;
+            self.update(id, |l| {
+                l.seg_mut(id).resident = want;
+                l.resident_pages += want - have;
+            });
+        }
+        if hole.is_some() && room(self, id) - need < MIN_HOLE {
+            self.holes.retain(|&h| h != id);
+        }
+        Ok((id, end))
+    }
+
+    fn page_ptr(&self, id: u32, page: usize) -> std::ptr::NonNull<u8> {
+        // SAFETY: `page <= SEGMENT_PAGES`: at most one past the run's end.
+        let p = unsafe { self.seg(id).run.as_ptr().add(page * self.page_size) };
+        std::ptr::NonNull::new(p).expect("a run is never null")
+    }
+
+    fn new_segment(&mut self, first: usize, src: &PageSource) -> Result<u32> {
+        let id = match self.free_ids.pop() {
+            Some(id) => id,
+            None if self.segs.len() < self.handles.max_zspages() as usize => self.segs.len() as u32,
+            None => {
+                return Err(Error::OsOutOfMemory {
+                    bytes: 0,
+                    reason: format!(
+                        "log lane is full ({} segments of {} bytes, all a handle entry can name)",
+                        self.segs.len(),
+                        self.segment_bytes()
+                    ),
+                });
+            }
+        };
+        let commit = self.pages_to(first).max(1);
+        let (run, resident) = match src.alloc_lazy_run(SEGMENT_PAGES, commit) {
+            Ok(r) => r,
+            Err(e) => {
+                if id as usize != self.segs.len() {
+                    self.free_ids.push(id);
+                }
+                return Err(e);
+            }
+        };
+        let seg = Segment {
+            run,
+            end: 0,
+            resident,
+            live_objs: 0,
+            live_bytes: 0,
+            owners: Vec::new(),
+        };
+        if id as usize == self.segs.len() {
+            self.segs.push(Some(seg));
+        } else {
+            self.segs[id as usize] = Some(seg);
+        }
+        self.resident_pages += resident;
+        Ok(id)
+    }
+
+    /// Give segment `id` (empty) back to the OS.
+    fn release(&mut self, id: u32, src: &PageSource) {
+        let (dead, sparse) = self.contribution(id);
+        self.freeable_bytes -= dead;
+        self.sparse_victims -= sparse;
+        let seg = self.segs[id as usize].take().expect("a live segment");
+        debug_assert_eq!(seg.live_objs, 0);
+        if self.open == Some(id) {
+            self.open = None;
+        }
+        self.holes.retain(|&h| h != id);
+        self.resident_pages -= seg.resident;
+        src.free_run(seg.run, SEGMENT_PAGES, seg.resident);
+        if id as usize + 1 == self.segs.len() {
+            self.segs.pop();
+            // Trailing released ids go too, so the vector shrinks.
+            while let Some(None) = self.segs.last() {
+                self.segs.pop();
+            }
+            let n = self.segs.len() as u32;
+            self.free_ids.retain(|&f| f < n);
+        } else {
+            self.free_ids.push(id);
+        }
+        if self.segs.capacity() > 2 * self.segs.len() + 4 {
+            self.segs.shrink_to(self.segs.len() + self.segs.len() / 4);
+        }
+    }
+
+    /// Append an object of `len` bytes, writing `data` if given.
+    pub(crate) fn alloc(
+        &mut self,
+        len: usize,
+        data: Option<&[u8]>,
+        src: &PageSource,
+    ) -> Result<Handle> {
+        let need = self.placed(len);
+        let (id, off) = self.make_room(need, None, src)?;
+        let loc = Location {
+            zspage: id,
+            obj: (off >> self.unit_shift) as u16,
+            len,
+        };
+        let handle = match self.handles.insert(self.index, loc) {
+            Ok(h) => h,
+            Err(e) => {
+                // The committed pages stay for the next object.
+                return Err(e);
+            }
+        };
+        self.update(id, |l| {
+            let seg = l.seg_mut(id);
+            seg.end = off + need;
+            seg.live_objs += 1;
+            seg.live_bytes += need;
+            seg.owners.push(handle.slot());
+        });
+        let seg = self.seg(id);
+        if let Some(d) = data {
+            // SAFETY: `off + need` is within the committed pages of the
+            // run (make_room), and the lane's lock is held alone.
+            unsafe {
+                std::ptr::copy_nonoverlapping(d.as_ptr(), seg.run.as_ptr().add(off), d.len());
+            }
+        }
+        self.placed_bytes += need;
+        self.bytes_stored += len;
+        Ok(handle)
+    }
+
+    /// Where a handle's object is.
+    pub(crate) fn resolve(&self, h: Handle) -> Result<Location> {
+        self.handles.get(h)
+    }
+
+    /// The object's bytes.
+    pub(crate) fn bytes(&self, loc: Location) -> &[u8] {
+        let off = usize::from(loc.obj) << self.unit_shift;
+        let seg = self.seg(loc.zspage);
+        assert!(off + loc.len <= seg.end);
+        // SAFETY: a live object lies below its segment's end, inside the
+        // committed pages; the bytes are written only under the lane's
+        // exclusive lock, and the caller holds it (shared at least) for as
+        // long as the slice lives.
+        unsafe { std::slice::from_raw_parts(seg.run.as_ptr().add(off), loc.len) }
+    }
+
+    /// Write into an object; `offset + data.len()` must fit its length.
+    pub(crate) fn write(&mut self, h: Handle, offset: usize, data: &[u8]) -> Result<()> {
+        let loc = self.resolve(h)?;
+        if offset
+            .checked_add(data.len())
+            .is_none_or(|end| end > loc.len)
+        {
+            return Err(Error::WriteTooLong {
+                len: data.len(),
+                offset,
+                object_len: loc.len,
+            });
+        }
+        let at = (usize::from(loc.obj) << self.unit_shift) + offset;
+        let seg = self.seg_mut(loc.zspage);
+        // SAFETY: inside the live object (checked above), under the lane's
+        // exclusive lock.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), seg.run.as_ptr().add(at), data.len());
+        }
+        Ok(())
+    }
+
+    /// Free the object; returns its length.
+    pub(crate) fn free(&mut self, h: Handle, src: &PageSource) -> Result<usize> {
+        let loc = self.handles.claim(h)?;
+        self.release_object(h.slot(), loc, src);
+        Ok(loc.len)
+    }
+
+    /// Free an object a deferred free marked dying; returns its length.
+    pub(crate) fn free_dying(&mut self, h: Handle, src: &PageSource) -> Result<usize> {
+        let loc = self.handles.get_dying(h)?;
+        self.release_object(h.slot(), loc, src);
+        Ok(loc.len)
+    }
+
+    fn release_object(&mut self, slot: u32, loc: Location, src: &PageSource) {
+        let need = self.placed(loc.len);
+        self.handles.remove(slot);
+        self.placed_bytes -= need;
+        self.bytes_stored -= loc.len;
+        let empty = self.update(loc.zspage, |l| {
+            let seg = l.seg_mut(loc.zspage);
+            seg.live_objs -= 1;
+            seg.live_bytes -= need;
+            seg.live_objs == 0
+        });
+        if empty {
+            // The open one too: a lane with no object holds no page.
+            self.release(loc.zspage, src);
+        }
+    }
+
+    /// Give every segment back (pool teardown).
+    pub(crate) fn release_all(&mut self, src: &PageSource) {
+        for id in 0..self.segs.len() {
+            if let Some(seg) = self.segs[id].take() {
+                self.resident_pages -= seg.resident;
+                src.free_run(seg.run, SEGMENT_PAGES, seg.resident);
+            }
+        }
+        self.open = None;
+    }
+
+    /// Committed bytes of a sealed segment that hold no live object.
+    fn dead_bytes(&self, id: u32) -> usize {
+        let seg = self.seg(id);
+        seg.resident * self.page_size - seg.live_bytes
+    }
+
+    /// Pages cleaning could give back: dead bytes of sealed segments that
+    /// hold at least a page of them.
+    pub(crate) fn freeable_pages(&self) -> usize {
+        self.freeable_bytes / self.page_size
+    }
+
+    /// Sealed segments with at least a page of dead bytes, with them.
+    fn victims(&self) -> impl Iterator<Item = (u32, usize)> + '_ {
+        (0..self.segs.len() as u32)
+            .filter(|&id| self.segs[id as usize].is_some() && self.open != Some(id))
+            .map(|id| (id, self.dead_bytes(id)))
+            .filter(|&(_, dead)| dead >= self.page_size)
+    }
+
+    /// Whether cleaning could give back `pages` pages (`Pool::compact`).
+    pub(crate) fn compaction_due(&self, pages: usize) -> bool {
+        self.freeable_pages() >= pages.max(1)
+    }
+
+    /// Whether the automatic policy cleans: `min_pages` could come back,
+    /// and either a segment is at most half live (cleaning it copies at
+    /// most what it gives back) or the dead bytes are 1/[`DEAD_SHARE`] of
+    /// what the lane holds (so cleaning stays cheap when frees are spread
+    /// evenly, and memory bounded).
+    pub(crate) fn auto_clean_due(&self, min_pages: usize) -> bool {
+        self.compaction_due(min_pages)
+            && (self.sparse_victims > 0
+                || self.freeable_pages() * DEAD_SHARE >= self.resident_pages)
+    }
+
+    /// Clean: move at most `max_moves` live objects out of the sealed
+    /// segments with the least live data (and at least a page of dead
+    /// bytes) into the open segment, giving back each segment emptied.
+    /// Recorded in `counters` as a compaction step.
+    pub(crate) fn clean(
+        &mut self,
+        max_moves: usize,
+        due: impl Fn(&Lane) -> bool,
+        src: &PageSource,
+        counters: &Counters,
+    ) -> Migration {
+        let started = std::time::Instant::now();
+        let mut m = Migration::default();
+        while m.objects < max_moves && due(self) {
+            let Some((victim, _)) = self
+                .victims()
+                .min_by_key(|&(id, _)| self.seg(id).live_bytes)
+            else {
+                break;
+            };
+            // Nothing is appended to it while it empties.
+            self.holes.retain(|&h| h != victim);
+            let before = self.resident_pages;
+            let moved = self.evacuate(victim, max_moves - m.objects, src, &mut m);
+            let after = self.resident_pages;
+            m.pages_freed += before.saturating_sub(after);
+            m.pages_committed += after.saturating_sub(before);
+            if !moved {
+                break;
+            }
+        }
+        let held = started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+        counters.record(m, held);
+        m
+    }
+
+    /// Move up to `max` live objects of `victim` to the open segment, last
+    /// appended first; true if the victim was emptied (and released) or
+    /// objects moved, false if nothing could move (the memory limit).
+    fn evacuate(&mut self, victim: u32, max: usize, src: &PageSource, m: &mut Migration) -> bool {
+        let mut moved = 0;
+        while moved < max {
+            let Some(&slot) = self.seg(victim).owners.last() else {
+                break;
+            };
+            let Some(loc) = self.handles.live_entry(slot).filter(|l| l.zspage == victim) else {
+                self.seg_mut(victim).owners.pop();
+                continue;
+            };
+            let need = self.placed(loc.len);
+            let (to, off) = match self.make_room(need, Some(victim), src) {
+                Ok(r) => r,
+                Err(_) => {
+                    m.blocked = true;
+                    return moved > 0;
+                }
+            };
+            debug_assert_ne!(to, victim);
+            let from_off = usize::from(loc.obj) << self.unit_shift;
+            let src_ptr = self.seg(victim).run.as_ptr();
+            let dst_ptr = self.seg(to).run.as_ptr();
+            // SAFETY: distinct runs (make_room excluded the victim); both
+            // ranges are inside committed pages; the lane's lock is held
+            // alone.
+            unsafe {
+                std::ptr::copy_nonoverlapping(src_ptr.add(from_off), dst_ptr.add(off), loc.len);
+            }
+            self.update(to, |l| {
+                let dst = l.seg_mut(to);
+                dst.end = off + need;
+                dst.live_objs += 1;
+                dst.live_bytes += need;
+                dst.owners.push(slot);
+            });
+            self.handles
+                .relocate(slot, to, (off >> self.unit_shift) as u16);
+            let empty = self.update(victim, |l| {
+                let v = l.seg_mut(victim);
+                v.owners.pop();
+                v.live_objs -= 1;
+                v.live_bytes -= need;
+                v.live_objs == 0
+            });
+            moved += 1;
+            m.objects += 1;
+            m.bytes += loc.len;
+            if empty {
+                m.released = true;
+                self.release(victim, src);
+                return true;
+            }
+        }
+        moved > 0
+    }
+
+    pub(crate) fn objects(&self) -> usize {
+        self.handles.live()
+    }
+
+    pub(crate) fn bytes_stored(&self) -> usize {
+        self.bytes_stored
+    }
+
+    pub(crate) fn resident_pages(&self) -> usize {
+        self.resident_pages
+    }
+
+    pub(crate) fn waste(&self) -> LaneWaste {
+        let tail = self.open.map_or(0, |id| {
+            let s = self.seg(id);
+            s.resident * self.page_size - s.end
+        });
+        LaneWaste {
+            rounding: self.placed_bytes - self.bytes_stored,
+            dead: self.resident_pages * self.page_size - self.placed_bytes - tail,
+            tail,
+        }
+    }
+
+    /// Heap bytes of segment descriptors, owner lists and handles.
+    pub(crate) fn metadata_bytes(&self) -> usize {
+        self.segs.capacity() * std::mem::size_of::<Option<Segment>>()
+            + self.free_ids.capacity() * std::mem::size_of::<u32>()
+            + self
+                .segs
+                .iter()
+                .flatten()
+                .map(|s| s.owners.capacity() * std::mem::size_of::<u32>())
+                .sum::<usize>()
+            + self.handles.metadata_bytes()
+    }
+
+    /// Check the invariants in the module comment.
+    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+        self.handles.check()?;
+        let (mut resident, mut placed, mut stored, mut objects) = (0, 0, 0, 0);
+        for (id, seg) in self.segs.iter().enumerate() {
+            let Some(seg) = seg else {
+                if !self.free_ids.contains(&(id as u32)) {
+                    return Err(format!("segment id {id} is neither live nor free"));
+                }
+                continue;
+            };
+            let id = id as u32;
+            let ctx = |m: String| format!("lane {} segment {id}: {m}", self.index);
+            let want = self.pages_to(seg.end).max(1);
+            if seg.resident != want {
+                return Err(ctx(format!(
+                    "{} pages committed for end {}",
+                    seg.resident, seg.end
+                )));
+            }
+            let mut seen = std::collections::HashSet::new();
+            let (mut objs, mut bytes) = (0, 0);
+            for &slot in &seg.owners {
+                let Some(loc) = self.handles.live_entry(slot).filter(|l| l.zspage == id) else {
+                    continue;
+                };
+                if !seen.insert(slot) {
+                    continue;
+                }
+                let off = usize::from(loc.obj) << self.unit_shift;
+                if off + self.placed(loc.len) > seg.end {
+                    return Err(ctx(format!(
+                        "object at {off} of {} bytes past end {}",
+                        loc.len, seg.end
+                    )));
+                }
+                objs += 1;
+                bytes += self.placed(loc.len);
+                stored += loc.len;
+            }
+            if (objs, bytes) != (seg.live_objs, seg.live_bytes) {
+                return Err(ctx(format!(
+                    "counts {} objects / {} bytes, owners give {objs} / {bytes}",
+                    seg.live_objs, seg.live_bytes
+                )));
+            }
+            if objs == 0 {
+                return Err(ctx("a segment is empty".into()));
+            }
+            resident += seg.resident;
+            placed += bytes;
+            objects += objs;
+        }
+        let (dead, sparse) = (0..self.segs.len() as u32)
+            .filter(|&id| self.segs[id as usize].is_some())
+            .map(|id| self.contribution(id))
+            .fold((0, 0), |(a, b), (c, d)| (a + c, b + d));
+        if (dead, sparse) != (self.freeable_bytes, self.sparse_victims) {
+            return Err(format!(
+                "lane {}: freeable {} bytes / {} sparse, segments give {dead} / {sparse}",
+                self.index, self.freeable_bytes, self.sparse_victims
+            ));
+        }
+        if self
+            .free_ids
+            .iter()
+            .any(|&f| self.segs.get(f as usize).is_none_or(Option::is_some))
+        {
+            return Err(format!(
+                "lane {}: a free id names a live or absent segment",
+                self.index
+            ));
+        }
+        if (resident, placed, stored, objects)
+            != (
+                self.resident_pages,
+                self.placed_bytes,
+                self.bytes_stored,
+                self.handles.live(),
+            )
+        {
+            return Err(format!(
+                "lane {}: counts {} pages / {} placed / {} stored / {} objects, segments give \
+                 {resident} / {placed} / {stored} / {objects}",
+                self.index,
+                self.resident_pages,
+                self.placed_bytes,
+                self.bytes_stored,
+                self.handles.live()
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::page_return::PageReturn;
+
+    const PAGE: usize = 4096;
+
+    fn source(limit: Option<usize>) -> std::sync::Arc<PageSource> {
+        PageSource::new(PAGE, limit, true, PageReturn::Immediate)
+    }
+
+    fn read(l: &Lane, h: Handle) -> Vec<u8> {
+        l.bytes(l.resolve(h).unwrap()).to_vec()
+    }
+
+    #[test]
+    fn objects_are_packed_to_the_unit() {
+        let src = source(None);
+        let mut l = Lane::new(300, PAGE, None);
+        assert_eq!(l.placed(1000), 1000);
+        assert_eq!(l.placed(1001), 1002);
+        let hs: Vec<Handle> = (0..4u8)
+            .map(|i| l.alloc(1001, Some(&[i; 1001]), &src).unwrap())
+            .collect();
+        assert_eq!(hs[0].class(), 300);
+        // 4 x 1002 bytes: one page.
+        assert_eq!((l.resident_pages(), src.held_pages()), (1, 1));
+        for (i, &h) in hs.iter().enumerate() {
+            assert_eq!(read(&l, h), vec![i as u8; 1001]);
+        }
+        let w = l.waste();
+        assert_eq!((w.rounding, w.dead, w.tail), (4, 0, PAGE - 4 * 1002));
+        l.check().unwrap();
+        for h in hs {
+            assert_eq!(l.free(h, &src).unwrap(), 1001);
+            l.check().unwrap();
+        }
+        assert_eq!(
+            (l.resident_pages(), src.held_pages(), l.objects()),
+            (0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn a_sealed_segments_end_takes_the_next_small_object() {
+        let src = source(None);
+        let mut l = Lane::new(1, PAGE, None);
+        // 32 objects of 4000 bytes fill 128,000 of a segment's 131,072.
+        let big: Vec<Handle> = (0..33)
+            .map(|i| l.alloc(4000, Some(&[i as u8; 4000]), &src).unwrap())
+            .collect();
+        let first = l.resolve(big[0]).unwrap().zspage;
+        assert_ne!(l.resolve(big[32]).unwrap().zspage, first, "sealed");
+        assert_eq!(l.holes, vec![first]);
+        let small = l.alloc(1000, Some(&[9; 1000]), &src).unwrap();
+        let loc = l.resolve(small).unwrap();
+        assert_eq!(
+            (loc.zspage, usize::from(loc.obj) << l.unit_shift),
+            (first, 128_000)
+        );
+        assert_eq!(read(&l, small), vec![9; 1000]);
+        l.check().unwrap();
+        assert_eq!(read(&l, big[31]), vec![31; 4000]);
+    }
+
+    #[test]
+    fn cleaning_moves_the_live_objects_of_sparse_segments_and_gives_pages_back() {
+        let src = source(None);
+        let counters = Counters::default();
+        let mut l = Lane::new(1, PAGE, None);
+        let hs: Vec<Handle> = (0..100)
+            .map(|i| l.alloc(3000, Some(&[i as u8; 3000]), &src).unwrap())
+            .collect();
+        for h in hs.iter().step_by(2) {
+            l.free(*h, &src).unwrap();
+            l.check().unwrap();
+        }
+        let before = l.resident_pages();
+        assert!(l.compaction_due(1));
+        let m = l.clean(usize::MAX, |l| l.compaction_due(1), &src, &counters);
+        l.check().unwrap();
+        assert!(m.objects > 0 && m.released);
+        assert!(
+            l.resident_pages() < before,
+            "{} -> {}",
+            before,
+            l.resident_pages()
+        );
+        assert!(!l.compaction_due(1));
+        assert_eq!(counters.snapshot().objects_moved, m.objects as u64);
+        for (i, h) in hs.iter().enumerate().skip(1).step_by(2) {
+            assert_eq!(read(&l, *h), vec![i as u8; 3000]);
+        }
+        // Live bytes 150,000: what is held is within a page of them, plus
+        // the sealed segments' unused ends.
+        assert!(l.resident_pages() * PAGE < 150_000 + 3 * PAGE);
+        l.release_all(&src);
+        assert_eq!(src.held_pages(), 0);
+    }
+
+    #[test]
+    fn at_the_memory_limit_nothing_changes() {
+        let src = source(Some(2 * PAGE));
+        let mut l = Lane::new(1, PAGE, None);
+        let a = l.alloc(4000, Some(&[1; 4000]), &src).unwrap();
+        let b = l.alloc(4000, Some(&[2; 4000]), &src).unwrap();
+        let err = l.alloc(4000, Some(&[3; 4000]), &src).unwrap_err();
+        assert!(matches!(err, Error::MemoryLimit { .. }), "{err:?}");
+        l.check().unwrap();
+        assert_eq!((l.objects(), src.held_pages()), (2, 2));
+        assert_eq!((read(&l, a)[0], read(&l, b)[0]), (1, 2));
+        l.free(a, &src).unwrap();
+        // The freed bytes are dead space: cleaning could move `b` down,
+        // but its new place needs a page the limit refuses.
+        l.check().unwrap();
+        l.release_all(&src);
+    }
+
+    #[test]
+    fn a_freed_handle_is_refused_and_its_bytes_never_read() {
+        let src = source(None);
+        let mut l = Lane::new(1, PAGE, None);
+        let h = l.alloc(10, Some(&[7; 10]), &src).unwrap();
+        l.free(h, &src).unwrap();
+        assert!(l.resolve(h).is_err());
+        assert!(l.free(h, &src).is_err());
+        assert!(l.write(h, 0, &[1]).is_err());
+        let g = l.alloc(10, Some(&[8; 10]), &src).unwrap();
+        assert!(
+            l.resolve(h).is_err(),
+            "the slot's new object is not the old handle's"
+        );
+        assert!(matches!(
+            l.write(g, 5, &[0; 6]),
+            Err(Error::WriteTooLong { .. })
+        ));
+        l.write(g, 4, &[1; 6]).unwrap();
+        assert_eq!(read(&l, g), [8, 8, 8, 8, 1, 1, 1, 1, 1, 1]);
+        l.release_all(&src);
+    }
+}
