@@ -800,8 +800,24 @@ static void test_deferred_free(void) {
     cfg.free_max_pending_bytes = 0;
     CHECK_RC(zsmem_pool_new(&cfg, &pool), -EINVAL);
     CHECK_RC(zsmem_pool_config_default(&cfg), 0);
-    cfg.reserved = 1;
+    cfg.log_lanes = 65;
     CHECK_RC(zsmem_pool_new(&cfg, &pool), -EINVAL);
+    CHECK_MSG("zsmem_pool_new: invalid configuration: log placement: 65 lanes");
+    /* Log placement: no size classes, objects packed in segments. */
+    cfg.log_lanes = 2;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    {
+        uint64_t h = 0;
+        unsigned char data[1000], out[1000];
+        size_t needed = 0;
+        memset(data, 0x5a, sizeof data);
+        CHECK_RC(zsmem_pool_store(pool, data, sizeof data, &h), 0);
+        CHECK_RC(zsmem_pool_read(pool, h, out, sizeof out, &needed), 1000);
+        CHECK(memcmp(data, out, sizeof data) == 0);
+        CHECK_RC(zsmem_pool_free(pool, h), 0);
+    }
+    zsmem_pool_destroy(pool);
+    pool = NULL;
 }
 
 /* A program built against the first header passes a shorter struct: the

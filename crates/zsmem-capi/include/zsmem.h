@@ -164,8 +164,11 @@ typedef struct zsmem_pool_config {
   // appended: a program built against a header without them gets
   // `ZSMEM_FREE_CLASS_LOCK`.
   uint32_t free_mode;
-  // Must be 0: room for a later field.
-  uint32_t reserved;
+  // 0 for size classes (the default); 1..=64 for log placement with
+  // that many lanes (objects appended to segments, no size classes;
+  // needs `trim_pages` and no `kernel_handle_header`). Was `reserved`,
+  // always 0, in older headers.
+  uint32_t log_lanes;
   // With `ZSMEM_FREE_DEFERRED`: most bytes of objects waiting to be
   // freed, at least 1 (default 4 MiB).
   size_t free_max_pending_bytes;

@@ -5,7 +5,9 @@ use std::ffi::{c_int, c_void};
 use std::mem::size_of;
 use std::sync::Arc;
 
-use zsmem_core::{ChainRule, CompactionPolicy, FreeMode, Handle, PageReturn, Pool, PoolConfig};
+use zsmem_core::{
+    ChainRule, CompactionPolicy, FreeMode, Handle, PageReturn, Placement, Pool, PoolConfig,
+};
 
 use crate::error::{Fail, bytes, guard, init_sized, out_buffer, out_ptr, read_sized, write_sized};
 use crate::registry::Registry;
@@ -99,8 +101,11 @@ pub struct zsmem_pool_config {
     /// appended: a program built against a header without them gets
     /// `ZSMEM_FREE_CLASS_LOCK`.
     pub free_mode: u32,
-    /// Must be 0: room for a later field.
-    pub reserved: u32,
+    /// 0 for size classes (the default); 1..=64 for log placement with
+    /// that many lanes (objects appended to segments, no size classes;
+    /// needs `trim_pages` and no `kernel_handle_header`). Was `reserved`,
+    /// always 0, in older headers.
+    pub log_lanes: u32,
     /// With `ZSMEM_FREE_DEFERRED`: most bytes of objects waiting to be
     /// freed, at least 1 (default 4 MiB).
     pub free_max_pending_bytes: usize,
@@ -161,7 +166,7 @@ pub(crate) fn default_config() -> zsmem_pool_config {
         compaction_min_pages: min_pages,
         trim_pages: u32::from(d.trim_pages),
         free_mode: ZSMEM_FREE_CLASS_LOCK,
-        reserved: 0,
+        log_lanes: 0,
         free_max_pending_bytes: match FreeMode::deferred() {
             FreeMode::Deferred { max_pending_bytes } => max_pending_bytes,
             _ => 4 << 20,
@@ -241,11 +246,12 @@ pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
             max_pages,
         },
     };
-    if c.reserved != 0 {
-        return Err(Fail::invalid(
-            "invalid configuration: reserved is not 0 (it was built for a newer header?)",
-        ));
-    }
+    let placement = match c.log_lanes {
+        0 => Placement::Classes,
+        lanes => Placement::Log {
+            lanes: lanes as usize,
+        },
+    };
     // Start from the defaults so that fields added to PoolConfig later keep
     // their default here.
     #[allow(clippy::field_reassign_with_default)]
@@ -261,6 +267,7 @@ pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
         cfg.trim_pages = trim_pages;
         cfg.free_mode = free_mode;
         cfg.page_return = page_return;
+        cfg.placement = placement;
         Ok(cfg)
     }
 }

@@ -452,6 +452,32 @@ fn every_null_pointer_is_einval() {
     assert!(p.is_null());
 }
 
+/// Log placement through the C configuration: objects packed, read back,
+/// freed, and a handle of the pool refused once freed.
+#[test]
+#[cfg_attr(miri, ignore = "mmap")]
+fn log_lanes_give_a_log_placed_pool() {
+    let mut cfg = pool_config();
+    assert_eq!(cfg.log_lanes, 0, "size classes by default");
+    cfg.log_lanes = 2;
+    let pool = TestPool::new(&cfg);
+    let hs: Vec<u64> = (0..3u8).map(|i| pool.store(&[i; 1000])).collect();
+    let mut buf = [0u8; 4096];
+    for (i, &h) in hs.iter().enumerate() {
+        assert_eq!(pool.read(h, &mut buf).0, 1000);
+        assert!(buf[..1000].iter().all(|&b| b == i as u8));
+    }
+    let s = pool.stats();
+    // 3,000 bytes packed in one page, no rounding (no class).
+    assert_eq!((s.objects, s.pages_held), (3, 1));
+    for &h in &hs {
+        // SAFETY: live pool.
+        assert_eq!(unsafe { zsmem_pool_free(pool.0, h) }, 0);
+    }
+    assert_eq!(pool.read(hs[0], &mut buf).0, -EINVAL);
+    assert_eq!(pool.stats().pages_held, 0);
+}
+
 #[test]
 #[cfg_attr(miri, ignore = "mmap")]
 fn bad_configurations_are_einval_with_a_reason() {
@@ -484,6 +510,11 @@ fn bad_configurations_are_einval_with_a_reason() {
         }),
         ("min_freeable_pages and max_moves", |c| {
             c.compaction_max_moves = 0
+        }),
+        ("lanes", |c| c.log_lanes = 65),
+        ("log placement needs trim_pages", |c| {
+            c.log_lanes = 2;
+            c.trim_pages = 0;
         }),
     ] {
         let mut c = pool_config();
