@@ -66,8 +66,16 @@ struct Segment {
     run: Run,
     /// Bytes appended: the next object of an open segment goes here.
     end: usize,
-    /// Pages committed from the start (those up to `end`).
+    /// Pages committed from the start (those up to `end`), dead ones
+    /// given back since included.
+    top: usize,
+    /// Bit per page below `top` given back because no live object touches
+    /// it and no object can be appended to it (it lies wholly below `end`).
+    punched: u32,
+    /// Pages committed and not given back: `top` less the punched ones.
     resident: usize,
+    /// Live objects touching each page.
+    page_objs: [u16; SEGMENT_PAGES],
     live_objs: usize,
     /// Placed (unit-rounded) bytes of the live objects.
     live_bytes: usize,
@@ -248,13 +256,15 @@ impl Lane {
                 return Ok((id, 0));
             }
         };
-        let (end, have) = (self.seg(id).end, self.seg(id).resident);
+        let (end, have) = (self.seg(id).end, self.seg(id).top);
         let want = self.pages_to(end + need);
         if want > have {
             let start = self.page_ptr(id, have);
             src.commit(start, want - have)?;
             self.update(id, |l| {
-                l.seg_mut(id).resident = want;
+                let seg = l.seg_mut(id);
+                seg.top = want;
+                seg.resident += want - have;
                 l.resident_pages += want - have;
             });
         }
@@ -298,6 +308,9 @@ impl Lane {
         let seg = Segment {
             run,
             end: 0,
+            top: resident,
+            punched: 0,
+            page_objs: [0; SEGMENT_PAGES],
             resident,
             live_objs: 0,
             live_bytes: 0,
@@ -312,6 +325,57 @@ impl Lane {
         Ok(id)
     }
 
+    /// Count a segment's punched pages as held again, so that its held
+    /// pages are its first `top` when it is freed.
+    fn recount_punched(seg: &Segment, page_size: usize, src: &PageSource) {
+        let mut p = 0;
+        while p < seg.top {
+            if seg.punched & (1 << p) == 0 {
+                p += 1;
+                continue;
+            }
+            let run = (p..seg.top)
+                .take_while(|&q| seg.punched & (1 << q) != 0)
+                .count();
+            // SAFETY: `p < top <= SEGMENT_PAGES`: inside the run.
+            let start = unsafe { seg.run.as_ptr().add(p * page_size) };
+            src.recount(std::ptr::NonNull::new(start).expect("not null"), run);
+            p += run;
+        }
+    }
+
+    /// The pages an object at byte `off` of `len` bytes touches.
+    fn pages_of(&self, off: usize, len: usize) -> std::ops::Range<usize> {
+        off / self.page_size..(off + len).div_ceil(self.page_size)
+    }
+
+    /// Give back the pages of segment `id` in `pages` that no live object
+    /// touches and that lie wholly below its end (nothing is appended
+    /// there again): without copying, as a heap gives back whole free
+    /// pages. Through the return queue with a delayed return: no system
+    /// call on a free.
+    fn punch(&mut self, id: u32, pages: std::ops::Range<usize>, src: &PageSource) {
+        let seg = self.seg(id);
+        let closed = seg.end / self.page_size;
+        let dead: Vec<usize> = pages
+            .filter(|&p| p < closed && seg.page_objs[p] == 0 && seg.punched & (1 << p) == 0)
+            .collect();
+        if dead.is_empty() {
+            return;
+        }
+        self.update(id, |l| {
+            let seg = l.seg_mut(id);
+            for &p in &dead {
+                seg.punched |= 1 << p;
+            }
+            seg.resident -= dead.len();
+            l.resident_pages -= dead.len();
+        });
+        for &p in &dead {
+            src.decommit(self.page_ptr(id, p), 1);
+        }
+    }
+
     /// Give segment `id` (empty) back to the OS.
     fn release(&mut self, id: u32, src: &PageSource) {
         let (dead, sparse) = self.contribution(id);
@@ -324,7 +388,8 @@ impl Lane {
         }
         self.holes.retain(|&h| h != id);
         self.resident_pages -= seg.resident;
-        src.free_run(seg.run, SEGMENT_PAGES, seg.resident);
+        Self::recount_punched(&seg, self.page_size, src);
+        src.free_run(seg.run, SEGMENT_PAGES, seg.top);
         if id as usize + 1 == self.segs.len() {
             self.segs.pop();
             // Trailing released ids go too, so the vector shrinks.
@@ -362,12 +427,16 @@ impl Lane {
                 return Err(e);
             }
         };
+        let pages = self.pages_of(off, len);
         self.update(id, |l| {
             let seg = l.seg_mut(id);
             seg.end = off + need;
             seg.live_objs += 1;
             seg.live_bytes += need;
             seg.owners.push(handle.slot());
+            for p in pages {
+                seg.page_objs[p] += 1;
+            }
         });
         let seg = self.seg(id);
         if let Some(d) = data {
@@ -441,15 +510,21 @@ impl Lane {
         self.handles.remove(slot);
         self.placed_bytes -= need;
         self.bytes_stored -= loc.len;
+        let pages = self.pages_of(usize::from(loc.obj) << self.unit_shift, loc.len);
         let empty = self.update(loc.zspage, |l| {
             let seg = l.seg_mut(loc.zspage);
             seg.live_objs -= 1;
             seg.live_bytes -= need;
+            for p in pages.clone() {
+                seg.page_objs[p] -= 1;
+            }
             seg.live_objs == 0
         });
         if empty {
             // The open one too: a lane with no object holds no page.
             self.release(loc.zspage, src);
+        } else {
+            self.punch(loc.zspage, pages, src);
         }
     }
 
@@ -458,7 +533,8 @@ impl Lane {
         for id in 0..self.segs.len() {
             if let Some(seg) = self.segs[id].take() {
                 self.resident_pages -= seg.resident;
-                src.free_run(seg.run, SEGMENT_PAGES, seg.resident);
+                Self::recount_punched(&seg, self.page_size, src);
+                src.free_run(seg.run, SEGMENT_PAGES, seg.top);
             }
         }
         self.open = None;
@@ -567,12 +643,17 @@ impl Lane {
             unsafe {
                 std::ptr::copy_nonoverlapping(src_ptr.add(from_off), dst_ptr.add(off), loc.len);
             }
+            let to_pages = self.pages_of(off, loc.len);
+            let from_pages = self.pages_of(from_off, loc.len);
             self.update(to, |l| {
                 let dst = l.seg_mut(to);
                 dst.end = off + need;
                 dst.live_objs += 1;
                 dst.live_bytes += need;
                 dst.owners.push(slot);
+                for p in to_pages {
+                    dst.page_objs[p] += 1;
+                }
             });
             self.handles
                 .relocate(slot, to, (off >> self.unit_shift) as u16);
@@ -581,6 +662,9 @@ impl Lane {
                 v.owners.pop();
                 v.live_objs -= 1;
                 v.live_bytes -= need;
+                for p in from_pages.clone() {
+                    v.page_objs[p] -= 1;
+                }
                 v.live_objs == 0
             });
             moved += 1;
@@ -591,6 +675,7 @@ impl Lane {
                 self.release(victim, src);
                 return true;
             }
+            self.punch(victim, from_pages, src);
         }
         moved > 0
     }
@@ -610,7 +695,7 @@ impl Lane {
     pub(crate) fn waste(&self) -> LaneWaste {
         let tail = self.open.map_or(0, |id| {
             let s = self.seg(id);
-            s.resident * self.page_size - s.end
+            s.top * self.page_size - s.end
         });
         LaneWaste {
             rounding: self.placed_bytes - self.bytes_stored,
@@ -646,12 +731,28 @@ impl Lane {
             let id = id as u32;
             let ctx = |m: String| format!("lane {} segment {id}: {m}", self.index);
             let want = self.pages_to(seg.end).max(1);
-            if seg.resident != want {
+            if seg.top != want {
                 return Err(ctx(format!(
                     "{} pages committed for end {}",
-                    seg.resident, seg.end
+                    seg.top, seg.end
                 )));
             }
+            let closed = seg.end / self.page_size;
+            if seg.punched != 0 && seg.punched.ilog2() as usize >= closed {
+                return Err(ctx(format!(
+                    "punched {:#x} past the closed pages {closed}",
+                    seg.punched
+                )));
+            }
+            if seg.resident + seg.punched.count_ones() as usize != seg.top {
+                return Err(ctx(format!(
+                    "{} resident and {} punched of {} pages",
+                    seg.resident,
+                    seg.punched.count_ones(),
+                    seg.top
+                )));
+            }
+            let mut page_objs = [0u16; SEGMENT_PAGES];
             let mut seen = std::collections::HashSet::new();
             let (mut objs, mut bytes) = (0, 0);
             for &slot in &seg.owners {
@@ -671,6 +772,22 @@ impl Lane {
                 objs += 1;
                 bytes += self.placed(loc.len);
                 stored += loc.len;
+                for p in self.pages_of(off, loc.len) {
+                    page_objs[p] += 1;
+                    if seg.punched & (1 << p) != 0 {
+                        return Err(ctx(format!("page {p} given back under a live object")));
+                    }
+                }
+            }
+            if page_objs != seg.page_objs {
+                return Err(ctx("per-page object counts differ from the owners'".into()));
+            }
+            if let Some(p) =
+                (0..closed.min(seg.top)).find(|&p| page_objs[p] == 0 && seg.punched & (1 << p) == 0)
+            {
+                return Err(ctx(format!(
+                    "page {p} holds no live object and was not given back"
+                )));
             }
             if (objs, bytes) != (seg.live_objs, seg.live_bytes) {
                 return Err(ctx(format!(
@@ -825,6 +942,50 @@ mod tests {
         assert!(l.resident_pages() * PAGE < 150_000 + 3 * PAGE);
         l.release_all(&src);
         assert_eq!(src.held_pages(), 0);
+    }
+
+    #[test]
+    fn whole_dead_pages_go_back_without_copying() {
+        for policy in [
+            PageReturn::Immediate,
+            PageReturn::Delayed {
+                delay: std::time::Duration::from_secs(3600),
+                max_pages: 1 << 20,
+            },
+        ] {
+            let src = PageSource::new(PAGE, None, true, policy);
+            let counters = Counters::default();
+            let mut l = Lane::new(1, PAGE, None);
+            let hs: Vec<Handle> = (0..100)
+                .map(|i| l.alloc(1000, Some(&[i as u8; 1000]), &src).unwrap())
+                .collect();
+            assert_eq!(l.resident_pages(), 25);
+            // Objects 10..60 lie at bytes 10,000..60,000: pages 3..=13
+            // (12,288..57,344) hold nothing else.
+            for &h in &hs[10..60] {
+                l.free(h, &src).unwrap();
+                l.check().unwrap();
+            }
+            assert_eq!(l.resident_pages(), 25 - 11);
+            assert_eq!(src.held_pages(), 14);
+            assert_eq!(counters.snapshot().objects_moved, 0);
+            for (i, &h) in hs.iter().enumerate().filter(|(i, _)| !(10..60).contains(i)) {
+                assert_eq!(read(&l, h), vec![i as u8; 1000]);
+            }
+            // New objects go after the end, never into a given-back page.
+            let n = l.alloc(3000, Some(&[7; 3000]), &src).unwrap();
+            assert_eq!(read(&l, n), vec![7; 3000]);
+            l.check().unwrap();
+            // The segment empties: its held pages are a prefix again and
+            // all of them go.
+            for &h in hs[..10].iter().chain(&hs[60..]).chain([&n]) {
+                l.free(h, &src).unwrap();
+            }
+            l.check().unwrap();
+            assert_eq!((l.resident_pages(), src.held_pages()), (0, 0));
+            src.purge_cache();
+            assert_eq!(src.cached_pages(), 0);
+        }
     }
 
     #[test]

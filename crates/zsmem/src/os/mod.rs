@@ -226,6 +226,21 @@ impl PageSource {
         Ok(())
     }
 
+    /// Count `pages` pages of a live run, from `start`, as held again,
+    /// past the memory limit if need be (and not as a new peak): pages
+    /// given back from the middle of a run (a log segment's dead pages)
+    /// just before the whole run is freed, so that the run's held pages are
+    /// a prefix when it is. Those still waiting to be returned stay
+    /// resident; those returned already are counted until the run's pages
+    /// are returned (an over-count for at most the return delay).
+    pub(crate) fn recount(&self, start: NonNull<u8>, pages: usize) {
+        debug_assert!(self.lazy);
+        self.held_pages.fetch_add(pages, Ordering::Relaxed);
+        if !matches!(self.policy, PageReturn::Immediate) {
+            self.arena.lock().cancel_tops(start, pages);
+        }
+    }
+
     /// Give `pages` pages of a live run, from `start`, back: at once or
     /// through the queue; they may read as zeros afterwards. The caller
     /// owns them and touches them again only after committing them again.
