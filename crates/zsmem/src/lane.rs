@@ -83,6 +83,16 @@ struct Segment {
     owners: Vec<u32>,
 }
 
+/// Append to a segment's owners growing by a quarter, not double (an
+/// owner list is 4 bytes an object, and a sealed segment's list was cut to
+/// fit).
+fn push_owner(owners: &mut Vec<u32>, slot: u32) {
+    if owners.len() == owners.capacity() {
+        owners.reserve_exact((owners.len() / 4).max(8));
+    }
+    owners.push(slot);
+}
+
 /// One lane's state; everything here runs under the lane's lock.
 #[derive(Debug)]
 pub(crate) struct Lane {
@@ -91,7 +101,8 @@ pub(crate) struct Lane {
     page_size: usize,
     /// log2 of the placement unit.
     unit_shift: u32,
-    segs: Vec<Option<Segment>>,
+    /// By id; boxed, so a released id costs a pointer.
+    segs: Vec<Option<Box<Segment>>>,
     /// Ids of released segments, reused before new ones.
     free_ids: Vec<u32>,
     open: Option<u32>,
@@ -317,9 +328,9 @@ impl Lane {
             owners: Vec::new(),
         };
         if id as usize == self.segs.len() {
-            self.segs.push(Some(seg));
+            self.segs.push(Some(Box::new(seg)));
         } else {
-            self.segs[id as usize] = Some(seg);
+            self.segs[id as usize] = Some(Box::new(seg));
         }
         self.resident_pages += resident;
         Ok(id)
@@ -433,7 +444,7 @@ impl Lane {
             seg.end = off + need;
             seg.live_objs += 1;
             seg.live_bytes += need;
-            seg.owners.push(handle.slot());
+            push_owner(&mut seg.owners, handle.slot());
             for p in pages {
                 seg.page_objs[p] += 1;
             }
@@ -650,7 +661,7 @@ impl Lane {
                 dst.end = off + need;
                 dst.live_objs += 1;
                 dst.live_bytes += need;
-                dst.owners.push(slot);
+                push_owner(&mut dst.owners, slot);
                 for p in to_pages {
                     dst.page_objs[p] += 1;
                 }
@@ -706,13 +717,16 @@ impl Lane {
 
     /// Heap bytes of segment descriptors, owner lists and handles.
     pub(crate) fn metadata_bytes(&self) -> usize {
-        self.segs.capacity() * std::mem::size_of::<Option<Segment>>()
+        self.segs.capacity() * std::mem::size_of::<Option<Box<Segment>>>()
             + self.free_ids.capacity() * std::mem::size_of::<u32>()
             + self
                 .segs
                 .iter()
                 .flatten()
-                .map(|s| s.owners.capacity() * std::mem::size_of::<u32>())
+                .map(|s| {
+                    std::mem::size_of::<Segment>()
+                        + s.owners.capacity() * std::mem::size_of::<u32>()
+                })
                 .sum::<usize>()
             + self.handles.metadata_bytes()
     }
