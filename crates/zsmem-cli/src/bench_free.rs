@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use zsmem::{CompactionPolicy, FreeMode, Handle, Pool, PoolConfig};
+use zsmem::{CompactionPolicy, FreeMode, Handle, Placement, Pool, PoolConfig};
 
 use crate::{CliError, CliResult};
 
@@ -49,11 +49,13 @@ pub struct FreeBenchArgs {
     pub format: crate::output::Format,
 }
 
-/// The three free modes, in the reference's column order.
-const MODES: [(&str, FreeMode); 3] = [
-    ("Base", FreeMode::PoolLock),
-    ("ClassIdx-only", FreeMode::ClassLock),
-    ("Deferred", FreeMode::deferred()),
+/// The three free modes, in the reference's column order, then log
+/// placement (no classes: a lane per thread) freeing under its lane lock.
+const MODES: [(&str, FreeMode, Placement); 4] = [
+    ("Base", FreeMode::PoolLock, Placement::Classes),
+    ("ClassIdx-only", FreeMode::ClassLock, Placement::Classes),
+    ("Deferred", FreeMode::deferred(), Placement::Classes),
+    ("Log", FreeMode::ClassLock, Placement::Log { lanes: 8 }),
 ];
 
 /// One cell: a mode at a thread count.
@@ -119,10 +121,11 @@ fn object_sizes(seed: u64) -> Vec<usize> {
         .collect()
 }
 
-fn pool(mode: FreeMode) -> CliResult<Pool> {
+fn pool(mode: FreeMode, placement: Placement) -> CliResult<Pool> {
     Ok(Pool::new(PoolConfig {
         compaction: CompactionPolicy::Off,
         free_mode: mode,
+        placement,
         ..PoolConfig::default()
     })?)
 }
@@ -167,8 +170,13 @@ fn wait_returned(pool: &Pool) -> CliResult {
     Ok(())
 }
 
-fn run_once(mode: FreeMode, threads: usize, sizes: &[usize], bytes: usize) -> CliResult<Run> {
-    let pool = pool(mode)?;
+fn run_once(
+    (mode, placement): (FreeMode, Placement),
+    threads: usize,
+    sizes: &[usize],
+    bytes: usize,
+) -> CliResult<Run> {
+    let pool = pool(mode, placement)?;
     let fill_barrier = Barrier::new(threads + 1);
     let free_barrier = Barrier::new(threads + 1);
     let results = std::thread::scope(|s| -> CliResult<Run> {
@@ -226,8 +234,12 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn latency(mode: FreeMode, sizes: &[usize], bytes: usize) -> CliResult<(Histogram<u64>, u64)> {
-    let pool = pool(mode)?;
+fn latency(
+    (mode, placement): (FreeMode, Placement),
+    sizes: &[usize],
+    bytes: usize,
+) -> CliResult<(Histogram<u64>, u64)> {
+    let pool = pool(mode, placement)?;
     let handles = fill(&pool, sizes, 0, bytes)?;
     let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|e| CliError::Usage(e.to_string()))?;
@@ -274,11 +286,11 @@ pub fn bench_free(a: &FreeBenchArgs) -> CliResult {
     );
     let mut figures = Vec::new();
     for &n in &threads {
-        for (name, mode) in MODES {
+        for (name, mode, placement) in MODES {
             bar.set_prefix(format!("{name} x{n}"));
             let mut runs = Vec::new();
             for _ in 0..a.repeats {
-                runs.push(run_once(mode, n, &sizes, bytes)?);
+                runs.push(run_once((mode, placement), n, &sizes, bytes)?);
                 bar.inc(1);
             }
             let ms = |d: Duration| d.as_secs_f64() * 1e3;
@@ -300,8 +312,8 @@ pub fn bench_free(a: &FreeBenchArgs) -> CliResult {
     }
     bar.set_prefix("latency");
     let mut lat = Vec::new();
-    for (name, mode) in MODES {
-        let (h, clock_ns) = latency(mode, &sizes, bytes)?;
+    for (name, mode, placement) in MODES {
+        let (h, clock_ns) = latency((mode, placement), &sizes, bytes)?;
         lat.push(FreeLatency {
             mode: name.into(),
             p50_ns: h.value_at_quantile(0.5),

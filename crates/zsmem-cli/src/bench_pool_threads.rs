@@ -199,28 +199,36 @@ pub fn pool_threads(
     let mut out = Vec::new();
     for &size in sizes {
         for &n in threads {
-            let pool = Pool::new(PoolConfig::default())?;
-            let data: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
-            let (c, r) = measure(n, repeats, ops, || {
-                let ring = (0..live)
-                    .map(|_| pool.store(&data))
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok(PoolWorker {
-                    pool: &pool,
-                    ring,
-                    next: 0,
-                    data: data.clone(),
-                    buf: vec![0; size],
-                    x: 0x2545_F491_4F6C_DD1D,
-                })
-            })?;
-            out.push(ThreadFigure {
-                size,
-                contestant: "zsmem".into(),
-                threads: n,
-                churn_ns: c,
-                read_ns: r,
-            });
+            for (contestant, placement) in [
+                ("zsmem", zsmem::Placement::Classes),
+                ("zsmem-log", zsmem::Placement::log()),
+            ] {
+                let pool = Pool::new(PoolConfig {
+                    placement,
+                    ..PoolConfig::default()
+                })?;
+                let data: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
+                let (c, r) = measure(n, repeats, ops, || {
+                    let ring = (0..live)
+                        .map(|_| pool.store(&data))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    Ok(PoolWorker {
+                        pool: &pool,
+                        ring,
+                        next: 0,
+                        data: data.clone(),
+                        buf: vec![0; size],
+                        x: 0x2545_F491_4F6C_DD1D,
+                    })
+                })?;
+                out.push(ThreadFigure {
+                    size,
+                    contestant: contestant.into(),
+                    threads: n,
+                    churn_ns: c,
+                    read_ns: r,
+                });
+            }
             for name in ["mimalloc", "system"] {
                 let (c, r) = measure(n, repeats, ops, || {
                     let mut store =

@@ -52,7 +52,7 @@ pub struct StoreBenchArgs {
     /// zsmem's pool: `best` (zsmem's defaults), `kernel` (the kernel's
     /// rules at the page size), `kernel-d16` (the 2026 RFC's first patch)
     /// or `kernel-rfc` (both of its patches).
-    #[arg(long, default_value = "best", value_parser = ["best", "kernel", "kernel-d16", "kernel-rfc"])]
+    #[arg(long, default_value = "best", value_parser = ["best", "log", "kernel", "kernel-d16", "kernel-rfc"])]
     pub pool: String,
     /// Page size: 4K (default), 16K or 64K; the input is cut into pages of
     /// this size, each compressed as a unit.
@@ -316,6 +316,7 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
     let page_size = a.page_size;
     let variant = match a.pool.as_str() {
         "best" => "zsmem",
+        "log" => "zsmem-log",
         "kernel" => "zsmem-kernel",
         "kernel-d16" => "zsmem-kernel-d16",
         "kernel-rfc" => "zsmem-kernel-rfc",

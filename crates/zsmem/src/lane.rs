@@ -48,6 +48,37 @@ use crate::os::{PageSource, Run};
 /// Pages of one segment (the page source's longest run).
 pub(crate) const SEGMENT_PAGES: usize = crate::size_class::MAX_CHAIN_SIZE;
 
+/// An owner list entry with this bit names an object of an [`Owners`]
+/// (a page store's slot), not a handle table slot.
+const EXTERNAL: u32 = 1 << 31;
+
+/// Where the objects stored with [`Lane::alloc_owned`] are recorded: a
+/// page store's slots, each holding its object's place (the slot is the
+/// handle, so such objects need no handle table entry).
+pub(crate) trait Owners: Send + Sync {
+    /// Under the lane's exclusive lock: if `owner` holds an object, call
+    /// `mv` with its place and length; if `mv` returns a new place, record
+    /// it. Must not block (the lane lock is held, and the owner's own lock
+    /// is taken before lane locks elsewhere): returns false, having called
+    /// nothing, if the owner is busy.
+    fn relocate(&self, owner: u32, mv: &mut dyn FnMut(u64, usize) -> Option<u64>) -> bool;
+
+    /// The place and length of `owner`'s object, if it holds one (for
+    /// invariant checks, while no other thread uses the store).
+    fn place(&self, owner: u32) -> Option<(u64, usize)>;
+}
+
+/// What became of one owner list entry in cleaning.
+enum Outcome {
+    /// Moved; the object was at this location.
+    Moved(Location),
+    /// Its object is dead or lives elsewhere: the entry goes.
+    NotHere,
+    /// The owner was busy, or the memory limit refused the room: stop.
+    Busy,
+    Blocked,
+}
+
 /// The automatic policy cleans when dead bytes reach this share of the
 /// lane's pages (1/64: 1.6%), or sooner for a segment at most half live.
 const DEAD_SHARE: usize = 64;
@@ -121,6 +152,8 @@ pub(crate) struct Lane {
     /// Of those segments, the ones at most half live: cleaning one copies
     /// at most a byte per byte it gives back.
     sparse_victims: usize,
+    /// Live objects stored for [`Owners`] (not in the handle table).
+    owned: usize,
 }
 
 /// What a lane holds beyond its objects' bytes, by cause.
@@ -157,6 +190,7 @@ impl Lane {
             bytes_stored: 0,
             freeable_bytes: 0,
             sparse_victims: 0,
+            owned: 0,
         }
     }
 
@@ -382,8 +416,16 @@ impl Lane {
             seg.resident -= dead.len();
             l.resident_pages -= dead.len();
         });
-        for &p in &dead {
-            src.decommit(self.page_ptr(id, p), 1);
+        // Consecutive pages in one range.
+        let mut i = 0;
+        while i < dead.len() {
+            let n = dead[i..]
+                .iter()
+                .enumerate()
+                .take_while(|&(k, &p)| p == dead[i] + k)
+                .count();
+            src.decommit(self.page_ptr(id, dead[i]), n);
+            i += n;
         }
     }
 
@@ -431,20 +473,35 @@ impl Lane {
             obj: (off >> self.unit_shift) as u16,
             len,
         };
-        let handle = match self.handles.insert(self.index, loc) {
-            Ok(h) => h,
-            Err(e) => {
-                // The committed pages stay for the next object.
-                return Err(e);
-            }
-        };
+        // If this fails the committed pages stay for the next object.
+        let handle = self.handles.insert(self.index, loc)?;
+        self.place_at(id, off, len, handle.slot(), data);
+        Ok(handle)
+    }
+
+    /// Append an object of `data.len()` bytes for `owner` (`< 2^31`), who
+    /// records the place returned and gives it back to read, free, and
+    /// (through [`Owners`]) to let cleaning move the object.
+    pub(crate) fn alloc_owned(&mut self, owner: u32, data: &[u8], src: &PageSource) -> Result<u64> {
+        debug_assert_eq!(owner & EXTERNAL, 0);
+        let need = self.placed(data.len());
+        let (id, off) = self.make_room(need, None, src)?;
+        self.place_at(id, off, data.len(), owner | EXTERNAL, Some(data));
+        self.owned += 1;
+        Ok(self.encode(id, off))
+    }
+
+    /// Count an object of `len` bytes at `off` of segment `id` (room made
+    /// there), owned by `owner`, and write `data` into it if given.
+    fn place_at(&mut self, id: u32, off: usize, len: usize, owner: u32, data: Option<&[u8]>) {
+        let need = self.placed(len);
         let pages = self.pages_of(off, len);
         self.update(id, |l| {
             let seg = l.seg_mut(id);
             seg.end = off + need;
             seg.live_objs += 1;
             seg.live_bytes += need;
-            push_owner(&mut seg.owners, handle.slot());
+            push_owner(&mut seg.owners, owner);
             for p in pages {
                 seg.page_objs[p] += 1;
             }
@@ -459,7 +516,52 @@ impl Lane {
         }
         self.placed_bytes += need;
         self.bytes_stored += len;
-        Ok(handle)
+    }
+
+    /// The place of an object at `off` of segment `id`: lane, segment,
+    /// offset in units. Never 0 (a lane's index is above the classes').
+    fn encode(&self, id: u32, off: usize) -> u64 {
+        (self.index as u64) << 32 | u64::from(id) << OFFSET_BITS | (off >> self.unit_shift) as u64
+    }
+
+    /// The class or lane index a place names.
+    pub(crate) fn lane_of(place: u64) -> usize {
+        (place >> 32) as usize
+    }
+
+    /// Where an owned object of `len` bytes at `place` is, if a live
+    /// segment of this lane holds that much there.
+    fn decode(&self, place: u64, len: usize) -> Option<Location> {
+        let id = ((place >> OFFSET_BITS) & 0xFFFF) as u32;
+        let obj = (place & 0xFFFF) as u16;
+        let seg = self.segs.get(id as usize)?.as_ref()?;
+        let off = usize::from(obj) << self.unit_shift;
+        (Self::lane_of(place) == self.index && len > 0 && off + len <= seg.end).then_some(
+            Location {
+                zspage: id,
+                obj,
+                len,
+            },
+        )
+    }
+
+    /// Where an owned object is, or an error naming the bad place (a
+    /// store's bug, never a client's input).
+    pub(crate) fn resolve_owned(&self, place: u64, len: usize) -> Result<Location> {
+        self.decode(place, len).ok_or_else(|| {
+            Error::InvariantViolated(format!(
+                "lane {}: no object of {len} bytes at place {place:#x}",
+                self.index
+            ))
+        })
+    }
+
+    /// Free an owned object; its owner no longer holds `place`.
+    pub(crate) fn free_owned(&mut self, place: u64, len: usize, src: &PageSource) -> Result<()> {
+        let loc = self.resolve_owned(place, len)?;
+        self.owned -= 1;
+        self.drop_object(loc, src);
+        Ok(())
     }
 
     /// Where a handle's object is.
@@ -517,8 +619,14 @@ impl Lane {
     }
 
     fn release_object(&mut self, slot: u32, loc: Location, src: &PageSource) {
-        let need = self.placed(loc.len);
         self.handles.remove(slot);
+        self.drop_object(loc, src);
+    }
+
+    /// Uncount an object that is gone; give back its segment if it
+    /// empties, else the pages only it touched.
+    fn drop_object(&mut self, loc: Location, src: &PageSource) {
+        let need = self.placed(loc.len);
         self.placed_bytes -= need;
         self.bytes_stored -= loc.len;
         let pages = self.pages_of(usize::from(loc.obj) << self.unit_shift, loc.len);
@@ -595,6 +703,7 @@ impl Lane {
         &mut self,
         max_moves: usize,
         due: impl Fn(&Lane) -> bool,
+        owners: Option<&dyn Owners>,
         src: &PageSource,
         counters: &Counters,
     ) -> Migration {
@@ -610,7 +719,7 @@ impl Lane {
             // Nothing is appended to it while it empties.
             self.holes.retain(|&h| h != victim);
             let before = self.resident_pages;
-            let moved = self.evacuate(victim, max_moves - m.objects, src, &mut m);
+            let moved = self.evacuate(victim, max_moves - m.objects, owners, src, &mut m);
             let after = self.resident_pages;
             m.pages_freed += before.saturating_sub(after);
             m.pages_committed += after.saturating_sub(before);
@@ -623,76 +732,136 @@ impl Lane {
         m
     }
 
-    /// Move up to `max` live objects of `victim` to the open segment, last
-    /// appended first; true if the victim was emptied (and released) or
-    /// objects moved, false if nothing could move (the memory limit).
-    fn evacuate(&mut self, victim: u32, max: usize, src: &PageSource, m: &mut Migration) -> bool {
+    /// Move up to `max` live objects of `victim` elsewhere, last appended
+    /// first; true if the victim was emptied (and released) or objects
+    /// moved, false if nothing could move (the memory limit, or the owner
+    /// of its last object busy).
+    fn evacuate(
+        &mut self,
+        victim: u32,
+        max: usize,
+        owners: Option<&dyn Owners>,
+        src: &PageSource,
+        m: &mut Migration,
+    ) -> bool {
         let mut moved = 0;
         while moved < max {
-            let Some(&slot) = self.seg(victim).owners.last() else {
+            let Some(&owner) = self.seg(victim).owners.last() else {
                 break;
             };
-            let Some(loc) = self.handles.live_entry(slot).filter(|l| l.zspage == victim) else {
-                self.seg_mut(victim).owners.pop();
-                continue;
+            let outcome = if owner & EXTERNAL == 0 {
+                match self
+                    .handles
+                    .live_entry(owner)
+                    .filter(|l| l.zspage == victim)
+                {
+                    None => Outcome::NotHere,
+                    Some(loc) => match self.move_object(victim, owner, loc, src) {
+                        Some((to, off)) => {
+                            self.handles
+                                .relocate(owner, to, (off >> self.unit_shift) as u16);
+                            Outcome::Moved(loc)
+                        }
+                        None => Outcome::Blocked,
+                    },
+                }
+            } else {
+                let Some(owners) = owners else {
+                    // Owned objects exist only where owners are known.
+                    break;
+                };
+                let mut outcome = Outcome::NotHere;
+                let called = owners.relocate(owner & !EXTERNAL, &mut |place, len| {
+                    let loc = self.decode(place, len).filter(|l| l.zspage == victim)?;
+                    match self.move_object(victim, owner, loc, src) {
+                        Some((to, off)) => {
+                            outcome = Outcome::Moved(loc);
+                            Some(self.encode(to, off))
+                        }
+                        None => {
+                            outcome = Outcome::Blocked;
+                            None
+                        }
+                    }
+                });
+                if called { outcome } else { Outcome::Busy }
             };
-            let need = self.placed(loc.len);
-            let (to, off) = match self.make_room(need, Some(victim), src) {
-                Ok(r) => r,
-                Err(_) => {
+            let loc = match outcome {
+                Outcome::NotHere => {
+                    self.seg_mut(victim).owners.pop();
+                    continue;
+                }
+                Outcome::Busy => break,
+                Outcome::Blocked => {
                     m.blocked = true;
-                    return moved > 0;
+                    break;
                 }
+                Outcome::Moved(loc) => loc,
             };
-            debug_assert_ne!(to, victim);
-            let from_off = usize::from(loc.obj) << self.unit_shift;
-            let src_ptr = self.seg(victim).run.as_ptr();
-            let dst_ptr = self.seg(to).run.as_ptr();
-            // SAFETY: distinct runs (make_room excluded the victim); both
-            // ranges are inside committed pages; the lane's lock is held
-            // alone.
-            unsafe {
-                std::ptr::copy_nonoverlapping(src_ptr.add(from_off), dst_ptr.add(off), loc.len);
-            }
-            let to_pages = self.pages_of(off, loc.len);
-            let from_pages = self.pages_of(from_off, loc.len);
-            self.update(to, |l| {
-                let dst = l.seg_mut(to);
-                dst.end = off + need;
-                dst.live_objs += 1;
-                dst.live_bytes += need;
-                push_owner(&mut dst.owners, slot);
-                for p in to_pages {
-                    dst.page_objs[p] += 1;
-                }
-            });
-            self.handles
-                .relocate(slot, to, (off >> self.unit_shift) as u16);
-            let empty = self.update(victim, |l| {
-                let v = l.seg_mut(victim);
-                v.owners.pop();
-                v.live_objs -= 1;
-                v.live_bytes -= need;
-                for p in from_pages.clone() {
-                    v.page_objs[p] -= 1;
-                }
-                v.live_objs == 0
-            });
+            self.seg_mut(victim).owners.pop();
             moved += 1;
             m.objects += 1;
             m.bytes += loc.len;
-            if empty {
+            if self.seg(victim).live_objs == 0 {
                 m.released = true;
                 self.release(victim, src);
                 return true;
             }
-            self.punch(victim, from_pages, src);
+            let pages = self.pages_of(usize::from(loc.obj) << self.unit_shift, loc.len);
+            self.punch(victim, pages, src);
         }
         moved > 0
     }
 
+    /// Copy the object at `loc` of sealed segment `victim` (owner list
+    /// entry `owner`) to the room `make_room` gives elsewhere, count it
+    /// there and uncount it in the victim (whose owner entry the caller
+    /// pops); returns its new segment and offset, or `None`, nothing
+    /// changed, at the memory limit.
+    fn move_object(
+        &mut self,
+        victim: u32,
+        owner: u32,
+        loc: Location,
+        src: &PageSource,
+    ) -> Option<(u32, usize)> {
+        let need = self.placed(loc.len);
+        let (to, off) = self.make_room(need, Some(victim), src).ok()?;
+        debug_assert_ne!(to, victim);
+        let from_off = usize::from(loc.obj) << self.unit_shift;
+        let src_ptr = self.seg(victim).run.as_ptr();
+        let dst_ptr = self.seg(to).run.as_ptr();
+        // SAFETY: distinct runs (make_room excluded the victim); both
+        // ranges are inside committed pages; the lane's lock is held
+        // alone.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src_ptr.add(from_off), dst_ptr.add(off), loc.len);
+        }
+        let to_pages = self.pages_of(off, loc.len);
+        let from_pages = self.pages_of(from_off, loc.len);
+        self.update(to, |l| {
+            let dst = l.seg_mut(to);
+            dst.end = off + need;
+            dst.live_objs += 1;
+            dst.live_bytes += need;
+            push_owner(&mut dst.owners, owner);
+            for p in to_pages {
+                dst.page_objs[p] += 1;
+            }
+        });
+        self.update(victim, |l| {
+            let v = l.seg_mut(victim);
+            v.live_objs -= 1;
+            v.live_bytes -= need;
+            for p in from_pages {
+                v.page_objs[p] -= 1;
+            }
+        });
+        Some((to, off))
+    }
+
     pub(crate) fn objects(&self) -> usize {
-        self.handles.live()
+        self.handles.live() + self.owned
     }
 
     pub(crate) fn bytes_stored(&self) -> usize {
@@ -732,9 +901,9 @@ impl Lane {
     }
 
     /// Check the invariants in the module comment.
-    pub(crate) fn check(&self) -> std::result::Result<(), String> {
+    pub(crate) fn check(&self, owners: Option<&dyn Owners>) -> std::result::Result<(), String> {
         self.handles.check()?;
-        let (mut resident, mut placed, mut stored, mut objects) = (0, 0, 0, 0);
+        let (mut resident, mut placed, mut stored, mut objects, mut owned) = (0, 0, 0, 0, 0);
         for (id, seg) in self.segs.iter().enumerate() {
             let Some(seg) = seg else {
                 if !self.free_ids.contains(&(id as u32)) {
@@ -770,12 +939,21 @@ impl Lane {
             let mut seen = std::collections::HashSet::new();
             let (mut objs, mut bytes) = (0, 0);
             for &slot in &seg.owners {
-                let Some(loc) = self.handles.live_entry(slot).filter(|l| l.zspage == id) else {
+                let entry = if slot & EXTERNAL == 0 {
+                    self.handles.live_entry(slot)
+                } else {
+                    owners
+                        .ok_or_else(|| ctx("an owned object without owners".into()))?
+                        .place(slot & !EXTERNAL)
+                        .and_then(|(place, len)| self.decode(place, len))
+                };
+                let Some(loc) = entry.filter(|l| l.zspage == id) else {
                     continue;
                 };
                 if !seen.insert(slot) {
                     continue;
                 }
+                owned += usize::from(slot & EXTERNAL != 0);
                 let off = usize::from(loc.obj) << self.unit_shift;
                 if off + self.placed(loc.len) > seg.end {
                     return Err(ctx(format!(
@@ -836,12 +1014,18 @@ impl Lane {
                 self.index
             ));
         }
+        if owned != self.owned {
+            return Err(format!(
+                "lane {}: counts {} owned objects, owners give {owned}",
+                self.index, self.owned
+            ));
+        }
         if (resident, placed, stored, objects)
             != (
                 self.resident_pages,
                 self.placed_bytes,
                 self.bytes_stored,
-                self.handles.live(),
+                self.objects(),
             )
         {
             return Err(format!(
@@ -851,7 +1035,7 @@ impl Lane {
                 self.resident_pages,
                 self.placed_bytes,
                 self.bytes_stored,
-                self.handles.live()
+                self.objects()
             ));
         }
         Ok(())
@@ -890,10 +1074,10 @@ mod tests {
         }
         let w = l.waste();
         assert_eq!((w.rounding, w.dead, w.tail), (4, 0, PAGE - 4 * 1002));
-        l.check().unwrap();
+        l.check(None).unwrap();
         for h in hs {
             assert_eq!(l.free(h, &src).unwrap(), 1001);
-            l.check().unwrap();
+            l.check(None).unwrap();
         }
         assert_eq!(
             (l.resident_pages(), src.held_pages(), l.objects()),
@@ -919,7 +1103,7 @@ mod tests {
             (first, 128_000)
         );
         assert_eq!(read(&l, small), vec![9; 1000]);
-        l.check().unwrap();
+        l.check(None).unwrap();
         assert_eq!(read(&l, big[31]), vec![31; 4000]);
     }
 
@@ -933,12 +1117,12 @@ mod tests {
             .collect();
         for h in hs.iter().step_by(2) {
             l.free(*h, &src).unwrap();
-            l.check().unwrap();
+            l.check(None).unwrap();
         }
         let before = l.resident_pages();
         assert!(l.compaction_due(1));
-        let m = l.clean(usize::MAX, |l| l.compaction_due(1), &src, &counters);
-        l.check().unwrap();
+        let m = l.clean(usize::MAX, |l| l.compaction_due(1), None, &src, &counters);
+        l.check(None).unwrap();
         assert!(m.objects > 0 && m.released);
         assert!(
             l.resident_pages() < before,
@@ -978,7 +1162,7 @@ mod tests {
             // (12,288..57,344) hold nothing else.
             for &h in &hs[10..60] {
                 l.free(h, &src).unwrap();
-                l.check().unwrap();
+                l.check(None).unwrap();
             }
             assert_eq!(l.resident_pages(), 25 - 11);
             assert_eq!(src.held_pages(), 14);
@@ -989,13 +1173,13 @@ mod tests {
             // New objects go after the end, never into a given-back page.
             let n = l.alloc(3000, Some(&[7; 3000]), &src).unwrap();
             assert_eq!(read(&l, n), vec![7; 3000]);
-            l.check().unwrap();
+            l.check(None).unwrap();
             // The segment empties: its held pages are a prefix again and
             // all of them go.
             for &h in hs[..10].iter().chain(&hs[60..]).chain([&n]) {
                 l.free(h, &src).unwrap();
             }
-            l.check().unwrap();
+            l.check(None).unwrap();
             assert_eq!((l.resident_pages(), src.held_pages()), (0, 0));
             src.purge_cache();
             assert_eq!(src.cached_pages(), 0);
@@ -1010,13 +1194,13 @@ mod tests {
         let b = l.alloc(4000, Some(&[2; 4000]), &src).unwrap();
         let err = l.alloc(4000, Some(&[3; 4000]), &src).unwrap_err();
         assert!(matches!(err, Error::MemoryLimit { .. }), "{err:?}");
-        l.check().unwrap();
+        l.check(None).unwrap();
         assert_eq!((l.objects(), src.held_pages()), (2, 2));
         assert_eq!((read(&l, a)[0], read(&l, b)[0]), (1, 2));
         l.free(a, &src).unwrap();
         // The freed bytes are dead space: cleaning could move `b` down,
         // but its new place needs a page the limit refuses.
-        l.check().unwrap();
+        l.check(None).unwrap();
         l.release_all(&src);
     }
 

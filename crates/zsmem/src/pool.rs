@@ -20,7 +20,7 @@ use crate::compact::{self, CompactionPolicy, CompactionStats, Counters};
 use crate::deferred::{Push, Shards};
 use crate::error::{Error, HandleFault, Result};
 use crate::handle::{CLASS_BITS, Directory, Handle, Location, PoolTag};
-use crate::lane::Lane;
+use crate::lane::{Lane, Owners};
 use crate::os::PageSource;
 use crate::page_return::PageReturn;
 use crate::size_class::{ChainRule, KERNEL_HANDLE_SIZE, SizeClassConfig, SizeClassTable};
@@ -297,6 +297,9 @@ pub struct Pool {
     deferred_batches: std::sync::atomic::AtomicU64,
     /// In every handle of this pool.
     tag: PoolTag,
+    /// Log placement: who holds the places of objects stored with
+    /// `store_owned` (a page store's slot table), set once.
+    owners: std::sync::OnceLock<Arc<dyn Owners>>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -430,6 +433,7 @@ impl Pool {
             compaction: Counters::default(),
             deferred_batches: Default::default(),
             tag,
+            owners: std::sync::OnceLock::new(),
         })
     }
 
@@ -659,6 +663,85 @@ impl Pool {
         Ok(self.read_class(h)?.resolve(h)?.len)
     }
 
+    /// Log placement: the objects of [`Pool::store_owned`] are `owners`'
+    /// (a page store's slots hold their places); cleaning asks them to
+    /// move. Set once, before the first `store_owned`.
+    pub(crate) fn set_owners(&self, owners: Arc<dyn Owners>) {
+        let set = self.owners.set(owners);
+        debug_assert!(set.is_ok(), "owners are set once");
+    }
+
+    fn owners(&self) -> Option<&dyn Owners> {
+        self.owners.get().map(|o| &**o)
+    }
+
+    /// Log placement: store `data` for `owner` (a page store's slot), who
+    /// keeps the place returned instead of a handle (no handle table entry)
+    /// and lets cleaning move the object through [`Owners`].
+    pub(crate) fn store_owned(&self, owner: u32, data: &[u8]) -> Result<u64> {
+        self.check_len(data.len())?;
+        let Placement::Log { lanes } = self.cfg.placement else {
+            return Err(Error::InvalidConfig(
+                "owned objects need log placement".into(),
+            ));
+        };
+        debug_assert!(self.owners.get().is_some());
+        let k = lane_of_this_thread() % lanes;
+        let index = self.table.len() + k;
+        let d = usize::from(self.dense[index]);
+        let mut cell = self.classes[d].write();
+        let space = cell.get_or_insert_with(|| Box::new(self.make_space(d, index)));
+        let Space::Lane(lane) = &mut **space else {
+            unreachable!("a lane's cell holds a lane");
+        };
+        lane.alloc_owned(owner, data, &self.pages)
+    }
+
+    /// The lane an owned object's place names, locked.
+    fn owned_lane(&self, place: u64) -> Result<usize> {
+        self.dense
+            .get(Lane::lane_of(place))
+            .filter(|&&d| d != NO_CLASS && usize::from(d) < self.classes.len())
+            .map(|&d| usize::from(d))
+            .ok_or_else(|| Error::InvariantViolated(format!("no lane for place {place:#x}")))
+    }
+
+    /// Call `f` with the bytes of the owned object of `len` bytes at
+    /// `place`, its lane locked shared.
+    pub(crate) fn with_owned<R>(
+        &self,
+        place: u64,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R> {
+        let cell = self.classes[self.owned_lane(place)?].read();
+        let Some(Space::Lane(lane)) = cell.as_deref() else {
+            return Err(Error::InvariantViolated(format!(
+                "no lane for place {place:#x}"
+            )));
+        };
+        let loc = lane.resolve_owned(place, len)?;
+        Ok(f(lane.bytes(loc)))
+    }
+
+    /// Free the owned object of `len` bytes at `place`.
+    pub(crate) fn free_owned(&self, place: u64, len: usize) -> Result<()> {
+        let mut cell = self.classes[self.owned_lane(place)?].write();
+        let Some(space) = cell.as_deref_mut() else {
+            return Err(Error::InvariantViolated(format!(
+                "no lane for place {place:#x}"
+            )));
+        };
+        let Space::Lane(lane) = space else {
+            return Err(Error::InvariantViolated(format!(
+                "no lane for place {place:#x}"
+            )));
+        };
+        lane.free_owned(place, len, &self.pages)?;
+        self.auto_compact(space);
+        Ok(())
+    }
+
     /// Free the object. The handle is dead at once: any later use of it is
     /// an [`Error::InvalidHandle`]. With [`FreeMode::Deferred`] its memory
     /// is given back when its batch is drained (or at [`Pool::flush`]).
@@ -699,7 +782,7 @@ impl Pool {
             Space::Lane(lane) => {
                 if lane.auto_clean_due(min_freeable_pages) {
                     let due = |l: &Lane| l.auto_clean_due(min_freeable_pages);
-                    lane.clean(max_moves, due, &self.pages, &self.compaction);
+                    lane.clean(max_moves, due, self.owners(), &self.pages, &self.compaction);
                 }
             }
         }
@@ -788,6 +871,7 @@ impl Pool {
                         l.clean(
                             budget,
                             |l| l.compaction_due(1),
+                            self.owners(),
                             &self.pages,
                             &self.compaction,
                         )
@@ -929,7 +1013,7 @@ impl Pool {
                     pages += c.resident_pages();
                 }
                 Some(Space::Lane(l)) => {
-                    l.check().map_err(Error::InvariantViolated)?;
+                    l.check(self.owners()).map_err(Error::InvariantViolated)?;
                     pages += l.resident_pages();
                 }
             }

@@ -16,7 +16,7 @@ use common::Rng;
 use proptest::prelude::*;
 use zsmem::store::{ManualClock, SlotInfo};
 use zsmem::{
-    Codec, Error, PageStore, PageStoreConfig, PoolConfig, RecompressRequest, Selection,
+    Codec, Error, PageStore, PageStoreConfig, Placement, PoolConfig, RecompressRequest, Selection,
     WritebackRequest,
 };
 
@@ -661,16 +661,33 @@ fn check_stamped(slot: usize, p: &[u8]) {
 #[test]
 #[cfg_attr(miri, ignore = "calls liblz4/libzstd through FFI")]
 fn threads_on_different_slots_and_a_maintenance_thread() {
+    threads_and_maintenance(Placement::Classes);
+}
+
+/// The same with log placement: three writers append to their lanes,
+/// cleaning (automatic and `compact`) moves objects whose slots other
+/// threads read, write, recompress and write back.
+#[test]
+#[cfg_attr(miri, ignore = "calls liblz4/libzstd through FFI")]
+fn threads_and_maintenance_with_log_placement() {
+    threads_and_maintenance(Placement::Log { lanes: 3 });
+}
+
+fn threads_and_maintenance(placement: Placement) {
     const THREADS: usize = 3;
     const SLOTS: usize = 256;
     const OPS: usize = 4000;
-    let dir = TempDir::new("stress");
+    let dir = TempDir::new(match placement {
+        Placement::Classes => "stress",
+        _ => "stress-log",
+    });
     let s = PageStore::new(PageStoreConfig {
         slots: SLOTS,
         recompress: vec![Codec::Zstd { level: 5 }.into()],
         backing_file: Some(dir.file()),
         pool: PoolConfig {
             memory_limit: Some(200 * PAGE),
+            placement,
             ..PoolConfig::default()
         },
         ..Default::default()
@@ -808,14 +825,19 @@ proptest! {
 
     #[test]
     #[cfg_attr(miri, ignore = "calls liblz4/libzstd through FFI")]
-    fn store_matches_a_hashmap_model(ops in proptest::collection::vec(op(), 1..80)) {
+    fn store_matches_a_hashmap_model(ops in proptest::collection::vec(op(), 1..80), log in any::<bool>()) {
         let dir = TempDir::new(&format!("model-{:x}", Rng(ops.len() as u64).next()));
         let clock = Arc::new(ManualClock::default());
         let s = PageStore::with_clock(PageStoreConfig {
             slots: MODEL_SLOTS,
             recompress: vec![Codec::Zstd { level: 3 }.into(), Codec::Zstd { level: 12 }.into()],
             backing_file: Some(dir.file()),
-            pool: PoolConfig { memory_limit: Some(12 * PAGE), ..PoolConfig::default() },
+            pool: PoolConfig {
+                memory_limit: Some(12 * PAGE),
+                // Log placement: the slots are the objects' handles.
+                placement: if log { Placement::Log { lanes: 2 } } else { Placement::Classes },
+                ..PoolConfig::default()
+            },
             ..Default::default()
         }, clock.clone()).unwrap();
         let mut model: HashMap<usize, Vec<u8>> = HashMap::new();
@@ -946,4 +968,63 @@ fn backing_files_are_taken_exclusively_and_checked() {
     }
     let e = with_backing(&dir.0).unwrap_err();
     assert!(matches!(e, Error::BackingFile(_)), "{e}");
+}
+
+/// Log placement: the slots are the objects' handles. Cleaning moves the
+/// objects of discarded neighbours' segments and updates the slots that
+/// hold them; every page reads back, and the store holds no handle table
+/// entry for them (less metadata than with classes for the same pages).
+#[test]
+#[cfg_attr(miri, ignore = "calls liblz4/libzstd through FFI")]
+fn log_placement_cleaning_moves_objects_under_their_slots() {
+    let make = |placement| {
+        PageStore::new(PageStoreConfig {
+            slots: 2000,
+            pool: PoolConfig {
+                placement,
+                page_return: zsmem::PageReturn::Immediate,
+                ..PoolConfig::default()
+            },
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let (log, classes) = (make(Placement::Log { lanes: 1 }), make(Placement::Classes));
+    for s in [&log, &classes] {
+        for i in 0..2000 {
+            s.write(i, &text(i as u64)).unwrap();
+        }
+        for i in (0..2000).filter(|i| i % 3 != 0) {
+            s.discard(i, 1).unwrap();
+        }
+        s.compact();
+        s.check_invariants().unwrap();
+        for i in 0..2000 {
+            let want = if i % 3 == 0 {
+                text(i as u64)
+            } else {
+                vec![0; PAGE]
+            };
+            assert_eq!(read(s, i).unwrap(), want, "slot {i}");
+        }
+    }
+    let moved = log.pool().compaction_stats().objects_moved;
+    assert!(moved > 0, "cleaning moved objects");
+    let (l, c) = (log.pool().stats(), classes.pool().stats());
+    assert_eq!(l.objects, c.objects);
+    assert!(
+        l.metadata_bytes < c.metadata_bytes,
+        "no handle table for the store's objects: {} vs {}",
+        l.metadata_bytes,
+        c.metadata_bytes
+    );
+    // Cleaning left less than a page of dead bytes per segment (of 32
+    // pages).
+    let segments = l.pages_held.div_ceil(32) + 1;
+    assert!(l.waste.partial_bytes < segments * PAGE, "{:?}", l.waste);
+    for i in (0..2000).step_by(3) {
+        log.discard(i, 1).unwrap();
+    }
+    log.check_invariants().unwrap();
+    assert_eq!(log.pool().stats().pages_held, 0);
 }

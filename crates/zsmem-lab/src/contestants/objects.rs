@@ -14,6 +14,7 @@ use super::{LabError, ObjectContestant};
 /// Every object contestant `zsmem replay` knows.
 pub const OBJECT_CONTESTANTS: &[&str] = &[
     "zsmem",
+    "zsmem-log",
     "zsmem-kernel",
     "system",
     "jemalloc",
@@ -29,6 +30,13 @@ pub const OBJECT_CONTESTANTS: &[&str] = &[
 pub fn make_object_contestant(name: &str) -> Result<Box<dyn ObjectContestant>, LabError> {
     Ok(match name {
         "zsmem" => Box::new(PoolObjects::new("zsmem", PoolConfig::default())?),
+        "zsmem-log" => Box::new(PoolObjects::new(
+            "zsmem-log",
+            PoolConfig {
+                placement: zsmem::Placement::log(),
+                ..PoolConfig::default()
+            },
+        )?),
         "zsmem-kernel" => Box::new(PoolObjects::new("zsmem-kernel", PoolConfig::kernel())?),
         "system" => Box::new(system_objects()?),
         "jemalloc" => Box::new(jemalloc_objects()?),

@@ -164,14 +164,6 @@ impl Arena {
     /// Queue `pages` pages from `start`, trimmed off a live run.
     pub(super) fn queue_top(&mut self, start: NonNull<u8>, pages: usize, now: Instant) {
         self.waiting_pages += pages;
-        // A range right after the last one queued (pages given back in
-        // address order, as a log segment's dead pages are) extends it.
-        if let Some(last) = self.tops.last_mut()
-            && last.start.as_ptr() as usize + last.pages * self.page_size == start.as_ptr() as usize
-        {
-            last.pages += pages;
-            return;
-        }
         self.tops.push(Top {
             start,
             pages,

@@ -232,9 +232,12 @@ pub enum SlotInfo {
 pub struct PageStore {
     codecs: codecs::Codecs,
     pool: Pool,
+    /// Log placement: each stored slot holds its object's place, not a
+    /// handle (the slots are the objects' handles; no handle table).
+    owned: bool,
     page_size: usize,
     huge_threshold: usize,
-    slots: table::SlotTable,
+    slots: Arc<table::SlotTable>,
     counters: stats::Counters,
     clock: Arc<dyn Clock>,
     backing: OnceLock<writeback::Backing>,
@@ -311,12 +314,25 @@ impl PageStore {
         )?;
         let pool = Pool::new(cfg.pool)?;
         let page_size = pool.max_object_size();
+        let slots = Arc::new(table::SlotTable::new(cfg.slots)?);
+        // With log placement the slots are the objects' handles.
+        let owned = matches!(pool.config().placement, crate::Placement::Log { .. });
+        if owned {
+            if u32::try_from(cfg.slots).is_err() {
+                return Err(Error::InvalidConfig(format!(
+                    "log placement names a slot in 32 bits: {} slots is too many",
+                    cfg.slots
+                )));
+            }
+            pool.set_owners(slots.clone());
+        }
         let store = PageStore {
             codecs,
             huge_threshold: pool.huge_class_size(),
             page_size,
             pool,
-            slots: table::SlotTable::new(cfg.slots)?,
+            owned,
+            slots,
             counters: stats::Counters::default(),
             clock,
             backing: OnceLock::new(),
@@ -374,7 +390,7 @@ impl PageStore {
         let now = self.now_secs();
         let new = match same_filled(page) {
             Some(word) => Slot::same(word, now),
-            None => self.store_object(page, now).inspect_err(|_| {
+            None => self.store_object(index, page, now).inspect_err(|_| {
                 add(&self.counters.failed_writes, 1);
             })?,
         };
@@ -384,7 +400,7 @@ impl PageStore {
         Ok(())
     }
 
-    fn store_object(&self, page: &[u8], now: u32) -> Result<Slot> {
+    fn store_object(&self, index: usize, page: &[u8], now: u32) -> Result<Slot> {
         SCRATCH.with(|scratch| {
             let mut buf = scratch.borrow_mut();
             buf.resize(self.page_size, 0);
@@ -396,9 +412,37 @@ impl PageStore {
                 Some(n) if n < self.huge_threshold => (&buf[..n], false),
                 _ => (page, true),
             };
-            let handle = self.in_allocator(|| self.pool.store(bytes))?;
-            Ok(Slot::stored(handle, bytes.len(), huge, codec, now))
+            let value = self.in_allocator(|| self.pool_store(index, bytes))?;
+            Ok(Slot::stored_at(value, bytes.len(), huge, codec, now))
         })
+    }
+
+    /// Store an object for slot `index`: its handle, or with log
+    /// placement its place (the slot is its handle).
+    fn pool_store(&self, index: usize, bytes: &[u8]) -> Result<u64> {
+        if self.owned {
+            self.pool.store_owned(index as u32, bytes)
+        } else {
+            self.pool.store(bytes).map(crate::Handle::to_raw)
+        }
+    }
+
+    /// Call `f` with the bytes of the object stored slot `s` holds.
+    fn with_pool_object<R>(&self, s: &Slot, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        if self.owned {
+            self.pool.with_owned(s.place(), s.len(), f)
+        } else {
+            self.pool.with_object(s.handle(), f)
+        }
+    }
+
+    /// Free the object of a stored slot the store no longer holds.
+    fn free_pool_object(&self, s: &Slot) -> Result<()> {
+        if self.owned {
+            self.pool.free_owned(s.place(), s.len())
+        } else {
+            self.pool.free(s.handle())
+        }
     }
 
     /// Run a pool call, adding its time to `allocator_ns` if the store
@@ -446,7 +490,7 @@ impl PageStore {
         match old.kind() {
             Kind::Stored => {
                 // The slot owned this handle alone; freeing it cannot fail.
-                let freed = self.in_allocator(|| self.pool.free(old.handle()));
+                let freed = self.in_allocator(|| self.free_pool_object(&old));
                 debug_assert!(freed.is_ok(), "{freed:?}");
             }
             Kind::WrittenBack => self.free_block(&old),
@@ -473,10 +517,13 @@ impl PageStore {
             // lock: readers of one class or one slot never wait for each
             // other's decompression. A write racing us swaps the slot after
             // the copy; we return the page as it was when we read it.
-            let (h, codec) = (s.handle(), self.codecs.get(s.codec()));
+            let (stored, codec) = (*s, self.codecs.get(s.codec()));
             COMPRESSED.with_borrow_mut(|scratch| {
                 scratch.resize(self.page_size, 0);
-                let n = self.pool.read(h, scratch);
+                let n = self.with_pool_object(&stored, |b| {
+                    scratch[..b.len()].copy_from_slice(b);
+                    b.len()
+                });
                 drop(s);
                 codec.decompress(&scratch[..n?], buf)
             })
@@ -501,7 +548,7 @@ impl PageStore {
             Kind::Stored => {
                 let huge = s.is_huge();
                 let codec = self.codecs.get(s.codec());
-                self.pool.with_object(s.handle(), |bytes| {
+                self.with_pool_object(s, |bytes| {
                     if huge {
                         buf.copy_from_slice(bytes);
                         Ok(())
@@ -632,7 +679,7 @@ impl PageStore {
                 Kind::Stored => {
                     compr += s.len() as u64;
                     huge += u64::from(s.is_huge());
-                    let len = self.pool.object_len(s.handle())?;
+                    let len = self.with_pool_object(&s, <[u8]>::len)?;
                     if len != s.len() {
                         return Err(Error::InvariantViolated(format!(
                             "a slot records {} bytes, its object has {len}",

@@ -111,10 +111,10 @@ impl PageStore {
                 continue;
             };
             // The memory limit may refuse the new object: keep the old one.
-            let Ok(handle) = self.pool.store(&buf[..n]) else {
+            let Ok(value) = self.pool_store(index, &buf[..n]) else {
                 continue;
             };
-            let mut new = Slot::stored(handle, n, false, codec, s.atime());
+            let mut new = Slot::stored_at(value, n, false, codec, s.atime());
             new.set_idle(s.is_idle());
             new.set_recompressed();
             let old = std::mem::replace(&mut *s, new);
@@ -124,7 +124,7 @@ impl PageStore {
                 sub(&self.counters.huge_pages, 1);
             }
             sub(&self.counters.compr_bytes, (old.len() - n) as u64);
-            let freed = self.pool.free(old.handle());
+            let freed = self.free_pool_object(&old);
             debug_assert!(freed.is_ok(), "{freed:?}");
         }
         self.counters.add_recompress(&stat);

@@ -62,10 +62,17 @@ impl Slot {
 
     /// An object of `len` bytes (`len <= 65536`) under `handle`, coded by
     /// codec table entry `codec` (`< MAX_CODECS`).
+    #[cfg(test)]
     pub(crate) fn stored(handle: Handle, len: usize, huge: bool, codec: u8, atime: u32) -> Slot {
+        Slot::stored_at(handle.to_raw(), len, huge, codec, atime)
+    }
+
+    /// An object of `len` bytes whose handle (or, with log placement, its
+    /// place) is `value`.
+    pub(crate) fn stored_at(value: u64, len: usize, huge: bool, codec: u8, atime: u32) -> Slot {
         debug_assert!(len as u32 <= LEN_MASK && usize::from(codec) < MAX_CODECS);
         Slot {
-            value: handle.to_raw(),
+            value,
             meta: len as u32
                 | (Kind::Stored as u32) << KIND_SHIFT
                 | if huge { HUGE } else { 0 }
@@ -99,6 +106,18 @@ impl Slot {
 
     pub(crate) fn handle(&self) -> Handle {
         Handle::from_raw(self.value)
+    }
+
+    /// The object's place, for a store whose pool places by log (the slot
+    /// is then the object's handle).
+    pub(crate) fn place(&self) -> u64 {
+        self.value
+    }
+
+    /// Cleaning moved the object: its new place.
+    pub(crate) fn set_place(&mut self, place: u64) {
+        debug_assert_eq!(self.kind(), Kind::Stored);
+        self.value = place;
     }
 
     pub(crate) fn word(&self) -> u64 {

@@ -26,6 +26,7 @@ use std::sync::{RwLock, RwLockReadGuard};
 
 use super::slot::{Kind, Slot};
 use crate::error::Result;
+use crate::lane::Owners;
 use crate::sync::{Mutex, MutexGuard};
 
 /// Slots per chunk: 1.5 KiB of slots, few enough that the chunks left
@@ -144,6 +145,50 @@ impl SlotTable {
         {
             *w = None;
         }
+    }
+}
+
+/// With log placement the slots are the objects' handles: a stored slot
+/// holds its object's place, and cleaning moves objects through here.
+/// Called under a lane lock, so nothing may block: a chunk or slot lock
+/// held by someone else means busy (the kernel's migration trylocks the
+/// same way).
+impl Owners for SlotTable {
+    fn relocate(&self, owner: u32, mv: &mut dyn FnMut(u64, usize) -> Option<u64>) -> bool {
+        let index = owner as usize;
+        if index >= self.len {
+            return true;
+        }
+        let Ok(guard) = self.chunks[index / CHUNK_SLOTS].try_read() else {
+            return false;
+        };
+        let Some(chunk) = guard.as_ref() else {
+            // No slot of the chunk holds a page: the object is not its.
+            return true;
+        };
+        let i = index % CHUNK_SLOTS;
+        let Some(mut stripe) = chunk.slots[i / STRIPE].try_lock() else {
+            return false;
+        };
+        let s = &mut stripe[i % STRIPE];
+        if s.kind() == Kind::Stored
+            && let Some(place) = mv(s.place(), s.len())
+        {
+            s.set_place(place);
+        }
+        true
+    }
+
+    fn place(&self, owner: u32) -> Option<(u64, usize)> {
+        let index = owner as usize;
+        if index >= self.len {
+            return None;
+        }
+        let guard = read(&self.chunks[index / CHUNK_SLOTS]);
+        let chunk = guard.as_ref()?;
+        let i = index % CHUNK_SLOTS;
+        let s = chunk.slots[i / STRIPE].lock()[i % STRIPE];
+        (s.kind() == Kind::Stored).then(|| (s.place(), s.len()))
     }
 }
 
