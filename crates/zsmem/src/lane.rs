@@ -81,7 +81,7 @@ enum Outcome {
 
 /// The automatic policy cleans when dead bytes reach this share of the
 /// lane's pages (1/64: 1.6%), or sooner for a segment at most half live.
-const DEAD_SHARE: usize = 64;
+const DEAD_SHARE: usize = 256;
 
 /// Least room at a sealed segment's end worth filling.
 const MIN_HOLE: usize = 64;
