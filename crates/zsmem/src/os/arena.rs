@@ -3,7 +3,7 @@
 //! the pages waiting to be returned (freed runs and trimmed ranges of live
 //! runs), oldest first.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
@@ -37,8 +37,11 @@ pub(super) struct Arena {
     free_runs: [Vec<NonNull<u8>>; MAX_CHAIN_SIZE + 1],
     /// Freed runs waiting to be returned, by length, oldest first.
     waiting: [VecDeque<Waiting>; MAX_CHAIN_SIZE + 1],
-    /// Trimmed ranges of live runs waiting to be returned, oldest first.
-    tops: Vec<Top>,
+    /// Trimmed ranges of live runs waiting to be returned, by start
+    /// address (they never overlap, and each lies in one run): a commit
+    /// or a freed run finds its own in log time, however many wait (a log
+    /// segment gives back single dead pages).
+    tops: BTreeMap<usize, Top>,
     /// Resident pages in `waiting` and `tops`.
     pub(super) waiting_pages: usize,
     /// Pages the returner took and is discarding outside the lock.
@@ -61,7 +64,7 @@ impl Arena {
             bump: 0,
             free_runs: std::array::from_fn(|_| Vec::new()),
             waiting: std::array::from_fn(|_| VecDeque::new()),
-            tops: Vec::new(),
+            tops: BTreeMap::new(),
             waiting_pages: 0,
             returning_pages: 0,
             registered: false,
@@ -140,14 +143,12 @@ impl Arena {
             p.as_ptr() as usize + pages * self.page_size,
         );
         let mut resident = resident;
-        let mut absorbed = 0;
-        self.tops.retain(|t| {
-            let inside = (start..end).contains(&(t.start.as_ptr() as usize));
-            if inside {
-                absorbed += t.pages;
-            }
-            !inside
-        });
+        let inside: Vec<usize> = self.tops.range(start..end).map(|(&k, _)| k).collect();
+        let absorbed: usize = inside
+            .iter()
+            .filter_map(|k| self.tops.remove(k))
+            .map(|t| t.pages)
+            .sum();
         // They were counted as waiting already; now as the run's.
         self.waiting_pages -= absorbed;
         resident += absorbed;
@@ -164,11 +165,15 @@ impl Arena {
     /// Queue `pages` pages from `start`, trimmed off a live run.
     pub(super) fn queue_top(&mut self, start: NonNull<u8>, pages: usize, now: Instant) {
         self.waiting_pages += pages;
-        self.tops.push(Top {
-            start,
-            pages,
-            since: now,
-        });
+        let old = self.tops.insert(
+            start.as_ptr() as usize,
+            Top {
+                start,
+                pages,
+                since: now,
+            },
+        );
+        debug_assert!(old.is_none(), "a page is queued once");
     }
 
     /// A live run commits `pages` pages from `start` again: waiting trimmed
@@ -185,13 +190,21 @@ impl Arena {
         );
         let mut cancelled = 0;
         let mut kept = Vec::new();
-        for t in self.tops.drain(..) {
+        // A top lies in one run, at most MAX_CHAIN_SIZE pages: one that
+        // overlaps [s, e) starts no lower than that below s.
+        let near: Vec<usize> = self
+            .tops
+            .range(s.saturating_sub(MAX_CHAIN_SIZE * ps)..e)
+            .map(|(&k, _)| k)
+            .collect();
+        for k in near {
+            let t = &self.tops[&k];
             let a = t.start.as_ptr() as usize;
             let b = a + t.pages * ps;
             if b <= s || e <= a {
-                kept.push(t);
                 continue;
             }
+            let t = self.tops.remove(&k).expect("listed");
             cancelled += (b.min(e) - a.max(s)) / ps;
             if a < s {
                 kept.push(Top {
@@ -210,7 +223,9 @@ impl Arena {
                 });
             }
         }
-        self.tops = kept;
+        for t in kept {
+            self.tops.insert(t.start.as_ptr() as usize, t);
+        }
         self.waiting_pages -= cancelled;
         cancelled
     }
@@ -231,7 +246,7 @@ impl Arena {
         let due = |since: Instant| all || since + delay <= now;
         let ps = self.page_size;
         let mut discarded = 0;
-        self.tops.retain(|t| {
+        self.tops.retain(|_, t| {
             if due(t.since) {
                 // A trimmed range of a live run: nobody uses it until it is
                 // committed again, which waits for this lock.
@@ -277,7 +292,7 @@ impl Arena {
             .waiting
             .iter()
             .filter_map(|q| q.front().map(|w| w.since))
-            .chain(self.tops.iter().map(|t| t.since))
+            .chain(self.tops.values().map(|t| t.since))
             .min();
         (out, oldest.map(|t| t + delay))
     }
