@@ -474,7 +474,7 @@ fn log_lanes_give_a_log_placed_pool() {
         // SAFETY: live pool.
         assert_eq!(unsafe { zsmem_pool_free(pool.0, h) }, 0);
     }
-    assert_eq!(pool.read(hs[0], &mut buf).0, -EINVAL);
+    assert_eq!(pool.read(hs[0], &mut buf).0, -EBADF);
     assert_eq!(pool.stats().pages_held, 0);
 }
 

@@ -25,6 +25,7 @@ use crate::{CliError, CliResult, progress};
 /// keep a default run short; name them with `--contestants`).
 pub const DEFAULT_CONTESTANTS: &[&str] = &[
     "zsmem",
+    "zsmem-log",
     "zsmem-kernel",
     "kernel-zram",
     "system",

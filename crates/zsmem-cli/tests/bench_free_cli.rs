@@ -56,13 +56,14 @@ fn bench_free_json_has_every_cell() {
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let figures = v["figures"].as_array().unwrap();
-    assert_eq!(figures.len(), 3, "one cell per mode");
+    assert_eq!(figures.len(), 4, "one cell per mode");
+    assert_eq!(figures[3]["mode"], "Log");
     for f in figures {
         assert!(f["objects_per_thread"].as_u64().unwrap() > 0);
         assert!(f["free_ms"].as_f64().unwrap() >= 0.0);
     }
     assert!(figures[2]["until_flushed_ms"].is_number());
-    assert_eq!(v["latency"].as_array().unwrap().len(), 3);
+    assert_eq!(v["latency"].as_array().unwrap().len(), 4);
 }
 
 #[test]

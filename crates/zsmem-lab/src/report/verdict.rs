@@ -188,6 +188,20 @@ pub(super) fn verdict(out: &mut String, runs: &[RunResult]) {
             );
         }
     }
+    // zsmem's other placement, when it ran: the two configurations side
+    // by side, so a reader sees which to choose.
+    if let Some(l) = runs.iter().find(|r| r.contestant == "zsmem-log") {
+        let (zp, lp) = (runs[z].peak_all_in() as f64, l.peak_all_in() as f64);
+        if zp > 0.0 && lp > 0.0 {
+            let _ = write!(
+                out,
+                " With log placement (<b>zsmem-log</b>: no size classes, objects appended \
+                 to segments) zsmem holds {} {} at its peak.",
+                pct((1.0 - lp / zp).abs()),
+                if lp <= zp { "less" } else { "more" }
+            );
+        }
+    }
     out.push_str("</p>\n");
     out.push_str(
         "<p class=\"note\">All-in memory counts everything held for the data the same way for \
@@ -250,6 +264,19 @@ mod tests {
             t.contains("nearest rival is <b>kernel-zram-compact</b>"),
             "{t}"
         );
+    }
+
+    #[test]
+    fn log_placement_is_set_beside_zsmem_and_is_no_rival() {
+        let runs = [
+            run("zsmem", &[100, 200]),
+            run("zsmem-log", &[90, 150]),
+            run("kernel-zram", &[300, 400]),
+        ];
+        let t = text(&runs);
+        assert!(t.contains("<b>zsmem-log</b>"), "{t}");
+        assert!(t.contains("holds 25.0% less at its peak"), "{t}");
+        assert!(t.contains("nearest rival is <b>kernel-zram</b>"), "{t}");
     }
 
     #[test]
