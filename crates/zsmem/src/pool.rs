@@ -1203,6 +1203,143 @@ mod loom_models {
         });
     }
 
+    /// Log placement's owned objects (a page store's slots as handles):
+    /// a reader holds the owner's lock, then the lane lock shared; cleaning
+    /// holds the lane lock alone and only *tries* the owner's lock. Every
+    /// interleaving ends (no deadlock), the reader sees the object whole
+    /// at the place its owner holds, and cleaning either moves the object
+    /// and the owner's place with it, or leaves both.
+    ///
+    /// The owner's lock is a flag taken by compare-and-swap (spinning to
+    /// lock, one attempt to try): loom 0.7's `Mutex::try_lock` blocks the
+    /// model's other threads as a `lock` would and reports a deadlock that
+    /// cannot happen (tokio-rs/loom#376).
+    #[test]
+    fn loom_cleaning_tries_the_owner_of_an_object_a_reader_holds() {
+        use crate::lane::Owners;
+        use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+        const LEN: usize = 3000;
+        struct Slot {
+            busy: AtomicBool,
+            place: AtomicU64,
+        }
+        impl Slot {
+            fn try_lock(&self) -> bool {
+                self.busy
+                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            }
+            fn lock(&self) {
+                while !self.try_lock() {
+                    loom::thread::yield_now();
+                }
+            }
+            fn unlock(&self) {
+                self.busy.store(false, Ordering::Release);
+            }
+        }
+        struct Slots(Vec<Slot>);
+        impl Owners for Slots {
+            fn relocate(&self, owner: u32, mv: &mut dyn FnMut(u64, usize) -> Option<u64>) -> bool {
+                let s = &self.0[owner as usize];
+                if !s.try_lock() {
+                    return false;
+                }
+                let place = s.place.load(Ordering::Relaxed);
+                if place != 0
+                    && let Some(p) = mv(place, LEN)
+                {
+                    s.place.store(p, Ordering::Relaxed);
+                }
+                s.unlock();
+                true
+            }
+            fn place(&self, owner: u32) -> Option<(u64, usize)> {
+                let p = self.0[owner as usize].place.load(Ordering::Relaxed);
+                (p != 0).then_some((p, LEN))
+            }
+        }
+
+        // Interleavings where cleaning left the object (its owner was
+        // busy) and where it moved it: the model must see both.
+        static OUTCOMES: [std::sync::atomic::AtomicUsize; 2] = [
+            std::sync::atomic::AtomicUsize::new(0),
+            std::sync::atomic::AtomicUsize::new(0),
+        ];
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(|| {
+            let pool = Arc::new(
+                Pool::new(PoolConfig {
+                    placement: Placement::Log { lanes: 1 },
+                    compaction: CompactionPolicy::Off,
+                    page_return: PageReturn::Immediate,
+                    ..PoolConfig::default()
+                })
+                .unwrap(),
+            );
+            // 44 objects of 3,000 bytes: the 44th seals the first segment
+            // (43 fit in its 131,072 bytes).
+            let n = 44;
+            // The pool keeps its owners in a std Arc (not a loom object).
+            let slots = std::sync::Arc::new(Slots(
+                (0..n)
+                    .map(|_| Slot {
+                        busy: AtomicBool::new(false),
+                        place: AtomicU64::new(0),
+                    })
+                    .collect(),
+            ));
+            pool.set_owners(slots.clone());
+            for i in 0..n {
+                let place = pool.store_owned(i as u32, &[i as u8; LEN]).unwrap();
+                slots.0[i].place.store(place, Ordering::Relaxed);
+            }
+            // The first segment keeps object 0 only: a victim.
+            for i in 1..43 {
+                let place = slots.0[i].place.swap(0, Ordering::Relaxed);
+                pool.free_owned(place, LEN).unwrap();
+            }
+            let before = slots.0[0].place.load(Ordering::Relaxed);
+            let reader = {
+                let (pool, slots) = (pool.clone(), slots.clone());
+                loom::thread::spawn(move || {
+                    let s = &slots.0[0];
+                    s.lock();
+                    let place = s.place.load(Ordering::Relaxed);
+                    let whole = pool
+                        .with_owned(place, LEN, |b| b.iter().all(|&x| x == 0))
+                        .unwrap();
+                    s.unlock();
+                    whole
+                })
+            };
+            let cleaner = {
+                let pool = pool.clone();
+                loom::thread::spawn(move || pool.compact())
+            };
+            assert!(reader.join().unwrap(), "the reader saw the object whole");
+            let freed = cleaner.join().unwrap();
+            let after = slots.0[0].place.load(Ordering::Relaxed);
+            assert_eq!(
+                freed > 0,
+                after != before,
+                "moved with its place, or not at all"
+            );
+            OUTCOMES[usize::from(freed > 0)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            assert!(
+                pool.with_owned(after, LEN, |b| b.iter().all(|&x| x == 0))
+                    .unwrap()
+            );
+            pool.check_invariants().unwrap();
+        });
+        let [kept, moved] = OUTCOMES
+            .each_ref()
+            .map(|o| o.load(std::sync::atomic::Ordering::Relaxed));
+        assert!(kept > 0 && moved > 0, "kept {kept}, moved {moved}");
+    }
+
     #[test]
     fn loom_two_readers_are_inside_one_class_at_once() {
         use loom::sync::atomic::{AtomicBool, Ordering};
