@@ -400,7 +400,7 @@ pub unsafe extern "C" fn zsmem_store_mm_stat(
 pub unsafe extern "C" fn zsmem_store_mark_idle(store: *mut zsmem_store, age_seconds: u64) -> i64 {
     guard("zsmem_store_mark_idle", || {
         let store = store_ref(store)?;
-        let marked = store.mark_idle(Some(Duration::from_secs(age_seconds)));
+        let marked = store.mark_idle(Some(Duration::from_secs(age_seconds)))?;
         Ok(i64::try_from(marked).unwrap_or(i64::MAX))
     })
 }

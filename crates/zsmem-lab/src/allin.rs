@@ -214,7 +214,9 @@ pub fn explain() -> Vec<TermInfo> {
             name: SLOT_TABLE,
             formula: "the front end's per-slot table: zsmem: PageStore::metadata_bytes less the \
                       pool's (its table of 64-slot chunks present while a slot holds a page, \
-                      24 B a slot, plus the codec table); peers and malloc baselines: the same \
+                      14 B a slot: 12 and a lock shared by 4; the lab keeps no access times, \
+                      as zram keeps none without CONFIG_ZRAM_TRACK_ENTRY_ACTIME; plus the \
+                      codec table); peers and malloc baselines: the same \
                       layout, 64-slot chunks holding a page x 64 x the front's entry size \
                       + 8 B per chunk"
                 .into(),

@@ -171,7 +171,7 @@ fn idle_marks_are_cleared_by_access_and_follow_age() {
         s.write(i, &text(i as u64)).unwrap();
     }
     s.write(4, &[0u8; PAGE]).unwrap(); // same-filled: never marked
-    assert_eq!(s.mark_idle(None), 4);
+    assert_eq!(s.mark_idle(None).unwrap(), 4);
     assert_eq!(s.idle_pages(), 4);
     read(&s, 0).unwrap();
     s.write(1, &text(10)).unwrap();
@@ -196,8 +196,8 @@ fn idle_marks_are_cleared_by_access_and_follow_age() {
     read(&s, 2).unwrap();
     assert_eq!(s.idle_pages(), 0);
     // At t=250: 0 and 3 are 250 s old, 1 is 150 s old, 2 is fresh.
-    assert_eq!(s.mark_idle(Some(Duration::from_secs(200))), 2);
-    assert_eq!(s.mark_idle(Some(Duration::from_secs(100))), 1);
+    assert_eq!(s.mark_idle(Some(Duration::from_secs(200))).unwrap(), 2);
+    assert_eq!(s.mark_idle(Some(Duration::from_secs(100))).unwrap(), 1);
     assert_eq!(s.idle_pages(), 3);
     assert!(matches!(
         s.slot_info(2).unwrap(),
@@ -230,7 +230,7 @@ fn recompression_keeps_only_objects_in_a_smaller_class() {
         s.recompress(RecompressRequest::default()).unwrap().examined,
         0
     );
-    s.mark_idle(None);
+    s.mark_idle(None).unwrap();
     read(&s, 0).unwrap(); // accessed: no longer idle, not recompressed
     let r = s.recompress(RecompressRequest::default()).unwrap();
     assert_eq!(r.examined, 39);
@@ -286,7 +286,7 @@ fn recompression_keeps_only_objects_in_a_smaller_class() {
         assert_eq!(read(&s, i as usize).unwrap(), want, "slot {i}");
     }
     // Incompressible slots are not tried again.
-    s.mark_idle(None);
+    s.mark_idle(None).unwrap();
     let again = s
         .recompress(RecompressRequest {
             which: Selection::All,
@@ -396,7 +396,7 @@ fn writeback_moves_pages_out_and_reads_them_back() {
     ));
     // Idle pages, bounded by the writeback limit.
     s.set_writeback_limit(Some(2));
-    s.mark_idle(None);
+    s.mark_idle(None).unwrap();
     let w = s
         .writeback(WritebackRequest {
             which: Selection::Idle,
@@ -741,7 +741,7 @@ fn threads_and_maintenance(placement: Placement) {
         let maintenance = scope.spawn(|| {
             let mut rounds = 0;
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                s.mark_idle(None);
+                s.mark_idle(None).unwrap();
                 s.recompress(RecompressRequest {
                     which: Selection::Idle,
                     ..Default::default()
@@ -870,7 +870,7 @@ proptest! {
                         prop_assert!(r.is_err());
                     }
                 }
-                Op::MarkIdle(age) => { s.mark_idle(age.map(Duration::from_secs)); }
+                Op::MarkIdle(age) => { s.mark_idle(age.map(Duration::from_secs)).unwrap(); }
                 Op::Advance(secs) => clock.advance(Duration::from_secs(secs)),
                 Op::Recompress(w, threshold) => {
                     s.recompress(RecompressRequest { which: selection(w), threshold, priority: None }).unwrap();
@@ -1027,4 +1027,43 @@ fn log_placement_cleaning_moves_objects_under_their_slots() {
     }
     log.check_invariants().unwrap();
     assert_eq!(log.pool().stats().pages_held, 0);
+}
+
+/// Without access times a slot costs 4 bytes less; marking all idle still
+/// works, marking by age is refused (as zram refuses an age without
+/// CONFIG_ZRAM_TRACK_ENTRY_ACTIME), and idle marks still follow accesses.
+#[test]
+#[cfg_attr(miri, ignore = "calls liblz4/libzstd through FFI")]
+fn without_access_times_slots_are_smaller_and_age_is_refused() {
+    let make = |track_access_time| {
+        PageStore::new(PageStoreConfig {
+            slots: 256,
+            track_access_time,
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let (with, without) = (make(true), make(false));
+    for s in [&with, &without] {
+        for i in 0..200 {
+            s.write(i, &text(i as u64)).unwrap();
+        }
+    }
+    let pool_meta = |s: &PageStore| s.metadata_bytes() - s.pool().stats().metadata_bytes;
+    assert_eq!(
+        pool_meta(&with) - pool_meta(&without),
+        4 * 256,
+        "4 bytes a slot of 4 chunks"
+    );
+    assert!(matches!(
+        without.mark_idle(Some(Duration::from_secs(1))),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert_eq!(without.mark_idle(None).unwrap(), 200);
+    read(&without, 7).unwrap();
+    assert_eq!(without.idle_pages(), 199);
+    for i in 0..200 {
+        assert_eq!(read(&without, i).unwrap(), text(i as u64));
+    }
+    without.check_invariants().unwrap();
 }

@@ -102,12 +102,15 @@ pub struct ZsmemContestant {
 }
 
 impl ZsmemContestant {
-    /// A store of `slots` pages with `pool` and `codec`, named `name`.
+    /// A store of `slots` pages with `pool` and `codec`, named `name`;
+    /// without access times (the lab never marks slots idle by age, and the
+    /// kernel's zram table is counted without them too).
     pub fn new(name: &str, pool: PoolConfig, codec: Codec, slots: usize) -> Result<Self, LabError> {
         let store = PageStore::new(PageStoreConfig {
             slots,
             codec,
             pool,
+            track_access_time: false,
             ..Default::default()
         })?;
         Ok(Self::from_store(name, store))
@@ -160,8 +163,21 @@ impl PageContestant for ZsmemContestant {
 
     fn config(&self) -> String {
         let c = self.store.pool().config();
+        if let Placement::Log { lanes } = c.placement {
+            return format!(
+                "{} pages, log placement ({lanes} lanes, 32-page segments), {}, compaction {:?}{}",
+                c.page_size,
+                self.store.codec().name(),
+                c.compaction,
+                if self.store.tracks_access_time() {
+                    ""
+                } else {
+                    ", no access times"
+                }
+            );
+        }
         format!(
-            "{} pages, chain {}, delta {}, {} chains, {}{}, compaction {:?}",
+            "{} pages, chain {}, delta {}, {} chains, {}{}, compaction {:?}{}",
             c.page_size,
             c.chain_size,
             c.class_delta,
@@ -172,7 +188,12 @@ impl PageContestant for ZsmemContestant {
             } else {
                 ""
             },
-            c.compaction
+            c.compaction,
+            if self.store.tracks_access_time() {
+                ""
+            } else {
+                ", no access times"
+            }
         )
     }
 

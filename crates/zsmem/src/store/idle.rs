@@ -72,8 +72,19 @@ impl PageStore {
     /// `echo SECONDS > idle` (`Some(age)`: only slots not accessed for at
     /// least `age`). Only slots holding an object are marked (same-filled
     /// and written-back pages hold no memory to reclaim). A later read or
-    /// write of the slot clears the mark. Returns the slots marked.
-    pub fn mark_idle(&self, older_than: Option<Duration>) -> usize {
+    /// write of the slot clears the mark. Returns the slots marked; by age
+    /// only if the store keeps access times
+    /// ([`PageStoreConfig::track_access_time`](super::PageStoreConfig),
+    /// else [`Error::InvalidConfig`](crate::Error), as zram refuses an age
+    /// without `CONFIG_ZRAM_TRACK_ENTRY_ACTIME`).
+    pub fn mark_idle(&self, older_than: Option<Duration>) -> crate::Result<usize> {
+        if older_than.is_some() && !self.slots.tracks_atime() {
+            return Err(crate::Error::InvalidConfig(
+                "marking idle by age needs access times: the store was made with \
+                 track_access_time off"
+                    .into(),
+            ));
+        }
         let now = self.now_secs();
         let min_age = older_than.map(|d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX));
         let mut marked = 0;
@@ -90,7 +101,7 @@ impl PageStore {
                 marked += 1;
             }
         }
-        marked
+        Ok(marked)
     }
 
     /// Slots marked idle now.

@@ -113,6 +113,11 @@ pub struct PageStoreConfig {
     pub measure_allocator: bool,
     /// The pool under the store; its `page_size` is the block size.
     pub pool: PoolConfig,
+    /// Keep each slot's last access time (4 bytes a page, zram's
+    /// `CONFIG_ZRAM_TRACK_ENTRY_ACTIME`): needed to mark slots idle by age
+    /// ([`PageStore::mark_idle`] with `Some(age)`); marking all works
+    /// without it. On by default.
+    pub track_access_time: bool,
 }
 
 impl Default for PageStoreConfig {
@@ -125,6 +130,7 @@ impl Default for PageStoreConfig {
             backing_file: None,
             measure_allocator: false,
             pool: PoolConfig::default(),
+            track_access_time: true,
         }
     }
 }
@@ -220,7 +226,7 @@ pub enum SlotInfo {
 /// }).unwrap();
 /// let page: Vec<u8> = (0..4096u32).map(|i| (i * i % 251) as u8).collect();
 /// store.write(0, &page).unwrap();
-/// assert_eq!(store.mark_idle(None), 1);
+/// assert_eq!(store.mark_idle(None)?, 1);
 /// store.recompress(RecompressRequest { which: Selection::Idle, ..Default::default() }).unwrap();
 /// let w = store.writeback(WritebackRequest { which: Selection::Idle, max_pages: None }).unwrap();
 /// assert_eq!((w.written, store.bd_stat().bd_count), (1, 1));
@@ -314,7 +320,7 @@ impl PageStore {
         )?;
         let pool = Pool::new(cfg.pool)?;
         let page_size = pool.max_object_size();
-        let slots = Arc::new(table::SlotTable::new(cfg.slots)?);
+        let slots = Arc::new(table::SlotTable::new(cfg.slots, cfg.track_access_time)?);
         // With log placement the slots are the objects' handles.
         let owned = matches!(pool.config().placement, crate::Placement::Log { .. });
         if owned {
@@ -348,6 +354,12 @@ impl PageStore {
     /// The pool under the store.
     pub fn pool(&self) -> &Pool {
         &self.pool
+    }
+
+    /// Whether slots keep their last access time
+    /// ([`PageStoreConfig::track_access_time`]).
+    pub fn tracks_access_time(&self) -> bool {
+        self.slots.tracks_atime()
     }
 
     /// Bytes per slot.

@@ -1,5 +1,7 @@
-//! One slot's state, packed into 16 bytes (the store keeps one per page, so
-//! its size is most of the store's own metadata).
+//! One slot's state: 16 bytes as code sees it ([`Slot`]), 12 in the table
+//! ([`Packed`]: value and meta; the access time, when the store tracks it,
+//! in an array of its own beside), since the store keeps one per page and
+//! its size is most of the store's own metadata.
 //!
 //! ```text
 //! value (u64): the handle (stored), the word (same-filled), or
@@ -50,6 +52,36 @@ pub(crate) struct Slot {
 }
 
 const _: () = assert!(std::mem::size_of::<Slot>() == 16);
+
+/// A slot as the table keeps it: value and meta in 12 bytes (4-byte
+/// aligned), the access time kept apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Packed {
+    lo: u32,
+    hi: u32,
+    meta: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<Packed>() == 12);
+
+impl Packed {
+    pub(crate) fn pack(s: &Slot) -> Packed {
+        Packed {
+            lo: s.value as u32,
+            hi: (s.value >> 32) as u32,
+            meta: s.meta,
+        }
+    }
+
+    /// The slot, with its access time.
+    pub(crate) fn unpack(self, atime: u32) -> Slot {
+        Slot {
+            value: u64::from(self.hi) << 32 | u64::from(self.lo),
+            meta: self.meta,
+            atime,
+        }
+    }
+}
 
 impl Slot {
     pub(crate) fn same(word: u64, atime: u32) -> Slot {
@@ -211,5 +243,9 @@ mod tests {
         );
         assert_eq!(Slot::same(9, 0).kind(), Kind::Same);
         assert_eq!(Slot::default().kind(), Kind::Empty);
+        // Packed and back: all but the access time, kept apart.
+        assert_eq!(Packed::pack(&s).unpack(99), s);
+        assert_eq!(Packed::pack(&w).unpack(5), w);
+        assert_eq!(Packed::default().unpack(0), Slot::default());
     }
 }

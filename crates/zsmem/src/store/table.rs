@@ -24,7 +24,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{RwLock, RwLockReadGuard};
 
-use super::slot::{Kind, Slot};
+use super::slot::{Kind, Packed, Slot};
 use crate::error::Result;
 use crate::lane::Owners;
 use crate::sync::{Mutex, MutexGuard};
@@ -39,9 +39,25 @@ pub(crate) const STRIPE: usize = 4;
 
 /// A chunk of slots, [`STRIPE`] to a lock.
 struct Chunk {
-    slots: [Mutex<[Slot; STRIPE]>; CHUNK_SLOTS / STRIPE],
+    slots: [Mutex<[Packed; STRIPE]>; CHUNK_SLOTS / STRIPE],
+    /// Each slot's last access, if the table tracks it (written and read
+    /// under the slot's lock; atomics only so that they sit apart).
+    atimes: Option<Box<[AtomicU32; CHUNK_SLOTS]>>,
     /// Slots that are not empty.
     live: AtomicU32,
+}
+
+impl Chunk {
+    /// Heap bytes of a chunk of a table that does or does not track access
+    /// times.
+    fn bytes(atimes: bool) -> usize {
+        std::mem::size_of::<Chunk>()
+            + if atimes {
+                std::mem::size_of::<[AtomicU32; CHUNK_SLOTS]>()
+            } else {
+                0
+            }
+    }
 }
 
 type ChunkCell = RwLock<Option<Box<Chunk>>>;
@@ -50,17 +66,28 @@ type ChunkCell = RwLock<Option<Box<Chunk>>>;
 pub(crate) struct SlotTable {
     len: usize,
     chunks: Box<[ChunkCell]>,
+    /// Keep each slot's last access time (4 bytes a slot).
+    atimes: bool,
 }
 
 impl SlotTable {
     /// A table of `len` slots, all empty (no chunk made yet); the chunk
     /// array is the one allocation sized by the caller, and failing it is
     /// an error, not an abort.
-    pub(crate) fn new(len: usize) -> Result<SlotTable> {
+    pub(crate) fn new(len: usize, atimes: bool) -> Result<SlotTable> {
         let chunks = super::try_table(len.div_ceil(CHUNK_SLOTS), "the slot table", || {
             RwLock::new(None)
         })?;
-        Ok(SlotTable { len, chunks })
+        Ok(SlotTable {
+            len,
+            chunks,
+            atimes,
+        })
+    }
+
+    /// Whether slots keep their last access time.
+    pub(crate) fn tracks_atime(&self) -> bool {
+        self.atimes
     }
 
     /// Number of slots.
@@ -93,6 +120,9 @@ impl SlotTable {
             if w.is_none() {
                 *w = Some(Box::new(Chunk {
                     slots: std::array::from_fn(|_| Mutex::new(Default::default())),
+                    atimes: self
+                        .atimes
+                        .then(|| Box::new(std::array::from_fn(|_| AtomicU32::new(0)))),
                     live: AtomicU32::new(0),
                 }));
             }
@@ -113,7 +143,7 @@ impl SlotTable {
     /// Heap bytes: the chunk array and the present chunks.
     pub(crate) fn metadata_bytes(&self) -> usize {
         let present = self.chunks.iter().filter(|c| read(c).is_some()).count();
-        std::mem::size_of_val(&*self.chunks) + present * std::mem::size_of::<Chunk>()
+        std::mem::size_of_val(&*self.chunks) + present * Chunk::bytes(self.atimes)
     }
 
     /// Check each present chunk's `live` against its slots (while no other
@@ -124,7 +154,12 @@ impl SlotTable {
                 let live: usize = chunk
                     .slots
                     .iter()
-                    .map(|s| s.lock().iter().filter(|s| s.kind() != Kind::Empty).count())
+                    .map(|s| {
+                        s.lock()
+                            .iter()
+                            .filter(|s| s.unpack(0).kind() != Kind::Empty)
+                            .count()
+                    })
                     .sum();
                 let counted = chunk.live.load(Ordering::Relaxed) as usize;
                 if live != counted {
@@ -170,11 +205,13 @@ impl Owners for SlotTable {
         let Some(mut stripe) = chunk.slots[i / STRIPE].try_lock() else {
             return false;
         };
-        let s = &mut stripe[i % STRIPE];
+        let packed = &mut stripe[i % STRIPE];
+        let mut s = packed.unpack(0);
         if s.kind() == Kind::Stored
             && let Some(place) = mv(s.place(), s.len())
         {
             s.set_place(place);
+            *packed = Packed::pack(&s);
         }
         true
     }
@@ -187,7 +224,7 @@ impl Owners for SlotTable {
         let guard = read(&self.chunks[index / CHUNK_SLOTS]);
         let chunk = guard.as_ref()?;
         let i = index % CHUNK_SLOTS;
-        let s = chunk.slots[i / STRIPE].lock()[i % STRIPE];
+        let s = chunk.slots[i / STRIPE].lock()[i % STRIPE].unpack(0);
         (s.kind() == Kind::Stored).then(|| (s.place(), s.len()))
     }
 }
@@ -219,11 +256,16 @@ impl SlotRef<'_> {
         let chunk = self.chunk();
         let guard = chunk.slots[self.i / STRIPE].lock();
         let i = self.i % STRIPE;
+        let atime = chunk.atimes.as_ref().map(|a| &a[self.i]);
+        // Relaxed: written and read under the slot's lock.
+        let slot = guard[i].unpack(atime.map_or(0, |a| a.load(Ordering::Relaxed)));
         SlotGuard {
-            was_empty: guard[i].kind() == Kind::Empty,
+            was_empty: slot.kind() == Kind::Empty,
             live: &chunk.live,
             guard,
             i,
+            slot,
+            atime,
         }
     }
 }
@@ -241,29 +283,37 @@ impl Drop for SlotRef<'_> {
 /// A locked slot; keeps its chunk's `live` count as the slot fills or
 /// empties.
 pub(crate) struct SlotGuard<'a> {
-    guard: MutexGuard<'a, [Slot; STRIPE]>,
+    guard: MutexGuard<'a, [Packed; STRIPE]>,
     /// The slot's place in its stripe.
     i: usize,
     live: &'a AtomicU32,
     was_empty: bool,
+    /// The slot, unpacked; packed back when the guard goes.
+    slot: Slot,
+    /// Where its access time is kept, if the table tracks it.
+    atime: Option<&'a AtomicU32>,
 }
 
 impl std::ops::Deref for SlotGuard<'_> {
     type Target = Slot;
     fn deref(&self) -> &Slot {
-        &self.guard[self.i]
+        &self.slot
     }
 }
 
 impl std::ops::DerefMut for SlotGuard<'_> {
     fn deref_mut(&mut self) -> &mut Slot {
-        &mut self.guard[self.i]
+        &mut self.slot
     }
 }
 
 impl Drop for SlotGuard<'_> {
     fn drop(&mut self) {
-        let empty = self.guard[self.i].kind() == Kind::Empty;
+        self.guard[self.i] = Packed::pack(&self.slot);
+        if let Some(a) = self.atime {
+            a.store(self.slot.atime(), Ordering::Relaxed);
+        }
+        let empty = self.slot.kind() == Kind::Empty;
         // Relaxed: the count changes under the slot's lock and is read to
         // decide a free under the chunk's write lock, which orders both.
         match (self.was_empty, empty) {
@@ -284,13 +334,13 @@ mod tests {
 
     #[test]
     fn chunks_are_made_on_write_and_freed_when_empty() {
-        let t = SlotTable::new(3 * CHUNK_SLOTS + 5).unwrap();
+        let t = SlotTable::new(3 * CHUNK_SLOTS + 5, true).unwrap();
         let bare = t.metadata_bytes();
         assert!(t.get(70).is_none(), "no chunk before a write");
         *t.get_or_make(70).lock() = Slot::same(7, 0);
         *t.get_or_make(71).lock() = Slot::same(8, 0);
         *t.get_or_make(3 * CHUNK_SLOTS + 4).lock() = Slot::same(9, 0);
-        assert_eq!(t.metadata_bytes(), bare + 2 * std::mem::size_of::<Chunk>());
+        assert_eq!(t.metadata_bytes(), bare + 2 * Chunk::bytes(true));
         let present: Vec<usize> = t.present().collect();
         assert_eq!(
             present.len(),
@@ -313,7 +363,7 @@ mod tests {
         // Four threads own a quarter of one chunk each and fill and empty
         // their slots over and over, so the chunk is freed and made again
         // under them; every slot must always read what its owner wrote.
-        let t = SlotTable::new(CHUNK_SLOTS).unwrap();
+        let t = SlotTable::new(CHUNK_SLOTS, false).unwrap();
         let rounds = if cfg!(miri) { 20 } else { 2_000 };
         std::thread::scope(|s| {
             for th in 0..4usize {
