@@ -226,7 +226,7 @@ pub enum SlotInfo {
 /// }).unwrap();
 /// let page: Vec<u8> = (0..4096u32).map(|i| (i * i % 251) as u8).collect();
 /// store.write(0, &page).unwrap();
-/// assert_eq!(store.mark_idle(None)?, 1);
+/// assert_eq!(store.mark_idle(None).unwrap(), 1);
 /// store.recompress(RecompressRequest { which: Selection::Idle, ..Default::default() }).unwrap();
 /// let w = store.writeback(WritebackRequest { which: Selection::Idle, max_pages: None }).unwrap();
 /// assert_eq!((w.written, store.bd_stat().bd_count), (1, 1));
