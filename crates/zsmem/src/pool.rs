@@ -292,6 +292,11 @@ pub struct Pool {
     /// Taken by every free in `FreeMode::PoolLock` only.
     pool_lock: std::sync::RwLock<()>,
     pages: Arc<PageSource>,
+    /// Log placement: each lane's own page source (its own lock and return
+    /// queue), counting against `pages`' limit with it.
+    lane_pages: Box<[Arc<PageSource>]>,
+    /// Positions in `classes` from here on are lanes.
+    first_lane: usize,
     compaction: Counters,
     /// Runs of deferred frees drained, each under one class lock.
     deferred_batches: std::sync::atomic::AtomicU64,
@@ -414,18 +419,22 @@ impl Pool {
             Placement::Classes => Spacing::new(&table, cfg.class_grid, cfg.page_size),
             Placement::Log { .. } => None,
         };
+        let pages = PageSource::new(
+            cfg.page_size,
+            cfg.memory_limit,
+            cfg.trim_pages,
+            cfg.page_return,
+        );
+        let lane_pages = (0..lanes).map(|_| pages.sibling()).collect();
         Ok(Pool {
+            lane_pages,
+            first_lane: physical,
             directories,
             deferred,
             spacing,
             pool_lock: std::sync::RwLock::new(()),
             header: cfg.header(),
-            pages: PageSource::new(
-                cfg.page_size,
-                cfg.memory_limit,
-                cfg.trim_pages,
-                cfg.page_return,
-            ),
+            pages,
             cfg,
             table,
             dense,
@@ -502,7 +511,7 @@ impl Pool {
             let alloc = || {
                 let mut cell = self.classes[d].write();
                 let space = cell.get_or_insert_with(|| Box::new(self.make_space(d, index)));
-                space.alloc(index, len, data, &self.pages)
+                space.alloc(index, len, data, self.source(d))
             };
             return self
                 .at_limit_drain_and_retry(alloc)
@@ -694,7 +703,7 @@ impl Pool {
         let Space::Lane(lane) = &mut **space else {
             unreachable!("a lane's cell holds a lane");
         };
-        lane.alloc_owned(owner, data, &self.pages)
+        lane.alloc_owned(owner, data, self.source(d))
     }
 
     /// The lane an owned object's place names, locked.
@@ -726,7 +735,9 @@ impl Pool {
 
     /// Free the owned object of `len` bytes at `place`.
     pub(crate) fn free_owned(&self, place: u64, len: usize) -> Result<()> {
-        let mut cell = self.classes[self.owned_lane(place)?].write();
+        let d = self.owned_lane(place)?;
+        let src = self.source(d);
+        let mut cell = self.classes[d].write();
         let Some(space) = cell.as_deref_mut() else {
             return Err(Error::InvariantViolated(format!(
                 "no lane for place {place:#x}"
@@ -737,8 +748,8 @@ impl Pool {
                 "no lane for place {place:#x}"
             )));
         };
-        lane.free_owned(place, len, &self.pages)?;
-        self.auto_compact(space);
+        lane.free_owned(place, len, src)?;
+        self.auto_compact(space, src);
         Ok(())
     }
 
@@ -757,15 +768,28 @@ impl Pool {
     }
 
     fn free_locked(&self, h: Handle) -> Result<()> {
+        let src = self.source(self.dense_class(h)?);
         let mut class = self.lock_class(h)?;
-        let len = class.free(h, &self.pages)?;
-        self.auto_compact(&mut class);
+        let len = class.free(h, src)?;
+        self.auto_compact(&mut class, src);
         drop(class);
         self.freed(len);
         Ok(())
     }
 
-    fn auto_compact(&self, space: &mut Space) {
+    /// The page source of class or lane `d`.
+    fn source(&self, d: usize) -> &PageSource {
+        d.checked_sub(self.first_lane)
+            .and_then(|k| self.lane_pages.get(k))
+            .unwrap_or(&self.pages)
+    }
+
+    /// Every page source: the classes' and the lanes'.
+    fn sources(&self) -> impl Iterator<Item = &PageSource> {
+        std::iter::once(&*self.pages).chain(self.lane_pages.iter().map(|p| &**p))
+    }
+
+    fn auto_compact(&self, space: &mut Space, src: &PageSource) {
         let CompactionPolicy::Auto {
             min_freeable_pages,
             max_moves,
@@ -776,13 +800,13 @@ impl Pool {
         match space {
             Space::Class(class) => {
                 if class.compaction_due(min_freeable_pages) {
-                    compact::step(class, max_moves, &self.pages, &self.compaction);
+                    compact::step(class, max_moves, src, &self.compaction);
                 }
             }
             Space::Lane(lane) => {
                 if lane.auto_clean_due(min_freeable_pages) {
                     let due = |l: &Lane| l.auto_clean_due(min_freeable_pages);
-                    lane.clean(max_moves, due, self.owners(), &self.pages, &self.compaction);
+                    lane.clean(max_moves, due, self.owners(), src, &self.compaction);
                 }
             }
         }
@@ -811,6 +835,7 @@ impl Pool {
             let Ok(d) = self.dense_class(first) else {
                 continue;
             };
+            let src = self.source(d);
             let mut cell = self.classes[d].write();
             let Some(class) = cell.as_deref_mut() else {
                 continue;
@@ -818,7 +843,7 @@ impl Pool {
             for &raw in run {
                 // Marked by `free_deferred`, which only this drain undoes:
                 // cannot fail.
-                let freed = class.free_dying(Handle::from_raw(raw), &self.pages);
+                let freed = class.free_dying(Handle::from_raw(raw), src);
                 debug_assert!(freed.is_ok(), "{freed:?}");
                 if let Ok(len) = freed {
                     self.freed(len);
@@ -826,7 +851,7 @@ impl Pool {
             }
             self.deferred_batches
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.auto_compact(class);
+            self.auto_compact(class, src);
         }
     }
 
@@ -851,7 +876,8 @@ impl Pool {
         let _pool = (self.cfg.free_mode == FreeMode::PoolLock)
             .then(|| self.pool_lock.write().unwrap_or_else(|e| e.into_inner()));
         let (mut freed, mut committed) = (0, 0);
-        for class in self.classes.iter() {
+        for (d, class) in self.classes.iter().enumerate() {
+            let src = self.source(d);
             loop {
                 let mut cell = class.write();
                 let m = match cell.as_deref_mut() {
@@ -861,7 +887,7 @@ impl Pool {
                             break;
                         }
                         let budget = compact::step_budget(c);
-                        compact::step(c, budget, &self.pages, &self.compaction)
+                        compact::step(c, budget, src, &self.compaction)
                     }
                     Some(Space::Lane(l)) => {
                         if !l.compaction_due(1) {
@@ -872,7 +898,7 @@ impl Pool {
                             budget,
                             |l| l.compaction_due(1),
                             self.owners(),
-                            &self.pages,
+                            src,
                             &self.compaction,
                         )
                     }
@@ -895,7 +921,9 @@ impl Pool {
     /// Return the pages of recently freed zspages, kept resident for quick
     /// reuse, to the OS as well.
     pub fn trim(&self) {
-        self.pages.purge_cache();
+        for src in self.sources() {
+            src.purge_cache();
+        }
     }
 
     /// Per physical class statistics, smallest class first.
@@ -944,7 +972,7 @@ impl Pool {
             page_size: self.cfg.page_size,
             pages_held: self.pages.held_pages(),
             max_pages_held: self.pages.max_held_pages(),
-            cached_pages: self.pages.cached_pages(),
+            cached_pages: self.sources().map(PageSource::cached_pages).sum(),
             objects: 0,
             bytes_stored: 0,
             huge_objects: 0,
@@ -953,7 +981,7 @@ impl Pool {
                 + self.spacing.as_ref().map_or(0, Spacing::metadata_bytes),
             waste: Waste::default(),
             pages_compacted: self.compaction.snapshot().pages_compacted,
-            reserved_bytes: self.pages.reserved_bytes(),
+            reserved_bytes: self.sources().map(PageSource::reserved_bytes).sum(),
             pending_frees: 0,
             pending_free_bytes: 0,
             deferred_batches: self
@@ -1139,10 +1167,12 @@ impl Drop for Pool {
     fn drop(&mut self) {
         self.flush();
         // The regions are unmapped with the source: no pages to queue.
-        self.pages.close();
-        for c in self.classes.iter() {
+        for src in self.sources() {
+            src.close();
+        }
+        for (d, c) in self.classes.iter().enumerate() {
             if let Some(c) = c.write().as_deref_mut() {
-                c.release_all(&self.pages);
+                c.release_all(self.source(d));
             }
         }
     }

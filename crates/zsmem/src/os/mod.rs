@@ -94,6 +94,14 @@ impl Run {
     }
 }
 
+/// What a page source and its siblings hold, against one limit: relaxed
+/// atomics, as they count a quantity and publish no other memory.
+#[derive(Debug, Default)]
+struct Budget {
+    held: AtomicUsize,
+    max_held: AtomicUsize,
+}
+
 /// Where zspages get their pages.
 pub(crate) struct PageSource {
     page_size: usize,
@@ -101,8 +109,8 @@ pub(crate) struct PageSource {
     lazy: bool,
     policy: PageReturn,
     limit_pages: Option<usize>,
-    held_pages: AtomicUsize,
-    max_held_pages: AtomicUsize,
+    /// Held pages, shared with this source's siblings (one memory limit).
+    budget: Arc<Budget>,
     arena: Mutex<Arena>,
     /// For registering with the returner thread.
     me: Weak<PageSource>,
@@ -125,8 +133,7 @@ impl PageSource {
             lazy,
             policy,
             limit_pages: limit_bytes.map(|b| b / page_size),
-            held_pages: AtomicUsize::new(0),
-            max_held_pages: AtomicUsize::new(0),
+            budget: Arc::new(Budget::default()),
             arena: Mutex::new(Arena::new(page_size)),
             me: me.clone(),
             returner: Returner::global(),
@@ -134,14 +141,32 @@ impl PageSource {
         })
     }
 
+    /// A source of its own (its own arena, lock and return queue) that
+    /// counts its pages with this one's against the same limit: a log lane
+    /// gets one, so that lanes committing and giving back pages on
+    /// different threads never meet on a lock.
+    pub(crate) fn sibling(&self) -> Arc<PageSource> {
+        Arc::new_cyclic(|me| PageSource {
+            page_size: self.page_size,
+            lazy: self.lazy,
+            policy: self.policy,
+            limit_pages: self.limit_pages,
+            budget: self.budget.clone(),
+            arena: Mutex::new(Arena::new(self.page_size)),
+            me: me.clone(),
+            returner: self.returner.clone(),
+            closing: Default::default(),
+        })
+    }
+
     /// Pages of live zspages.
     pub(crate) fn held_pages(&self) -> usize {
-        self.held_pages.load(Ordering::Relaxed)
+        self.budget.held.load(Ordering::Relaxed)
     }
 
     /// Highest `held_pages` seen (zram's `mem_used_max`).
     pub(crate) fn max_held_pages(&self) -> usize {
-        self.max_held_pages.load(Ordering::Relaxed)
+        self.budget.max_held.load(Ordering::Relaxed)
     }
 
     /// Bytes of address space reserved from the OS (resident or not).
@@ -208,7 +233,7 @@ impl PageSource {
         match arena.alloc(pages) {
             Ok(p) => Ok((Run(p), commit)),
             Err(e) => {
-                self.held_pages.fetch_sub(commit, Ordering::Relaxed);
+                self.budget.held.fetch_sub(commit, Ordering::Relaxed);
                 Err(e)
             }
         }
@@ -235,7 +260,7 @@ impl PageSource {
     /// are returned (an over-count for at most the return delay).
     pub(crate) fn recount(&self, start: NonNull<u8>, pages: usize) {
         debug_assert!(self.lazy);
-        self.held_pages.fetch_add(pages, Ordering::Relaxed);
+        self.budget.held.fetch_add(pages, Ordering::Relaxed);
         if !matches!(self.policy, PageReturn::Immediate) {
             self.arena.lock().cancel_tops(start, pages);
         }
@@ -246,7 +271,7 @@ impl PageSource {
     /// owns them and touches them again only after committing them again.
     pub(crate) fn decommit(&self, start: NonNull<u8>, pages: usize) {
         debug_assert!(self.lazy && pages > 0);
-        self.held_pages.fetch_sub(pages, Ordering::Relaxed);
+        self.budget.held.fetch_sub(pages, Ordering::Relaxed);
         match self.policy {
             PageReturn::Immediate => Region::discard(start, pages * self.page_size),
             PageReturn::Delayed { .. } => {
@@ -260,7 +285,7 @@ impl PageSource {
     /// as held (all of them for an eager source), and are its first ones.
     pub(crate) fn free_run(&self, run: Run, pages: usize, committed: usize) {
         debug_assert!(committed <= pages && (self.lazy || committed == pages));
-        self.held_pages.fetch_sub(committed, Ordering::Relaxed);
+        self.budget.held.fetch_sub(committed, Ordering::Relaxed);
         if self.closing.load(Ordering::Relaxed) {
             return;
         }
@@ -335,7 +360,7 @@ impl PageSource {
     /// Count `pages` as held, or refuse if the limit would be passed.
     fn reserve(&self, pages: usize) -> Result<()> {
         // Relaxed is enough: the counter guards a quantity, not other memory.
-        let mut held = self.held_pages.load(Ordering::Relaxed);
+        let mut held = self.budget.held.load(Ordering::Relaxed);
         loop {
             if let Some(limit) = self.limit_pages
                 && held + pages > limit
@@ -346,14 +371,15 @@ impl PageSource {
                     needed: pages * self.page_size,
                 });
             }
-            match self.held_pages.compare_exchange_weak(
+            match self.budget.held.compare_exchange_weak(
                 held,
                 held + pages,
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
                 Ok(_) => {
-                    self.max_held_pages
+                    self.budget
+                        .max_held
                         .fetch_max(held + pages, Ordering::Relaxed);
                     return Ok(());
                 }
