@@ -13,7 +13,9 @@ use libfuzzer_sys::fuzz_target;
 
 mod common;
 use common::Bytes;
-use zsmem::{ChainRule, CompactionPolicy, FreeMode, Handle, Pool, PoolConfig};
+use zsmem::{
+    ChainRule, CompactionPolicy, FreeMode, Handle, PageReturn, Placement, Pool, PoolConfig,
+};
 
 
 fuzz_target!(|data: &[u8]| {
@@ -49,6 +51,21 @@ fuzz_target!(|data: &[u8]| {
         },
         trim_pages: b.u8() & 1 == 1,
         class_grid: usize::from(b.u8() % 9),
+        page_return: match b.u8() % 3 {
+            0 => PageReturn::Immediate,
+            n => PageReturn::Delayed {
+                delay: std::time::Duration::from_micros(u64::from(n) * 500),
+                max_pages: usize::from(b.u8()) + 1,
+            },
+        },
+        // Log placement (refused without trim_pages or with the kernel's
+        // header: those are Pool::new's errors to check too).
+        placement: match b.u8() % 3 {
+            0 => Placement::Log {
+                lanes: usize::from(b.u8() % 4),
+            },
+            _ => Placement::Classes,
+        },
     };
     let Ok(pool) = Pool::new(cfg) else { return };
     let page = pool.max_object_size();

@@ -100,7 +100,21 @@ fuzz_target!(|data: &[u8]| {
             },
             ..PoolConfig::default()
         },
+        track_access_time: b.u8() & 1 == 0,
         ..Default::default()
+    };
+    // Log placement: the slots are the objects' handles (not with the
+    // kernel's header, which it refuses).
+    let cfg = if !cfg.pool.kernel_handle_header && b.u8() & 1 == 1 {
+        PageStoreConfig {
+            pool: PoolConfig {
+                placement: zsmem::Placement::Log { lanes: 2 },
+                ..cfg.pool
+            },
+            ..cfg
+        }
+    } else {
+        cfg
     };
     let s = PageStore::with_clock(cfg, clock.clone()).expect("valid configuration");
     let mut model: HashMap<usize, Vec<u8>> = HashMap::new();
@@ -144,10 +158,12 @@ fuzz_target!(|data: &[u8]| {
             7 => {
                 match b.u8() % 3 {
                     0 => {
-                        s.mark_idle(None);
+                        s.mark_idle(None).expect("marking all idle never fails");
                     }
                     1 => {
-                        s.mark_idle(Some(Duration::from_secs(u64::from(b.u8()))));
+                        let r = s.mark_idle(Some(Duration::from_secs(u64::from(b.u8()))));
+                        // By age only with access times; else an error.
+                        assert_eq!(r.is_ok(), s.tracks_access_time(), "{r:?}");
                     }
                     _ => clock.advance(Duration::from_secs(u64::from(b.u8()))),
                 };
