@@ -381,7 +381,7 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
         a.scale,
         a.discard_percent
     );
-    let mib = |b: u64| format!("{:.2}", b as f64 / (1 << 20) as f64);
+    let mib = |b: u64| format!("{:.2}", crate::output::mib(b));
     let mut t = crate::output::table(
         &[
             "mode",

@@ -498,7 +498,7 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
 }
 
 fn print_table(r: &StoreBench) {
-    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let mib = crate::output::mib;
     let mut cols: Vec<&StoreFigures> = vec![&r.zsmem];
     cols.extend(r.kernel.as_ref());
     println!(

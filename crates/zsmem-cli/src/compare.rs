@@ -18,7 +18,7 @@ use zsmem_lab::workloads::untar_rm::{
     LATENCY_NOTE, RunResult, UntarRm, latency_note, slots_needed,
 };
 
-use crate::output::{Format, print_csv, print_json, print_table, table};
+use crate::output::{Format, mib, print_csv, print_json, print_table, table};
 use crate::{CliError, CliResult, progress};
 
 /// The contestants `compare` runs by default (the peers are left out to
@@ -241,10 +241,6 @@ pub(crate) fn make(
 /// The kernel's name of `codec`'s algorithm.
 fn kernel_algorithm(codec: Codec) -> &'static str {
     codec.kernel_name()
-}
-
-fn mib(b: u64) -> f64 {
-    b as f64 / (1 << 20) as f64
 }
 
 fn us(ns: u64) -> f64 {

@@ -21,6 +21,11 @@ pub enum Format {
     Json,
 }
 
+/// Bytes in MiB, for the tables.
+pub fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
+
 /// A table with `header` (a `\n` in a heading puts its unit on a line of
 /// its own), its numeric columns (all but the first `text_columns`)
 /// aligned right, no borders but a line under the header, one space

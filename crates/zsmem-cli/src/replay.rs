@@ -78,7 +78,7 @@ pub fn run(a: &ReplayArgs) -> CliResult {
         Format::Csv => return crate::output::print_serialized(&flat),
         Format::Table => {}
     }
-    let mib = |b: u64| format!("{:.2}", b as f64 / (1 << 20) as f64);
+    let mib = |b: u64| format!("{:.2}", crate::output::mib(b));
     let mut t = table(
         &[
             "contestant",

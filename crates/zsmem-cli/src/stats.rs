@@ -218,7 +218,7 @@ pub fn run(a: &StatsArgs) -> CliResult {
     );
     println!("(classes with no zspage are left out)\n");
     print!("{}", format_kernel_classes(&classes));
-    let mib = |b: usize| b as f64 / (1 << 20) as f64;
+    let mib = |b: usize| crate::output::mib(b as u64);
     println!(
         "\nobjects {}  stored {:.2} MiB  pages held {} ({:.2} MiB)  huge objects {}  pages compacted {}  cached pages {}",
         totals.objects,

@@ -514,16 +514,7 @@ impl Class {
     /// Write into an object; `offset + data.len()` must fit its length.
     pub(crate) fn write(&mut self, h: Handle, offset: usize, data: &[u8]) -> Result<()> {
         let loc = self.resolve(h)?;
-        if offset
-            .checked_add(data.len())
-            .is_none_or(|end| end > loc.len)
-        {
-            return Err(Error::WriteTooLong {
-                len: data.len(),
-                offset,
-                object_len: loc.len,
-            });
-        }
+        loc.check_write(offset, data.len())?;
         let size = self.info.size;
         self.zspage_mut(loc.zspage)
             .write(loc.obj, size, offset, data);

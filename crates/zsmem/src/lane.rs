@@ -80,7 +80,7 @@ enum Outcome {
 }
 
 /// The automatic policy cleans when dead bytes reach this share of the
-/// lane's pages (1/64: 1.6%), or sooner for a segment at most half live.
+/// lane's pages (1/256: 0.4%), or sooner for a segment at most half live.
 const DEAD_SHARE: usize = 256;
 
 /// The open segment of new objects.
@@ -413,30 +413,28 @@ impl Lane {
     fn punch(&mut self, id: u32, pages: std::ops::Range<usize>, src: &PageSource) {
         let seg = self.seg(id);
         let closed = seg.end / self.page_size;
-        let dead: Vec<usize> = pages
+        // A bit per page to give back (a segment has 32): no allocation on
+        // a free.
+        let dead: u32 = pages
             .filter(|&p| p < closed && seg.page_objs[p] == 0 && seg.punched & (1 << p) == 0)
-            .collect();
-        if dead.is_empty() {
+            .fold(0, |m, p| m | 1 << p);
+        if dead == 0 {
             return;
         }
+        let n = dead.count_ones() as usize;
         self.update(id, |l| {
             let seg = l.seg_mut(id);
-            for &p in &dead {
-                seg.punched |= 1 << p;
-            }
-            seg.resident -= dead.len();
-            l.resident_pages -= dead.len();
+            seg.punched |= dead;
+            seg.resident -= n;
+            l.resident_pages -= n;
         });
         // Consecutive pages in one range.
-        let mut i = 0;
-        while i < dead.len() {
-            let n = dead[i..]
-                .iter()
-                .enumerate()
-                .take_while(|&(k, &p)| p == dead[i] + k)
-                .count();
-            src.decommit(self.page_ptr(id, dead[i]), n);
-            i += n;
+        let mut rest = dead;
+        while rest != 0 {
+            let first = rest.trailing_zeros() as usize;
+            let run = (rest >> first).trailing_ones() as usize;
+            src.decommit(self.page_ptr(id, first), run);
+            rest &= !(((1u64 << run) - 1) << first) as u32;
         }
     }
 
@@ -507,6 +505,23 @@ impl Lane {
     /// Count an object of `len` bytes at `off` of segment `id` (room made
     /// there), owned by `owner`, and write `data` into it if given.
     fn place_at(&mut self, id: u32, off: usize, len: usize, owner: u32, data: Option<&[u8]>) {
+        self.count_in(id, off, len, owner);
+        self.placed_bytes += self.placed(len);
+        self.bytes_stored += len;
+        let seg = self.seg(id);
+        if let Some(d) = data {
+            // SAFETY: `off + need` is within the committed pages of the
+            // run (make_room), and the lane's lock is held alone.
+            unsafe {
+                std::ptr::copy_nonoverlapping(d.as_ptr(), seg.run.as_ptr().add(off), d.len());
+            }
+        }
+    }
+
+    /// Count an object of `len` bytes appended at `off` of segment `id`
+    /// (room made there) in the segment: its end, live counts, owner list
+    /// and per-page counts. The lane's totals are the caller's.
+    fn count_in(&mut self, id: u32, off: usize, len: usize, owner: u32) {
         let need = self.placed(len);
         let pages = self.pages_of(off, len);
         self.update(id, |l| {
@@ -519,16 +534,23 @@ impl Lane {
                 seg.page_objs[p] += 1;
             }
         });
-        let seg = self.seg(id);
-        if let Some(d) = data {
-            // SAFETY: `off + need` is within the committed pages of the
-            // run (make_room), and the lane's lock is held alone.
-            unsafe {
-                std::ptr::copy_nonoverlapping(d.as_ptr(), seg.run.as_ptr().add(off), d.len());
+    }
+
+    /// Uncount the object at `loc` in its segment (not its owner entry,
+    /// which cleaning finds dead later); returns whether the segment is
+    /// empty now. The lane's totals are the caller's.
+    fn count_out(&mut self, loc: Location) -> bool {
+        let need = self.placed(loc.len);
+        let pages = self.pages_of(usize::from(loc.obj) << self.unit_shift, loc.len);
+        self.update(loc.zspage, |l| {
+            let seg = l.seg_mut(loc.zspage);
+            seg.live_objs -= 1;
+            seg.live_bytes -= need;
+            for p in pages {
+                seg.page_objs[p] -= 1;
             }
-        }
-        self.placed_bytes += need;
-        self.bytes_stored += len;
+            seg.live_objs == 0
+        })
     }
 
     /// The place of an object at `off` of segment `id`: lane, segment,
@@ -597,16 +619,7 @@ impl Lane {
     /// Write into an object; `offset + data.len()` must fit its length.
     pub(crate) fn write(&mut self, h: Handle, offset: usize, data: &[u8]) -> Result<()> {
         let loc = self.resolve(h)?;
-        if offset
-            .checked_add(data.len())
-            .is_none_or(|end| end > loc.len)
-        {
-            return Err(Error::WriteTooLong {
-                len: data.len(),
-                offset,
-                object_len: loc.len,
-            });
-        }
+        loc.check_write(offset, data.len())?;
         let at = (usize::from(loc.obj) << self.unit_shift) + offset;
         let seg = self.seg_mut(loc.zspage);
         // SAFETY: inside the live object (checked above), under the lane's
@@ -639,23 +652,13 @@ impl Lane {
     /// Uncount an object that is gone; give back its segment if it
     /// empties, else the pages only it touched.
     fn drop_object(&mut self, loc: Location, src: &PageSource) {
-        let need = self.placed(loc.len);
-        self.placed_bytes -= need;
+        self.placed_bytes -= self.placed(loc.len);
         self.bytes_stored -= loc.len;
-        let pages = self.pages_of(usize::from(loc.obj) << self.unit_shift, loc.len);
-        let empty = self.update(loc.zspage, |l| {
-            let seg = l.seg_mut(loc.zspage);
-            seg.live_objs -= 1;
-            seg.live_bytes -= need;
-            for p in pages.clone() {
-                seg.page_objs[p] -= 1;
-            }
-            seg.live_objs == 0
-        });
-        if empty {
+        if self.count_out(loc) {
             // The open one too: a lane with no object holds no page.
             self.release(loc.zspage, src);
         } else {
+            let pages = self.pages_of(usize::from(loc.obj) << self.unit_shift, loc.len);
             self.punch(loc.zspage, pages, src);
         }
     }
@@ -850,26 +853,9 @@ impl Lane {
         unsafe {
             std::ptr::copy_nonoverlapping(src_ptr.add(from_off), dst_ptr.add(off), loc.len);
         }
-        let to_pages = self.pages_of(off, loc.len);
-        let from_pages = self.pages_of(from_off, loc.len);
-        self.update(to, |l| {
-            let dst = l.seg_mut(to);
-            dst.end = off + need;
-            dst.live_objs += 1;
-            dst.live_bytes += need;
-            push_owner(&mut dst.owners, owner);
-            for p in to_pages {
-                dst.page_objs[p] += 1;
-            }
-        });
-        self.update(victim, |l| {
-            let v = l.seg_mut(victim);
-            v.live_objs -= 1;
-            v.live_bytes -= need;
-            for p in from_pages {
-                v.page_objs[p] -= 1;
-            }
-        });
+        // The lane's totals do not change: the same object, elsewhere.
+        self.count_in(to, off, loc.len, owner);
+        self.count_out(loc);
         Some((to, off))
     }
 

@@ -504,15 +504,8 @@ impl Pool {
     /// adaptive spacing, its class's load) gives, writing `data` if given.
     fn allocate(&self, len: usize, data: Option<&[u8]>) -> Result<Handle> {
         self.check_len(len)?;
-        if let Placement::Log { lanes } = self.cfg.placement {
-            let k = lane_of_this_thread() % lanes;
-            let index = self.table.len() + k;
-            let d = usize::from(self.dense[index]);
-            let alloc = || {
-                let mut cell = self.classes[d].write();
-                let space = cell.get_or_insert_with(|| Box::new(self.make_space(d, index)));
-                space.alloc(index, len, data, self.source(d))
-            };
+        if let Placement::Log { .. } = self.cfg.placement {
+            let alloc = || self.in_my_lane(|lane, src| lane.alloc(len, data, src));
             return self
                 .at_limit_drain_and_retry(alloc)
                 .map(|h| h.tagged(self.tag.get()));
@@ -576,7 +569,12 @@ impl Pool {
     /// The handle's class, locked alone (for changes); a class never used
     /// holds no slot a handle could name.
     fn lock_class(&self, h: Handle) -> Result<ClassWrite<'_>> {
-        let cell = self.classes[self.dense_class(h)?].write();
+        self.lock_dense(self.dense_class(h)?, h)
+    }
+
+    /// Class `d` (found from `h`), locked alone.
+    fn lock_dense(&self, d: usize, h: Handle) -> Result<ClassWrite<'_>> {
+        let cell = self.classes[d].write();
         if cell.is_none() {
             return Err(h.fault(HandleFault::UnknownSlot));
         }
@@ -694,25 +692,30 @@ impl Pool {
                 "owned objects need log placement".into(),
             ));
         };
-        debug_assert!(self.owners.get().is_some());
-        let k = lane_of_this_thread() % lanes;
-        let index = self.table.len() + k;
+        debug_assert!(self.owners.get().is_some() && lanes > 0);
+        self.in_my_lane(|lane, src| lane.alloc_owned(owner, data, src))
+    }
+
+    /// Run `f` on this thread's lane (made at its first use), locked alone,
+    /// with the lane's page source.
+    fn in_my_lane<R>(&self, f: impl FnOnce(&mut Lane, &PageSource) -> Result<R>) -> Result<R> {
+        let index = self.table.len() + lane_of_this_thread() % self.cfg.placement.lanes();
         let d = usize::from(self.dense[index]);
         let mut cell = self.classes[d].write();
         let space = cell.get_or_insert_with(|| Box::new(self.make_space(d, index)));
         let Space::Lane(lane) = &mut **space else {
             unreachable!("a lane's cell holds a lane");
         };
-        lane.alloc_owned(owner, data, self.source(d))
+        f(lane, self.source(d))
     }
 
-    /// The lane an owned object's place names, locked.
+    /// Position in `classes` of the lane an owned object's place names.
     fn owned_lane(&self, place: u64) -> Result<usize> {
         self.dense
             .get(Lane::lane_of(place))
             .filter(|&&d| d != NO_CLASS && usize::from(d) < self.classes.len())
             .map(|&d| usize::from(d))
-            .ok_or_else(|| Error::InvariantViolated(format!("no lane for place {place:#x}")))
+            .ok_or_else(|| no_lane(place))
     }
 
     /// Call `f` with the bytes of the owned object of `len` bytes at
@@ -725,9 +728,7 @@ impl Pool {
     ) -> Result<R> {
         let cell = self.classes[self.owned_lane(place)?].read();
         let Some(Space::Lane(lane)) = cell.as_deref() else {
-            return Err(Error::InvariantViolated(format!(
-                "no lane for place {place:#x}"
-            )));
+            return Err(no_lane(place));
         };
         let loc = lane.resolve_owned(place, len)?;
         Ok(f(lane.bytes(loc)))
@@ -739,14 +740,10 @@ impl Pool {
         let src = self.source(d);
         let mut cell = self.classes[d].write();
         let Some(space) = cell.as_deref_mut() else {
-            return Err(Error::InvariantViolated(format!(
-                "no lane for place {place:#x}"
-            )));
+            return Err(no_lane(place));
         };
         let Space::Lane(lane) = space else {
-            return Err(Error::InvariantViolated(format!(
-                "no lane for place {place:#x}"
-            )));
+            return Err(no_lane(place));
         };
         lane.free_owned(place, len, src)?;
         self.auto_compact(space, src);
@@ -768,8 +765,9 @@ impl Pool {
     }
 
     fn free_locked(&self, h: Handle) -> Result<()> {
-        let src = self.source(self.dense_class(h)?);
-        let mut class = self.lock_class(h)?;
+        let d = self.dense_class(h)?;
+        let src = self.source(d);
+        let mut class = self.lock_dense(d, h)?;
         let len = class.free(h, src)?;
         self.auto_compact(&mut class, src);
         drop(class);
@@ -1123,6 +1121,11 @@ impl Space {
             Space::Lane(l) => l.release_all(src),
         }
     }
+}
+
+/// A place that names no lane: a page store's bug, never a client's input.
+fn no_lane(place: u64) -> Error {
+    Error::InvariantViolated(format!("no lane for place {place:#x}"))
 }
 
 /// The lane this thread appends to (before reducing by the lane count):

@@ -198,6 +198,18 @@ fn split_legend<'a>(
     Ok(body.split_horizontally(width - strip))
 }
 
+/// A grey note centred at `at` (a plot with nothing to draw says why).
+fn draw_note(root: &Area, text: &str, at: (i32, i32)) -> DrawResult {
+    root.draw(&Text::new(
+        text,
+        at,
+        TextStyle::from(("sans-serif", 18).into_font())
+            .color(&RGBColor(120, 120, 120))
+            .pos(Pos::new(HPos::Center, VPos::Center)),
+    ))?;
+    Ok(())
+}
+
 /// Draw the legend down the strip made by [`split_legend`].
 fn draw_legend(area: &Area, legend: &[LegendEntry]) -> DrawResult {
     let font =
@@ -370,13 +382,7 @@ fn step_plot(
         }
         if !any_point {
             let (cx, cy) = chart.backend_coord(&((n as f64 - 1.0) / 2.0, (y_lo + y_hi) / 2.0));
-            root.draw(&Text::new(
-                empty_note,
-                (cx, cy),
-                TextStyle::from(("sans-serif", 18).into_font())
-                    .color(&RGBColor(120, 120, 120))
-                    .pos(Pos::new(HPos::Center, VPos::Center)),
-            ))?;
+            draw_note(root, empty_note, (cx, cy))?;
         }
         Ok(())
     })
@@ -645,13 +651,7 @@ pub(super) fn latency_plot(r: &RunResult) -> io::Result<String> {
         if empty {
             let (cx, cy) =
                 chart.backend_coord(&((f64::from(k_lo) + f64::from(k_hi)) / 2.0, y_hi / 2.0));
-            root.draw(&Text::new(
-                "no samples",
-                (cx, cy),
-                TextStyle::from(("sans-serif", 18).into_font())
-                    .color(&RGBColor(120, 120, 120))
-                    .pos(Pos::new(HPos::Center, VPos::Center)),
-            ))?;
+            draw_note(root, "no samples", (cx, cy))?;
         }
         Ok(())
     })
@@ -772,13 +772,7 @@ pub(super) fn latency_comparison(runs: &[RunResult]) -> io::Result<String> {
         }
         if empty {
             let (cx, cy) = chart.backend_coord(&((n as f64 - 1.0) / 2.0, (y_lo * y_hi).sqrt()));
-            root.draw(&Text::new(
-                "no samples",
-                (cx, cy),
-                TextStyle::from(("sans-serif", 18).into_font())
-                    .color(&RGBColor(120, 120, 120))
-                    .pos(Pos::new(HPos::Center, VPos::Center)),
-            ))?;
+            draw_note(root, "no samples", (cx, cy))?;
         }
         Ok(())
     })

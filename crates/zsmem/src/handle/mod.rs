@@ -253,6 +253,20 @@ pub(crate) struct Location {
     pub(crate) len: usize,
 }
 
+impl Location {
+    /// A write of `len` bytes at `offset` must fit the object.
+    pub(crate) fn check_write(&self, offset: usize, len: usize) -> crate::error::Result<()> {
+        if offset.checked_add(len).is_none_or(|end| end > self.len) {
+            return Err(crate::error::Error::WriteTooLong {
+                len,
+                offset,
+                object_len: self.len,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// One slot of a handle table: the word drawn in the module comment.
 ///
 /// Atomic, and only ever reached through a shared reference: the

@@ -24,9 +24,12 @@
 //! come from the Rust allocator instead, with the same accounting.
 //!
 //! Invariant: `held_pages` equals the committed pages of runs handed out and
-//! not yet freed (their whole lengths for an eager source); it never passes
-//! `limit_pages`. `cached_pages` equals the resident pages of queued runs
-//! and ranges plus those being discarded.
+//! not yet freed by the source and its siblings (`sibling`: they share one
+//! budget; their whole lengths for an eager source); it never passes
+//! `limit_pages` but by a `recount`, for pages freed in the same breath.
+//! `cached_pages` equals the resident pages of this source's queued runs
+//! and ranges plus those being discarded; queued trimmed ranges never
+//! overlap and each lies in one run.
 
 mod arena;
 mod blocks;
