@@ -25,8 +25,9 @@
 //! length}` (`Location::zspage` is the segment id, `Location::obj` the
 //! offset in units), so a handle stays valid while cleaning moves its
 //! object. Each segment keeps the handle slots of the objects appended to
-//! it, in order (`owners`, 4 bytes an object appended); cleaning walks it
-//! and moves the objects whose live entry still points into the segment.
+//! it, in order (`owners`: runs of consecutive slots, 8 bytes a run, most
+//! runs many objects long); cleaning walks it and moves the objects whose
+//! live entry still points into the segment.
 //!
 //! Invariants (checked by [`Lane::check`]):
 //! - a segment's committed pages are a prefix, exactly the pages up to its
@@ -44,6 +45,9 @@ use crate::compact::Counters;
 use crate::error::{Error, Result};
 use crate::handle::{Directory, Handle, HandleTable, Location};
 use crate::os::{PageSource, Run};
+
+mod owner_list;
+use owner_list::OwnerList;
 
 /// Pages of one segment (the page source's longest run).
 pub(crate) const SEGMENT_PAGES: usize = crate::size_class::MAX_CHAIN_SIZE;
@@ -116,17 +120,7 @@ struct Segment {
     /// Placed (unit-rounded) bytes of the live objects.
     live_bytes: usize,
     /// Handle slot of every object appended, in order; some are dead.
-    owners: Vec<u32>,
-}
-
-/// Append to a segment's owners growing by a quarter, not double (an
-/// owner list is 4 bytes an object, and a sealed segment's list was cut to
-/// fit).
-fn push_owner(owners: &mut Vec<u32>, slot: u32) {
-    if owners.len() == owners.capacity() {
-        owners.reserve_exact((owners.len() / 4).max(8));
-    }
-    owners.push(slot);
+    owners: OwnerList,
 }
 
 /// One lane's state; everything here runs under the lane's lock.
@@ -370,7 +364,7 @@ impl Lane {
             resident,
             live_objs: 0,
             live_bytes: 0,
-            owners: Vec::new(),
+            owners: OwnerList::default(),
         };
         if id as usize == self.segs.len() {
             self.segs.push(Some(Box::new(seg)));
@@ -529,7 +523,7 @@ impl Lane {
             seg.end = off + need;
             seg.live_objs += 1;
             seg.live_bytes += need;
-            push_owner(&mut seg.owners, owner);
+            seg.owners.push(owner, EXTERNAL);
             for p in pages {
                 seg.page_objs[p] += 1;
             }
@@ -762,7 +756,7 @@ impl Lane {
     ) -> bool {
         let mut moved = 0;
         while moved < max {
-            let Some(&owner) = self.seg(victim).owners.last() else {
+            let Some(owner) = self.seg(victim).owners.last() else {
                 break;
             };
             let outcome = if owner & EXTERNAL == 0 {
@@ -898,7 +892,7 @@ impl Lane {
                 .flatten()
                 .map(|s| {
                     std::mem::size_of::<Segment>()
-                        + s.owners.capacity() * std::mem::size_of::<u32>()
+                        + s.owners.heap_bytes()
                 })
                 .sum::<usize>()
             + self.handles.metadata_bytes()
@@ -942,7 +936,7 @@ impl Lane {
             let mut page_objs = [0u16; SEGMENT_PAGES];
             let mut seen = std::collections::HashSet::new();
             let (mut objs, mut bytes) = (0, 0);
-            for &slot in &seg.owners {
+            for slot in seg.owners.iter() {
                 let entry = if slot & EXTERNAL == 0 {
                     self.handles.live_entry(slot)
                 } else {
