@@ -128,6 +128,10 @@ struct Segment {
 pub(crate) struct Lane {
     /// Carried in this lane's handles.
     index: usize,
+    /// Carried in its owned objects' places: the lane's number among the
+    /// pool's lanes, plus 1 (1..=64, so a place fits 39 bits and is never
+    /// 0).
+    place_lane: u64,
     page_size: usize,
     /// log2 of the placement unit.
     unit_shift: u32,
@@ -172,16 +176,20 @@ pub(crate) struct LaneWaste {
 }
 
 impl Lane {
-    /// An empty lane whose handles carry `index`; `directory` for pools
-    /// with deferred free.
+    /// An empty lane whose handles carry `index`, number `number` of its
+    /// pool's lanes (`< MAX_LANES`); `directory` for pools with deferred
+    /// free.
     pub(crate) fn new(
         index: usize,
+        number: usize,
         page_size: usize,
         directory: Option<std::sync::Arc<Directory>>,
     ) -> Self {
+        debug_assert!(number < crate::pool::MAX_LANES);
         let unit_shift = Self::unit_shift(page_size);
         Lane {
             index,
+            place_lane: number as u64 + 1,
             page_size,
             unit_shift,
             segs: Vec::new(),
@@ -548,14 +556,15 @@ impl Lane {
     }
 
     /// The place of an object at `off` of segment `id`: lane, segment,
-    /// offset in units. Never 0 (a lane's index is above the classes').
+    /// offset in units. Never 0, below 2^39 (so a page store's slot holds
+    /// it in its 8-byte word).
     fn encode(&self, id: u32, off: usize) -> u64 {
-        (self.index as u64) << 32 | u64::from(id) << OFFSET_BITS | (off >> self.unit_shift) as u64
+        self.place_lane << 32 | u64::from(id) << OFFSET_BITS | (off >> self.unit_shift) as u64
     }
 
-    /// The class or lane index a place names.
-    pub(crate) fn lane_of(place: u64) -> usize {
-        (place >> 32) as usize
+    /// The number among its pool's lanes of the lane a place names, if any.
+    pub(crate) fn lane_of(place: u64) -> Option<usize> {
+        ((place >> 32) as usize).checked_sub(1)
     }
 
     /// Where an owned object of `len` bytes at `place` is, if a live
@@ -565,13 +574,11 @@ impl Lane {
         let obj = (place & 0xFFFF) as u16;
         let seg = self.segs.get(id as usize)?.as_ref()?;
         let off = usize::from(obj) << self.unit_shift;
-        (Self::lane_of(place) == self.index && len > 0 && off + len <= seg.end).then_some(
-            Location {
-                zspage: id,
-                obj,
-                len,
-            },
-        )
+        (place >> 32 == self.place_lane && len > 0 && off + len <= seg.end).then_some(Location {
+            zspage: id,
+            obj,
+            len,
+        })
     }
 
     /// Where an owned object is, or an error naming the bad place (a
@@ -890,10 +897,7 @@ impl Lane {
                 .segs
                 .iter()
                 .flatten()
-                .map(|s| {
-                    std::mem::size_of::<Segment>()
-                        + s.owners.heap_bytes()
-                })
+                .map(|s| std::mem::size_of::<Segment>() + s.owners.heap_bytes())
                 .sum::<usize>()
             + self.handles.metadata_bytes()
     }
@@ -1058,7 +1062,7 @@ mod tests {
     #[test]
     fn objects_are_packed_to_the_unit() {
         let src = source(None);
-        let mut l = Lane::new(300, PAGE, None);
+        let mut l = Lane::new(300, 0, PAGE, None);
         assert_eq!(l.placed(1000), 1000);
         assert_eq!(l.placed(1001), 1002);
         let hs: Vec<Handle> = (0..4u8)
@@ -1086,7 +1090,7 @@ mod tests {
     #[test]
     fn a_sealed_segments_end_takes_the_next_small_object() {
         let src = source(None);
-        let mut l = Lane::new(1, PAGE, None);
+        let mut l = Lane::new(1, 0, PAGE, None);
         // 32 objects of 4000 bytes fill 128,000 of a segment's 131,072.
         let big: Vec<Handle> = (0..33)
             .map(|i| l.alloc(4000, Some(&[i as u8; 4000]), &src).unwrap())
@@ -1109,7 +1113,7 @@ mod tests {
     fn cleaning_moves_the_live_objects_of_sparse_segments_and_gives_pages_back() {
         let src = source(None);
         let counters = Counters::default();
-        let mut l = Lane::new(1, PAGE, None);
+        let mut l = Lane::new(1, 0, PAGE, None);
         let hs: Vec<Handle> = (0..100)
             .map(|i| l.alloc(3000, Some(&[i as u8; 3000]), &src).unwrap())
             .collect();
@@ -1157,7 +1161,7 @@ mod tests {
         ] {
             let src = PageSource::new(PAGE, None, true, policy);
             let counters = Counters::default();
-            let mut l = Lane::new(1, PAGE, None);
+            let mut l = Lane::new(1, 0, PAGE, None);
             let hs: Vec<Handle> = (0..100)
                 .map(|i| l.alloc(1000, Some(&[i as u8; 1000]), &src).unwrap())
                 .collect();
@@ -1193,7 +1197,7 @@ mod tests {
     #[test]
     fn at_the_memory_limit_nothing_changes() {
         let src = source(Some(2 * PAGE));
-        let mut l = Lane::new(1, PAGE, None);
+        let mut l = Lane::new(1, 0, PAGE, None);
         let a = l.alloc(4000, Some(&[1; 4000]), &src).unwrap();
         let b = l.alloc(4000, Some(&[2; 4000]), &src).unwrap();
         let err = l.alloc(4000, Some(&[3; 4000]), &src).unwrap_err();
@@ -1211,7 +1215,7 @@ mod tests {
     #[test]
     fn a_freed_handle_is_refused_and_its_bytes_never_read() {
         let src = source(None);
-        let mut l = Lane::new(1, PAGE, None);
+        let mut l = Lane::new(1, 0, PAGE, None);
         let h = l.alloc(10, Some(&[7; 10]), &src).unwrap();
         l.free(h, &src).unwrap();
         assert!(l.resolve(h).is_err());

@@ -276,8 +276,11 @@ pub struct Pool {
     cfg: PoolConfig,
     table: SizeClassTable,
     header: usize,
-    /// Class index (as carried in handles) to position in `classes`.
+    /// Class index (as carried in handles) less `dense_base` to position
+    /// in `classes`: every class and lane, or with log placement (which
+    /// keeps no class) the lanes only.
     dense: Box<[u16]>,
+    dense_base: usize,
     /// Per physical class; its state is made on the class's first
     /// allocation (a pool of a few MB uses half its classes, and a class's
     /// state is 400 bytes) and kept from then on (its handle table's
@@ -395,7 +398,8 @@ impl Pool {
             Placement::Classes => table.physical_indices().len(),
             Placement::Log { .. } => 0,
         };
-        let mut dense = vec![NO_CLASS; table.len() + lanes].into_boxed_slice();
+        let dense_base = if physical == 0 { table.len() } else { 0 };
+        let mut dense = vec![NO_CLASS; table.len() + lanes - dense_base].into_boxed_slice();
         let directories: Box<[Arc<Directory>]> = if deferred.is_some() {
             (0..physical + lanes)
                 .map(|_| Arc::new(Directory::new(tag.get())))
@@ -413,7 +417,7 @@ impl Pool {
             .chain((0..lanes).map(|_| CachePadded(RwLock::new(None))))
             .collect();
         for k in 0..lanes {
-            dense[table.len() + k] = (physical + k) as u16;
+            dense[table.len() + k - dense_base] = (physical + k) as u16;
         }
         let spacing = match cfg.placement {
             Placement::Classes => Spacing::new(&table, cfg.class_grid, cfg.page_size),
@@ -438,6 +442,7 @@ impl Pool {
             cfg,
             table,
             dense,
+            dense_base,
             classes,
             compaction: Counters::default(),
             deferred_batches: Default::default(),
@@ -513,7 +518,7 @@ impl Pool {
         let logical = self.table.index_for(len + self.header);
         let own = self.table.classes()[logical].physical;
         let index = self.spacing.as_ref().map_or(own, |s| s.place(logical));
-        let d = usize::from(self.dense[index]);
+        let d = usize::from(self.dense[index - self.dense_base]);
         let alloc = || {
             let mut cell = self.classes[d].write();
             let space = cell.get_or_insert_with(|| Box::new(self.make_space(d, index)));
@@ -542,11 +547,14 @@ impl Pool {
     /// found to be this pool's (the first check of every use of a handle).
     fn dense_class(&self, h: Handle) -> Result<usize> {
         h.check_pool(self.tag.get())?;
-        self.dense
-            .get(h.class())
-            .filter(|&&d| d != NO_CLASS)
-            .map(|&d| usize::from(d))
+        self.dense_of(h.class())
             .ok_or_else(|| h.fault(HandleFault::UnknownClass))
+    }
+
+    /// Position in `classes` of class or lane `index`, if the pool keeps it.
+    fn dense_of(&self, index: usize) -> Option<usize> {
+        let d = *self.dense.get(index.checked_sub(self.dense_base)?)?;
+        (d != NO_CLASS).then_some(usize::from(d))
     }
 
     /// The state of class or lane `d` (index `index` in handles), new.
@@ -560,6 +568,7 @@ impl Pool {
             )),
             None => Space::Lane(Lane::new(
                 index,
+                index - self.table.len(),
                 self.cfg.page_size,
                 self.directories.get(d).cloned(),
             )),
@@ -700,7 +709,7 @@ impl Pool {
     /// with the lane's page source.
     fn in_my_lane<R>(&self, f: impl FnOnce(&mut Lane, &PageSource) -> Result<R>) -> Result<R> {
         let index = self.table.len() + lane_of_this_thread() % self.cfg.placement.lanes();
-        let d = usize::from(self.dense[index]);
+        let d = usize::from(self.dense[index - self.dense_base]);
         let mut cell = self.classes[d].write();
         let space = cell.get_or_insert_with(|| Box::new(self.make_space(d, index)));
         let Space::Lane(lane) = &mut **space else {
@@ -711,10 +720,10 @@ impl Pool {
 
     /// Position in `classes` of the lane an owned object's place names.
     fn owned_lane(&self, place: u64) -> Result<usize> {
-        self.dense
-            .get(Lane::lane_of(place))
-            .filter(|&&d| d != NO_CLASS && usize::from(d) < self.classes.len())
-            .map(|&d| usize::from(d))
+        Lane::lane_of(place)
+            .filter(|&k| k < self.cfg.placement.lanes())
+            .and_then(|k| self.dense_of(self.table.len() + k))
+            .filter(|&d| d < self.classes.len())
             .ok_or_else(|| no_lane(place))
     }
 
@@ -931,7 +940,7 @@ impl Pool {
             .iter()
             .map(|&index| {
                 let info = self.table.classes()[index];
-                let Some(c) = self.classes.get(usize::from(self.dense[index])) else {
+                let Some(c) = self.dense_of(index).and_then(|d| self.classes.get(d)) else {
                     // Log placement keeps no class.
                     return ClassStats::unused(info);
                 };

@@ -101,7 +101,9 @@ impl OwnerList {
 
     /// Every entry, first appended first.
     pub(super) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.runs.iter().flat_map(|&r| (0..r.len()).map(move |i| r.at(i)))
+        self.runs
+            .iter()
+            .flat_map(|&r| (0..r.len()).map(move |i| r.at(i)))
     }
 
     pub(super) fn shrink_to_fit(&mut self) {
@@ -169,7 +171,15 @@ mod tests {
         l.push(u32::MAX, B);
         l.push(0, B);
         assert_eq!(l.runs(), 4);
-        check(&[Some(B - 2), Some(B - 1), Some(B), Some(B + 1), None, None, None]);
+        check(&[
+            Some(B - 2),
+            Some(B - 1),
+            Some(B),
+            Some(B + 1),
+            None,
+            None,
+            None,
+        ]);
         check(&[Some(u32::MAX), Some(0), Some(u32::MAX - 1), None]);
     }
 

@@ -1,11 +1,13 @@
-//! One slot's state: 16 bytes as code sees it ([`Slot`]), 12 in the table
-//! ([`Packed`]: value and meta; the access time, when the store tracks it,
-//! in an array of its own beside), since the store keeps one per page and
-//! its size is most of the store's own metadata.
+//! One slot's state: 16 bytes as code sees it ([`Slot`]), 8 in the table
+//! for most slots ([`Word`]), since the store keeps one per page and its
+//! size is most of the store's own metadata.
+//!
+//! As code sees it:
 //!
 //! ```text
-//! value (u64): the handle (stored), the word (same-filled), or
-//!              generation (32) | block (32) (written back); 0 when empty
+//! value (u64): the handle (stored; with log placement the object's place),
+//!              the word (same-filled), or generation (32) | block (32)
+//!              (written back); 0 when empty
 //! meta  (u32): bits  0..17 object length (up to 64 KiB + 1)
 //!              bits 17..19 kind: empty, same-filled, stored, written back
 //!              bit  19 idle       bit 20 huge
@@ -14,6 +16,25 @@
 //!              bits 23..27 codec: index in the store's codec table
 //! atime (u32): last access, in seconds of the store's clock
 //! ```
+//!
+//! In the table a slot is a *narrow* word when it fits one, else *wide*:
+//! its value in the word and its meta (never 0: the kind is not empty) in
+//! its chunk's side array, made the first time a slot of the chunk needs
+//! it. The access time, when the store tracks it, is in an array of its
+//! own. A side entry of 0 means the word is narrow:
+//!
+//! ```text
+//! empty:   0
+//! same:    bits 0..2 kind (1), bit 2 idle, bits 3..64 the word (< 2^61)
+//! stored:  bits 0..2 kind (2), bits 2..18 length - 1 (length 1..=65536),
+//!          bits 18..25 meta bits 19..26 (idle, huge, incompressible,
+//!          recompressed, codec < 8), bits 25..64 value (< 2^39: a log
+//!          placement's place, lane 7 | segment 16 | offset 16)
+//! ```
+//!
+//! So with log placement a stored page costs 8 bytes of slot; a class
+//! placement's handle (63 bits) is wide, 12 bytes, as is a page written
+//! back or a same-filled word of 2^61 or more.
 
 use crate::handle::Handle;
 
@@ -53,37 +74,114 @@ pub(crate) struct Slot {
 
 const _: () = assert!(std::mem::size_of::<Slot>() == 16);
 
-/// A slot as the table keeps it: value and meta in 12 bytes (4-byte
-/// aligned), the access time kept apart.
+/// A slot's word in the table (8 bytes, 4-byte aligned so that a stripe
+/// of them shares its lock's alignment).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Packed {
+pub(crate) struct Word {
     lo: u32,
     hi: u32,
-    meta: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<Packed>() == 12);
-
-impl Packed {
-    pub(crate) fn pack(s: &Slot) -> Packed {
-        Packed {
-            lo: s.value as u32,
-            hi: (s.value >> 32) as u32,
-            meta: s.meta,
+impl Word {
+    fn new(v: u64) -> Word {
+        Word {
+            lo: v as u32,
+            hi: (v >> 32) as u32,
         }
     }
 
-    /// The slot, with its access time.
-    pub(crate) fn unpack(self, atime: u32) -> Slot {
+    fn get(self) -> u64 {
+        u64::from(self.hi) << 32 | u64::from(self.lo)
+    }
+}
+
+/// Narrow: bits of the kind.
+const N_KIND_BITS: u32 = 2;
+/// Narrow same-filled: the idle bit, and where the word starts.
+const N_SAME_IDLE: u64 = 1 << 2;
+const N_SAME_SHIFT: u32 = 3;
+/// Narrow stored: where length - 1, the meta flags and the value start.
+const N_LEN_SHIFT: u32 = 2;
+const N_FLAGS_SHIFT: u32 = 18;
+const N_VALUE_SHIFT: u32 = 25;
+/// The meta bits that may be set, and those a narrow stored word keeps
+/// (idle to the codec's low 3 bits).
+const FLAGS_SHIFT: u32 = 19;
+const FLAGS_MASK: u32 = IDLE | HUGE | INCOMPRESSIBLE | RECOMPRESSED | CODEC_MASK;
+const N_FLAGS_MASK: u32 = (1 << (N_VALUE_SHIFT - N_FLAGS_SHIFT)) - 1;
+
+impl Slot {
+    /// The slot as the table keeps it: its word and, for a wide slot, its
+    /// meta for the side array (0 for a narrow one). An empty slot packs
+    /// as the word 0 whatever else it held.
+    pub(crate) fn pack(&self) -> (Word, u32) {
+        match self.narrow() {
+            Some(w) => (Word::new(w), 0),
+            None => (Word::new(self.value), self.meta),
+        }
+    }
+
+    fn narrow(&self) -> Option<u64> {
+        let flags = self.meta & FLAGS_MASK;
+        if self.meta & !(LEN_MASK | KIND_MASK | FLAGS_MASK) != 0 {
+            return None;
+        }
+        match self.kind() {
+            Kind::Empty => Some(0),
+            Kind::Same => {
+                let fits = self.len() == 0 && flags & !IDLE == 0 && self.value >> 61 == 0;
+                let idle = if flags & IDLE != 0 { N_SAME_IDLE } else { 0 };
+                fits.then_some(Kind::Same as u64 | idle | self.value << N_SAME_SHIFT)
+            }
+            Kind::Stored => {
+                let len = self.len() as u64;
+                let fits = (1..=1 << 16).contains(&len)
+                    && flags >> FLAGS_SHIFT <= N_FLAGS_MASK
+                    && self.value >> (64 - N_VALUE_SHIFT) == 0;
+                fits.then(|| {
+                    Kind::Stored as u64
+                        | (len - 1) << N_LEN_SHIFT
+                        | u64::from(flags >> FLAGS_SHIFT) << N_FLAGS_SHIFT
+                        | self.value << N_VALUE_SHIFT
+                })
+            }
+            Kind::WrittenBack => None,
+        }
+    }
+
+    /// The slot of a table word, its side entry (0 if none) and its
+    /// access time.
+    pub(crate) fn unpack(word: Word, side: u32, atime: u32) -> Slot {
+        let w = word.get();
+        if side != 0 {
+            return Slot {
+                value: w,
+                meta: side,
+                atime,
+            };
+        }
+        let kind = (w & ((1 << N_KIND_BITS) - 1)) as u32;
+        let (value, meta) = if kind == Kind::Same as u32 {
+            let idle = if w & N_SAME_IDLE != 0 { IDLE } else { 0 };
+            (w >> N_SAME_SHIFT, idle)
+        } else if kind == Kind::Stored as u32 {
+            let len = ((w >> N_LEN_SHIFT) & 0xFFFF) as u32 + 1;
+            let flags = ((w >> N_FLAGS_SHIFT) as u32 & N_FLAGS_MASK) << FLAGS_SHIFT;
+            (w >> N_VALUE_SHIFT, len | flags)
+        } else {
+            // The word 0 (nothing else is narrow).
+            return Slot {
+                atime,
+                ..Slot::default()
+            };
+        };
         Slot {
-            value: u64::from(self.hi) << 32 | u64::from(self.lo),
-            meta: self.meta,
+            value,
+            meta: meta | kind << KIND_SHIFT,
             atime,
         }
     }
-}
 
-impl Slot {
     pub(crate) fn same(word: u64, atime: u32) -> Slot {
         Slot {
             value: word,
@@ -244,8 +342,49 @@ mod tests {
         assert_eq!(Slot::same(9, 0).kind(), Kind::Same);
         assert_eq!(Slot::default().kind(), Kind::Empty);
         // Packed and back: all but the access time, kept apart.
-        assert_eq!(Packed::pack(&s).unpack(99), s);
-        assert_eq!(Packed::pack(&w).unpack(5), w);
-        assert_eq!(Packed::default().unpack(0), Slot::default());
+        let round = |s: &Slot| {
+            let (w, side) = s.pack();
+            Slot::unpack(w, side, s.atime())
+        };
+        assert_eq!(round(&s), s);
+        assert_eq!(round(&w), w);
+        assert_eq!(Slot::unpack(Word::default(), 0, 0), Slot::default());
+    }
+
+    /// Which slots are narrow, and every slot packs and unpacks to itself.
+    #[test]
+    fn narrow_where_it_fits_wide_elsewhere() {
+        let place = (64u64 << 32) | (0xFFFF << 16) | 0xFFFF;
+        let cases = [
+            (Slot::stored_at(place, 1, false, 0, 3), true),
+            (Slot::stored_at(place, 65536, true, 7, 3), true),
+            (Slot::stored_at(place, 65536, true, 8, 3), false),
+            (Slot::stored_at(1 << 39, 100, false, 0, 3), false),
+            (Slot::stored_at(place, 0, false, 0, 3), false),
+            (Slot::stored_at(place, 65537, false, 0, 3), false),
+            (Slot::same(0, 1), true),
+            (Slot::same((1 << 61) - 1, 1), true),
+            (Slot::same(1 << 61, 1), false),
+            (Slot::same(u64::MAX, 1), false),
+            (Slot::written_back(1, 1, 1), false),
+            (Slot::default(), true),
+        ];
+        for (mut s, narrow) in cases {
+            for idle in [false, true] {
+                if s.kind() == Kind::Stored {
+                    s.set_idle(idle);
+                    s.set_recompressed();
+                }
+                let (w, side) = s.pack();
+                assert_eq!(side == 0, narrow, "{s:?}");
+                assert_eq!(Slot::unpack(w, side, s.atime()), s, "{s:?}");
+            }
+        }
+        // A class placement's handle is wide, whatever its bits.
+        let h = Handle::from_raw(0x7FFF_FFFF_FFFF_FFFF);
+        let s = Slot::stored(h, 4096, true, 3, 0);
+        let (w, side) = s.pack();
+        assert_ne!(side, 0);
+        assert_eq!(Slot::unpack(w, side, 0), s);
     }
 }
