@@ -104,7 +104,9 @@ pub struct zsmem_pool_config {
     /// 0 for size classes (the default); 1..=64 for log placement with
     /// that many lanes (objects appended to segments, no size classes;
     /// needs `trim_pages` and no `kernel_handle_header`). Was `reserved`,
-    /// always 0, in older headers.
+    /// always 0, in older headers. A page store's pool should set it (a
+    /// lane per CPU, at most 8, is the Rust page store's default): it holds
+    /// the same pages in the least memory.
     pub log_lanes: u32,
     /// With `ZSMEM_FREE_DEFERRED`: most bytes of objects waiting to be
     /// freed, at least 1 (default 4 MiB).

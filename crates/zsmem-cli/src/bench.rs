@@ -157,10 +157,16 @@ impl Ring {
 
 /// The contestants of `bench pool`, fresh.
 pub fn contestants() -> CliResult<Vec<Box<dyn ObjectContestant>>> {
-    ["zsmem", "zsmem-log", "zsmem-kernel", "system", "mimalloc"]
-        .into_iter()
-        .map(|n| make_object_contestant(n).map_err(|e| CliError::Usage(e.to_string())))
-        .collect()
+    [
+        "zsmem",
+        "zsmem-classes",
+        "zsmem-kernel",
+        "system",
+        "mimalloc",
+    ]
+    .into_iter()
+    .map(|n| make_object_contestant(n).map_err(|e| CliError::Usage(e.to_string())))
+    .collect()
 }
 
 /// One figure of the benchmark.

@@ -200,8 +200,8 @@ pub fn pool_threads(
     for &size in sizes {
         for &n in threads {
             for (contestant, placement) in [
-                ("zsmem", zsmem::Placement::Classes),
-                ("zsmem-log", zsmem::Placement::log()),
+                ("zsmem", zsmem::Placement::log()),
+                ("zsmem-classes", zsmem::Placement::Classes),
             ] {
                 let pool = Pool::new(PoolConfig {
                     placement,

@@ -49,10 +49,11 @@ pub struct StoreBenchArgs {
     /// Use at most this many pages (the first ones of the input).
     #[arg(long)]
     pub pages: Option<usize>,
-    /// zsmem's pool: `best` (zsmem's defaults), `kernel` (the kernel's
-    /// rules at the page size), `kernel-d16` (the 2026 RFC's first patch)
-    /// or `kernel-rfc` (both of its patches).
-    #[arg(long, default_value = "best", value_parser = ["best", "log", "kernel", "kernel-d16", "kernel-rfc"])]
+    /// zsmem's pool: `best` (the page store's default: log placement; also
+    /// `log`), `classes` (zsmem's classes, `PoolConfig::default`), `kernel`
+    /// (the kernel's rules at the page size), `kernel-d16` (the 2026 RFC's
+    /// first patch) or `kernel-rfc` (both of its patches).
+    #[arg(long, default_value = "best", value_parser = ["best", "log", "classes", "kernel", "kernel-d16", "kernel-rfc"])]
     pub pool: String,
     /// Page size: 4K (default), 16K or 64K; the input is cut into pages of
     /// this size, each compressed as a unit.
@@ -315,14 +316,14 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
     let codec = Codec::parse(&a.codec)?;
     let page_size = a.page_size;
     let variant = match a.pool.as_str() {
-        "best" => "zsmem",
-        "log" => "zsmem-log",
+        "best" | "log" => "zsmem",
+        "classes" => "zsmem-classes",
         "kernel" => "zsmem-kernel",
         "kernel-d16" => "zsmem-kernel-d16",
         "kernel-rfc" => "zsmem-kernel-rfc",
         p => {
             return Err(CliError::Usage(format!(
-                "unknown pool `{}`: use best, kernel, kernel-d16 or kernel-rfc",
+                "unknown pool `{}`: use best (or log), classes, kernel, kernel-d16 or kernel-rfc",
                 zsmem_lab::text::shown(p)
             )));
         }

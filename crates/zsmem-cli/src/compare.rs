@@ -25,7 +25,7 @@ use crate::{CliError, CliResult, progress};
 /// keep a default run short; name them with `--contestants`).
 pub const DEFAULT_CONTESTANTS: &[&str] = &[
     "zsmem",
-    "zsmem-log",
+    "zsmem-classes",
     "zsmem-kernel",
     "kernel-zram",
     "system",
@@ -36,7 +36,7 @@ pub const DEFAULT_CONTESTANTS: &[&str] = &[
 /// Every contestant `compare` knows, in the order it runs them.
 pub const CONTESTANTS: &[&str] = &[
     "zsmem",
-    "zsmem-log",
+    "zsmem-classes",
     "zsmem-kernel",
     "zsmem-kernel-d16",
     "zsmem-kernel-rfc",
@@ -87,7 +87,9 @@ pub struct CompareArgs {
     /// pages are this size.
     #[arg(long, default_value = "4K", value_parser = parse_page_size)]
     pub page_size: usize,
-    /// Contestants, comma separated: zsmem, zsmem-kernel (the kernel's
+    /// Contestants, comma separated: zsmem (the page store's default: log
+    /// placement), zsmem-classes (zsmem placing by size class, as
+    /// zsmalloc does), zsmem-kernel (the kernel's
     /// rules at the page size: delta page/256), zsmem-kernel-d16 (the
     /// RFC's first patch, delta 16), zsmem-kernel-rfc (both patches: delta
     /// 16 and the RFC's chain rule), kernel-zram,

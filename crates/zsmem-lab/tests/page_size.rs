@@ -120,6 +120,14 @@ fn the_variants_pools_follow_the_rfc() {
             z,
             zsmem::PoolConfig {
                 page_size: page,
+                ..zsmem::PoolConfig::log()
+            }
+        );
+        let c = variant_pool("zsmem-classes", page).unwrap();
+        assert_eq!(
+            c,
+            zsmem::PoolConfig {
+                page_size: page,
                 ..zsmem::PoolConfig::default()
             }
         );

@@ -210,6 +210,25 @@ impl Default for PoolConfig {
 }
 
 impl PoolConfig {
+    /// zsmem's configuration with log placement ([`Placement::log`]: a lane
+    /// per CPU, no size classes): the page store's default, and the least
+    /// memory on every tree measured (docs/DESIGN.md, "Log placement").
+    /// Objects allocated and freed at a high rate cost more CPU than with
+    /// classes (a page committed or given back as objects reach or leave
+    /// it), which is why the plain pool's default stays with classes.
+    ///
+    /// ```
+    /// let cfg = zsmem::PoolConfig::log();
+    /// assert!(matches!(cfg.placement, zsmem::Placement::Log { .. }));
+    /// assert_eq!(zsmem::PageStoreConfig::default().pool, cfg);
+    /// ```
+    pub fn log() -> Self {
+        PoolConfig {
+            placement: Placement::log(),
+            ..PoolConfig::default()
+        }
+    }
+
     /// The kernel's zsmalloc as configured on Linux 6.18 with 4 KiB pages:
     /// chain size 8, 16-byte classes, the handle counted in each object,
     /// compaction only when asked, freed pages returned at once.

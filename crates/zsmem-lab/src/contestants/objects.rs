@@ -14,7 +14,7 @@ use super::{LabError, ObjectContestant};
 /// Every object contestant `zsmem replay` knows.
 pub const OBJECT_CONTESTANTS: &[&str] = &[
     "zsmem",
-    "zsmem-log",
+    "zsmem-classes",
     "zsmem-kernel",
     "system",
     "jemalloc",
@@ -29,14 +29,8 @@ pub const OBJECT_CONTESTANTS: &[&str] = &[
 /// Make an object contestant by name.
 pub fn make_object_contestant(name: &str) -> Result<Box<dyn ObjectContestant>, LabError> {
     Ok(match name {
-        "zsmem" => Box::new(PoolObjects::new("zsmem", PoolConfig::default())?),
-        "zsmem-log" => Box::new(PoolObjects::new(
-            "zsmem-log",
-            PoolConfig {
-                placement: zsmem::Placement::log(),
-                ..PoolConfig::default()
-            },
-        )?),
+        "zsmem" => Box::new(PoolObjects::new("zsmem", PoolConfig::log())?),
+        "zsmem-classes" => Box::new(PoolObjects::new("zsmem-classes", PoolConfig::default())?),
         "zsmem-kernel" => Box::new(PoolObjects::new("zsmem-kernel", PoolConfig::kernel())?),
         "system" => Box::new(system_objects()?),
         "jemalloc" => Box::new(jemalloc_objects()?),

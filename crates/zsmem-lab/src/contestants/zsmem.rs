@@ -21,7 +21,7 @@ const RETURN_SLACK: std::time::Duration = std::time::Duration::from_millis(5);
 /// and both patches.
 pub const ZSMEM_VARIANTS: &[&str] = &[
     "zsmem",
-    "zsmem-log",
+    "zsmem-classes",
     "zsmem-kernel",
     "zsmem-kernel-d16",
     "zsmem-kernel-rfc",
@@ -30,9 +30,10 @@ pub const ZSMEM_VARIANTS: &[&str] = &[
 /// The pool of a zsmem-family contestant at `page_size`; `None` for
 /// another name.
 ///
-/// - `zsmem`: [`PoolConfig::default`] (16-byte classes at every page size);
-/// - `zsmem-log`: the same with [`Placement::log`] (no classes: objects
-///   appended to segments, cleaned by compaction);
+/// - `zsmem`: [`PoolConfig::log`], the page store's default (no classes:
+///   objects appended to segments, cleaned by compaction);
+/// - `zsmem-classes`: [`PoolConfig::default`] (16-byte classes at every
+///   page size, zspages trimmed and compacted automatically);
 /// - `zsmem-kernel` (and `zsmem-kernel-compact`): the kernel's current
 ///   rules for that page size, [`PoolConfig::kernel`] with the class delta
 ///   `page_size / 256` (16 bytes at 4 KiB, 64 at 16 KiB, 256 at 64 KiB);
@@ -54,11 +55,10 @@ pub fn variant_pool(name: &str, page_size: usize) -> Option<PoolConfig> {
     Some(match name {
         "zsmem" => PoolConfig {
             page_size,
-            ..PoolConfig::default()
+            ..PoolConfig::log()
         },
-        "zsmem-log" => PoolConfig {
+        "zsmem-classes" => PoolConfig {
             page_size,
-            placement: Placement::log(),
             ..PoolConfig::default()
         },
         "zsmem-kernel" | "zsmem-kernel-compact" => PoolConfig {
@@ -141,9 +141,9 @@ impl ZsmemContestant {
         ))
     }
 
-    /// zsmem's best configuration.
+    /// zsmem's best configuration (the page store's default pool).
     pub fn best(codec: Codec, slots: usize) -> Result<Self, LabError> {
-        Self::new("zsmem", PoolConfig::default(), codec, slots)
+        Self::new("zsmem", PageStoreConfig::default().pool, codec, slots)
     }
 
     /// The store inside.

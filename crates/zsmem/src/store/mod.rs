@@ -87,7 +87,7 @@ use stats::{add, get, sub};
 ///     slots: 256,
 ///     codec: Codec::Zstd { level: 3 },
 ///     recompress: vec![Codec::Zstd { level: 12 }.into()],
-///     pool: PoolConfig { memory_limit: Some(1 << 20), ..PoolConfig::default() },
+///     pool: PoolConfig { memory_limit: Some(1 << 20), ..PoolConfig::log() },
 ///     ..Default::default()
 /// })?;
 /// assert_eq!((store.slots(), store.page_size()), (256, 4096));
@@ -112,6 +112,8 @@ pub struct PageStoreConfig {
     /// per write, so off by default.
     pub measure_allocator: bool,
     /// The pool under the store; its `page_size` is the block size.
+    /// Default: [`PoolConfig::log`] (log placement, the least memory);
+    /// [`PoolConfig::default`] places by size class, as zsmalloc does.
     pub pool: PoolConfig,
     /// Keep each slot's last access time (4 bytes a page, zram's
     /// `CONFIG_ZRAM_TRACK_ENTRY_ACTIME`): needed to mark slots idle by age
@@ -129,7 +131,7 @@ impl Default for PageStoreConfig {
             recompress: Vec::new(),
             backing_file: None,
             measure_allocator: false,
-            pool: PoolConfig::default(),
+            pool: PoolConfig::log(),
             track_access_time: true,
         }
     }

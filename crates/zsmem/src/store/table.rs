@@ -236,7 +236,7 @@ impl SlotTable {
 
 /// With log placement the slots are the objects' handles: a stored slot
 /// holds its object's place, and cleaning moves objects through here.
-/// Called under a lane lock, so nothing may block: a chunk or slot lock
+/// Called under a lane lock, so nothing may block: a group or slot lock
 /// held by someone else means busy (the kernel's migration trylocks the
 /// same way).
 impl Owners for SlotTable {
@@ -283,7 +283,7 @@ impl Owners for SlotTable {
 }
 
 fn read(cell: &Group) -> GroupRead<'_> {
-    // A panic while a chunk lock is held can only come from a codec or a
+    // A panic while a group lock is held can only come from a codec or a
     // caller's bug; the chunk's slots are consistent either way.
     cell.read().unwrap_or_else(|e| e.into_inner())
 }
