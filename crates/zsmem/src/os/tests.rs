@@ -124,6 +124,53 @@ fn discarded_runs_read_back_as_zero() {
     }
 }
 
+/// Many runs and trimmed ranges, not adjacent, returned in one round (one
+/// batch of ranges: `Region::discard_all`): every discarded page reads as
+/// zero, every page kept keeps its bytes.
+#[test]
+fn a_batch_of_ranges_discards_exactly_them() {
+    let src = PageSource::new(4096, None, true, delayed(1 << 20));
+    let n = if cfg!(miri) { 6 } else { 2100 };
+    // Lazy runs of 2 pages, both committed and written; every other run is
+    // freed whole, the others lose their second page (a trimmed range).
+    let runs: Vec<Run> = (0..n)
+        .map(|i| {
+            let (r, _) = src.alloc_lazy_run(2, 2).unwrap();
+            // SAFETY: the run is ours, 2 pages committed.
+            unsafe { r.as_ptr().write_bytes(i as u8 | 1, 2 * 4096) };
+            r
+        })
+        .collect();
+    let mut kept = Vec::new();
+    for (i, r) in runs.into_iter().enumerate() {
+        if i % 2 == 0 {
+            src.free_run(r, 2, 2);
+        } else {
+            src.decommit(page(&r, 1), 1);
+            kept.push((i, r));
+        }
+    }
+    src.purge_cache();
+    assert_eq!(src.cached_pages(), 0);
+    for (i, r) in &kept {
+        let b = bytes(r, 2 * 4096);
+        assert!(
+            b[..4096].iter().all(|&x| x == *i as u8 | 1),
+            "run {i}: kept page"
+        );
+        assert!(b[4096..].iter().all(|&x| x == 0), "run {i}: trimmed page");
+    }
+    // The freed runs come back (newest first) reading as zeros.
+    for _ in 0..n / 2 {
+        let (r, _) = src.alloc_lazy_run(2, 2).unwrap();
+        assert!(bytes(&r, 2 * 4096).iter().all(|&x| x == 0));
+        src.free_run(r, 2, 2);
+    }
+    for (_, r) in kept {
+        src.free_run(r, 2, 1);
+    }
+}
+
 /// The first `n` bytes of a run.
 fn bytes(run: &Run, n: usize) -> &[u8] {
     // SAFETY: the tests only look at runs they own, within their length.
