@@ -36,23 +36,18 @@ pub(crate) fn spin_wait(round: &mut u32) {
 }
 
 /// A mutex whose `lock` never fails; loom's under `cfg(loom)`.
-#[derive(Debug, Default)]
-pub(crate) struct Mutex<T>(InnerMutex<T>);
-
 #[cfg(not(loom))]
-type InnerMutex<T> = std::sync::Mutex<T>;
-#[cfg(loom)]
-type InnerMutex<T> = loom::sync::Mutex<T>;
+#[derive(Debug, Default)]
+pub(crate) struct Mutex<T>(std::sync::Mutex<T>);
 
 /// Guard of [`Mutex`].
 #[cfg(not(loom))]
 pub(crate) type MutexGuard<'a, T> = std::sync::MutexGuard<'a, T>;
-#[cfg(loom)]
-pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
 
+#[cfg(not(loom))]
 impl<T> Mutex<T> {
     pub(crate) fn new(value: T) -> Self {
-        Mutex(InnerMutex::new(value))
+        Mutex(std::sync::Mutex::new(value))
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
@@ -71,15 +66,91 @@ impl<T> Mutex<T> {
     }
 }
 
-/// A condition variable for [`Mutex`]; loom's under `cfg(loom)`.
+/// Under loom: loom's mutex behind a flag taken by compare-and-swap, since
+/// loom 0.7's own `try_lock` blocks the model's other threads as `lock`
+/// would and reports deadlocks that cannot happen (tokio-rs/loom#376).
+/// Holding the flag, a thread takes the inner mutex uncontended; loom sees
+/// every attempt of `try_lock` succeed or fail.
+#[cfg(loom)]
 #[derive(Debug, Default)]
-pub(crate) struct Condvar(
-    #[cfg(not(loom))] std::sync::Condvar,
-    #[cfg(loom)] loom::sync::Condvar,
-);
+pub(crate) struct Mutex<T> {
+    busy: loom::sync::atomic::AtomicBool,
+    inner: loom::sync::Mutex<T>,
+}
+
+/// Guard of [`Mutex`] under loom: clears the flag when dropped.
+#[cfg(loom)]
+pub(crate) struct MutexGuard<'a, T> {
+    inner: Option<loom::sync::MutexGuard<'a, T>>,
+    mutex: &'a Mutex<T>,
+}
+
+#[cfg(loom)]
+impl<T> Deref for MutexGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.inner.as_ref().expect("held until dropped")
+    }
+}
+
+#[cfg(loom)]
+impl<T> DerefMut for MutexGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.inner.as_mut().expect("held until dropped")
+    }
+}
+
+#[cfg(loom)]
+impl<T> Drop for MutexGuard<'_, T> {
+    fn drop(&mut self) {
+        drop(self.inner.take());
+        self.mutex
+            .busy
+            .store(false, loom::sync::atomic::Ordering::Release);
+    }
+}
+
+#[cfg(loom)]
+impl<T> Mutex<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Mutex {
+            busy: loom::sync::atomic::AtomicBool::new(false),
+            inner: loom::sync::Mutex::new(value),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        loop {
+            if let Some(g) = self.try_lock() {
+                return g;
+            }
+            loom::thread::yield_now();
+        }
+    }
+
+    /// The lock if no one holds it now.
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        use loom::sync::atomic::Ordering;
+        self.busy
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        Some(MutexGuard {
+            inner: Some(inner),
+            mutex: self,
+        })
+    }
+}
+
+/// A condition variable for [`Mutex`]. Under loom, a wait releases the
+/// lock, yields and takes it again (a wait with a timeout may end at any
+/// moment, so callers look again at what they wait for).
+#[derive(Debug, Default)]
+pub(crate) struct Condvar(#[cfg(not(loom))] std::sync::Condvar);
 
 impl Condvar {
     /// Wait for a notification or `timeout`.
+    #[cfg(not(loom))]
     pub(crate) fn wait_timeout<'a, T>(
         &self,
         guard: MutexGuard<'a, T>,
@@ -91,7 +162,21 @@ impl Condvar {
         }
     }
 
+    /// Wait for a notification or `timeout`.
+    #[cfg(loom)]
+    pub(crate) fn wait_timeout<'a, T>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        _timeout: std::time::Duration,
+    ) -> MutexGuard<'a, T> {
+        let mutex = guard.mutex;
+        drop(guard);
+        loom::thread::yield_now();
+        mutex.lock()
+    }
+
     pub(crate) fn notify_one(&self) {
+        #[cfg(not(loom))]
         self.0.notify_one();
     }
 }

@@ -46,8 +46,6 @@ pub(super) struct Arena {
     pub(super) waiting_pages: usize,
     /// Pages the returner took and is discarding outside the lock.
     pub(super) returning_pages: usize,
-    /// The source is in the returner's registry (or returns its own pages).
-    pub(super) registered: bool,
     /// The returner was woken for passing `max_pages` and has not run yet.
     pub(super) urgent: bool,
 }
@@ -67,7 +65,6 @@ impl Arena {
             tops: BTreeMap::new(),
             waiting_pages: 0,
             returning_pages: 0,
-            registered: false,
             urgent: false,
         }
     }

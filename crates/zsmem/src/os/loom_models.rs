@@ -17,7 +17,7 @@ const NOW_DUE: PageReturn = PageReturn::Delayed {
 /// After the threads: waiting pages imply registration, exactly once.
 fn check_registered(src: &Arc<PageSource>) {
     let waiting = src.cached_pages();
-    let flag = src.arena.lock().registered;
+    let flag = src.inbox.lock().registered;
     let held = src.returner.holds(src);
     assert_eq!(flag, held, "flag and registry disagree");
     if waiting > 0 {
@@ -26,7 +26,7 @@ fn check_registered(src: &Arc<PageSource>) {
     // One more round returns them all and unregisters the source.
     src.returner.round();
     assert_eq!(src.cached_pages(), 0);
-    assert!(!src.returner.holds(src) && !src.arena.lock().registered);
+    assert!(!src.returner.holds(src) && !src.inbox.lock().registered);
 }
 
 #[test]

@@ -18,6 +18,10 @@
 //! (they were never discarded), and the returner discards waiting trimmed
 //! pages under the source's lock, so no discard races a commit.
 //!
+//! A free never waits for the source's lock: if another thread holds it,
+//! the free leaves its entry in the *inbox*, which the lock's next holder
+//! applies before anything else (docs/DESIGN.md, "Page return").
+//!
 //! "Pages held" counts exactly the committed pages of live runs (every page
 //! of every run for an eager source); pages in the queue or being returned
 //! are `cached_pages`, never hidden. Under Miri, which has no `mmap`, runs
@@ -28,8 +32,9 @@
 //! budget; their whole lengths for an eager source); it never passes
 //! `limit_pages` but by a `recount`, for pages freed in the same breath.
 //! `cached_pages` equals the resident pages of this source's queued runs
-//! and ranges plus those being discarded; queued trimmed ranges never
-//! overlap and each lies in one run.
+//! and ranges, in the arena or the inbox, plus those being discarded;
+//! queued trimmed ranges never overlap and each lies in one run; a source
+//! with pages queued is registered with the returner exactly once.
 
 mod arena;
 mod blocks;
@@ -48,6 +53,7 @@ pub use blocks::{OsPages, PageBlock};
 use crate::error::{Error, Result};
 use crate::page_return::{PageReturn, Returner};
 use crate::size_class::MAX_CHAIN_SIZE;
+use crate::sync::atomic::{AtomicUsize as SyncCount, Ordering as SyncOrdering};
 use crate::sync::{Mutex, MutexGuard};
 use arena::{Arena, Region};
 
@@ -115,6 +121,16 @@ pub(crate) struct PageSource {
     /// Held pages, shared with this source's siblings (one memory limit).
     budget: Arc<Budget>,
     arena: Mutex<Arena>,
+    /// Pages frees queued while another thread held `arena` (applied by
+    /// whoever next holds it, before anything else), and the registration
+    /// flag. Taken after `arena` when both are, held only for a push, a
+    /// swap or a look.
+    inbox: Mutex<Inbox>,
+    /// Entries in the inbox (read without its lock, to see whether to
+    /// look).
+    inbox_ops: SyncCount,
+    /// Resident pages in the inbox, counted as cached.
+    inbox_pages: AtomicUsize,
     /// For registering with the returner thread.
     me: Weak<PageSource>,
     /// Who gives this source's waiting pages back.
@@ -138,6 +154,9 @@ impl PageSource {
             limit_pages: limit_bytes.map(|b| b / page_size),
             budget: Arc::new(Budget::default()),
             arena: Mutex::new(Arena::new(page_size)),
+            inbox: Mutex::new(Inbox::default()),
+            inbox_ops: SyncCount::new(0),
+            inbox_pages: AtomicUsize::new(0),
             me: me.clone(),
             returner: Returner::global(),
             closing: Default::default(),
@@ -156,6 +175,9 @@ impl PageSource {
             limit_pages: self.limit_pages,
             budget: self.budget.clone(),
             arena: Mutex::new(Arena::new(self.page_size)),
+            inbox: Mutex::new(Inbox::default()),
+            inbox_ops: SyncCount::new(0),
+            inbox_pages: AtomicUsize::new(0),
             me: me.clone(),
             returner: self.returner.clone(),
             closing: Default::default(),
@@ -174,14 +196,14 @@ impl PageSource {
 
     /// Bytes of address space reserved from the OS (resident or not).
     pub(crate) fn reserved_bytes(&self) -> usize {
-        self.arena.lock().reserved_bytes()
+        self.lock().reserved_bytes()
     }
 
     /// Pages freed and still resident: waiting in the return queue or
     /// being returned.
     pub(crate) fn cached_pages(&self) -> usize {
-        let a = self.arena.lock();
-        a.waiting_pages + a.returning_pages
+        let a = self.lock();
+        a.waiting_pages + a.returning_pages + self.inbox_pages.load(Ordering::Relaxed)
     }
 
     /// Give every waiting page back to the OS now; on return none is
@@ -190,7 +212,7 @@ impl PageSource {
     pub(crate) fn purge_cache(&self) {
         self.return_due(Instant::now(), true);
         let mut round = 0;
-        while self.arena.lock().returning_pages > 0 {
+        while self.lock().returning_pages > 0 {
             crate::sync::spin_wait(&mut round);
         }
     }
@@ -217,7 +239,7 @@ impl PageSource {
 
     fn take_run(&self, pages: usize, commit: usize) -> Result<(Run, usize)> {
         debug_assert!((1..=MAX_CHAIN_SIZE).contains(&pages));
-        let mut arena = self.arena.lock();
+        let mut arena = self.lock();
         if let Some(w) = arena.take_waiting(pages) {
             if self.reserve(commit).is_ok() {
                 if w.resident > commit {
@@ -249,7 +271,7 @@ impl PageSource {
         debug_assert!(self.lazy);
         self.reserve(pages)?;
         if !matches!(self.policy, PageReturn::Immediate) {
-            self.arena.lock().cancel_tops(start, pages);
+            self.lock().cancel_tops(start, pages);
         }
         Ok(())
     }
@@ -265,7 +287,17 @@ impl PageSource {
         debug_assert!(self.lazy);
         self.budget.held.fetch_add(pages, Ordering::Relaxed);
         if !matches!(self.policy, PageReturn::Immediate) {
-            self.arena.lock().cancel_tops(start, pages);
+            // On the free path (a segment's last object went): applied in
+            // order with the frees around it, never waiting for the lock.
+            match self.arena.try_lock() {
+                Some(mut arena) => {
+                    self.drain(&mut arena);
+                    arena.cancel_tops(start, pages);
+                }
+                None => {
+                    self.defer(Deferred::Recount { start, pages });
+                }
+            }
         }
     }
 
@@ -277,10 +309,11 @@ impl PageSource {
         self.budget.held.fetch_sub(pages, Ordering::Relaxed);
         match self.policy {
             PageReturn::Immediate => Region::discard(start, pages * self.page_size),
-            PageReturn::Delayed { .. } => {
-                let arena = self.arena.lock();
-                self.queued(arena, |a, now| a.queue_top(start, pages, now));
-            }
+            PageReturn::Delayed { .. } => self.queue(Deferred::Top {
+                start,
+                pages,
+                since: Instant::now(),
+            }),
         }
     }
 
@@ -297,39 +330,96 @@ impl PageSource {
                 if committed > 0 {
                     Region::discard(run.0, committed * self.page_size);
                 }
-                self.arena.lock().put_free(run.0, pages);
+                self.lock().put_free(run.0, pages);
             }
-            PageReturn::Delayed { .. } => {
-                let arena = self.arena.lock();
-                self.queued(arena, |a, now| a.queue_run(run.0, pages, committed, now));
-            }
+            PageReturn::Delayed { .. } => self.queue(Deferred::Run {
+                ptr: run.0,
+                pages,
+                resident: committed,
+                since: Instant::now(),
+            }),
         }
     }
 
-    /// Queue pages with `push` under the arena lock, then see that they will
-    /// be returned: register with the returner if this is the source's
-    /// first waiting page, wake it if `max_pages` is passed, or return due
-    /// pages here if no returner serves the source.
-    fn queued(&self, mut arena: MutexGuard<'_, Arena>, push: impl FnOnce(&mut Arena, Instant)) {
+    /// The arena, locked, with what frees left in the inbox applied first.
+    fn lock(&self) -> MutexGuard<'_, Arena> {
+        let mut guard = self.arena.lock();
+        self.drain(&mut guard);
+        guard
+    }
+
+    /// Queue freed pages without waiting for the arena lock: applied at
+    /// once if it is free, else left in the inbox for whoever takes it next
+    /// (a free never sleeps on the lock while the returner or an
+    /// allocation holds it: issue 13's p99.9). Either way the source is
+    /// then registered, so the returner's next round takes them.
+    fn queue(&self, op: Deferred) {
         let PageReturn::Delayed { max_pages, .. } = self.policy else {
             unreachable!("only a delayed source queues");
         };
-        let now = Instant::now();
-        push(&mut arena, now);
-        let register = !arena.registered;
-        arena.registered = true;
-        let urgent = arena.waiting_pages > max_pages && !arena.urgent;
+        let now = op.since();
+        let urgent = match self.arena.try_lock() {
+            Some(mut arena) => {
+                self.drain(&mut arena);
+                op.apply(&mut arena);
+                let urgent = arena.waiting_pages > max_pages && !arena.urgent;
+                arena.urgent |= urgent;
+                urgent
+            }
+            None => {
+                let pages = op.resident();
+                let waiting = self.defer(op);
+                waiting > max_pages && waiting - pages <= max_pages
+            }
+        };
+        self.ensure_registered(now);
         if urgent {
-            arena.urgent = true;
-        }
-        drop(arena);
-        if register && !self.returner.register(self.me.clone()) {
-            // No thread serves the source: return what is due ourselves,
-            // now and at every later queueing.
-            self.arena.lock().registered = false;
-            self.return_due(now, false);
-        } else if urgent {
             self.returner.wake_urgently();
+        }
+    }
+
+    /// Leave `op` for the arena lock's next holder; returns the resident
+    /// pages the inbox holds now.
+    fn defer(&self, op: Deferred) -> usize {
+        let pages = op.resident();
+        let mut inbox = self.inbox.lock();
+        inbox.ops.push(op);
+        self.inbox_ops.fetch_add(1, SyncOrdering::Release);
+        self.inbox_pages.fetch_add(pages, Ordering::Relaxed) + pages
+    }
+
+    /// Apply the inbox to `arena` (locked), if it holds anything.
+    fn drain(&self, arena: &mut Arena) {
+        if self.inbox_ops.load(SyncOrdering::Acquire) > 0 {
+            self.drain_into(arena, &mut self.inbox.lock());
+        }
+    }
+
+    /// Apply `inbox` (locked) to `arena` (locked).
+    fn drain_into(&self, arena: &mut Arena, inbox: &mut Inbox) {
+        self.inbox_ops
+            .fetch_sub(inbox.ops.len(), SyncOrdering::Relaxed);
+        for op in inbox.ops.drain(..) {
+            self.inbox_pages.fetch_sub(op.resident(), Ordering::Relaxed);
+            op.apply(arena);
+        }
+    }
+
+    /// Pages were just queued: register with the returner unless the source
+    /// is registered, or return due pages here if no returner serves it.
+    /// The flag is set and cleared under the inbox lock, after the pages
+    /// are queued (here) and after the arena and inbox are seen empty (in
+    /// `return_due`), so a source with pages waiting is never left
+    /// unregistered, nor registered twice.
+    fn ensure_registered(&self, now: Instant) {
+        if std::mem::replace(&mut self.inbox.lock().registered, true) {
+            return;
+        }
+        if !self.returner.register(self.me.clone()) {
+            // No thread serves the source: return what is due ourselves,
+            // now and at every later queueing (the flag stays clear).
+            self.return_due(now, false);
+            self.inbox.lock().registered = false;
         }
     }
 
@@ -341,23 +431,31 @@ impl PageSource {
             PageReturn::Immediate => return None,
             PageReturn::Delayed { delay, max_pages } => (delay, max_pages),
         };
-        let mut arena = self.arena.lock();
+        let mut arena = self.lock();
         let (mut runs, next) = arena.take_due(now, all, delay, max_pages);
         arena.urgent = false;
-        if next.is_none() {
-            arena.registered = false;
-        }
         drop(arena);
-        if runs.is_empty() {
+        if !runs.is_empty() {
+            Arena::discard_runs(self.page_size, &mut runs);
+            let mut arena = self.lock();
+            for w in runs {
+                arena.returning_pages -= w.resident;
+                arena.put_free(w.ptr, w.pages);
+            }
+        }
+        if next.is_some() {
             return next;
         }
-        Arena::discard_runs(self.page_size, &mut runs);
+        // Nothing waited: unregister, unless a free queued meanwhile (it
+        // queued before this look, or it sets the flag after it).
         let mut arena = self.arena.lock();
-        for w in runs {
-            arena.returning_pages -= w.resident;
-            arena.put_free(w.ptr, w.pages);
+        let mut inbox = self.inbox.lock();
+        self.drain_into(&mut arena, &mut inbox);
+        if arena.waiting_pages > 0 {
+            return Some(now);
         }
-        next
+        inbox.registered = false;
+        None
     }
 
     /// Count `pages` as held, or refuse if the limit would be passed.
@@ -387,6 +485,79 @@ impl PageSource {
                     return Ok(());
                 }
                 Err(now) => held = now,
+            }
+        }
+    }
+}
+
+/// What frees left for the arena lock's next holder, and whether the
+/// source is registered with the returner.
+#[derive(Default)]
+struct Inbox {
+    ops: Vec<Deferred>,
+    /// The source is in the returner's registry (or returns its own
+    /// pages): set by whoever queues pages and finds it clear, who then
+    /// registers; cleared by the round that finds nothing waiting.
+    registered: bool,
+}
+
+/// Freed pages a free could not queue at once (the arena lock was held).
+enum Deferred {
+    /// `pages` pages from `start`, trimmed off a live run.
+    Top {
+        start: NonNull<u8>,
+        pages: usize,
+        since: Instant,
+    },
+    /// A freed run whose first `resident` pages are resident.
+    Run {
+        ptr: NonNull<u8>,
+        pages: usize,
+        resident: usize,
+        since: Instant,
+    },
+    /// Pages of a live run counted as held again (`recount`): waiting
+    /// trimmed ranges among them are taken back out of the queue.
+    Recount { start: NonNull<u8>, pages: usize },
+}
+
+// SAFETY: an entry names pages of this source's regions that their freer
+// gave up; whoever applies it (under the arena lock) owns them, as the
+// arena does its queued runs.
+unsafe impl Send for Deferred {}
+
+impl Deferred {
+    /// When the pages were freed (a recount frees none: now).
+    fn since(&self) -> Instant {
+        match *self {
+            Deferred::Top { since, .. } | Deferred::Run { since, .. } => since,
+            Deferred::Recount { .. } => Instant::now(),
+        }
+    }
+
+    fn resident(&self) -> usize {
+        match *self {
+            Deferred::Top { pages, .. } => pages,
+            Deferred::Run { resident, .. } => resident,
+            Deferred::Recount { .. } => 0,
+        }
+    }
+
+    fn apply(&self, arena: &mut Arena) {
+        match *self {
+            Deferred::Top {
+                start,
+                pages,
+                since,
+            } => arena.queue_top(start, pages, since),
+            Deferred::Run {
+                ptr,
+                pages,
+                resident,
+                since,
+            } => arena.queue_run(ptr, pages, resident, since),
+            Deferred::Recount { start, pages } => {
+                arena.cancel_tops(start, pages);
             }
         }
     }
