@@ -263,7 +263,7 @@ pub fn print(figures: &[ThreadFigure], live: usize, ops: usize, repeats: usize) 
          thread count mean perfect scaling)"
     );
     println!(
-        "{:>6} {:>7}  {:<10} {:>14} {:>8} {:>10} {:>8}",
+        "{:>6} {:>7}  {:<13} {:>14} {:>8} {:>10} {:>8}",
         "size", "threads", "contestant", "alloc+wr+free", "vs mi", "read", "vs mi"
     );
     for f in figures {
@@ -272,7 +272,7 @@ pub fn print(figures: &[ThreadFigure], live: usize, ops: usize, repeats: usize) 
             .find(|m| m.contestant == "mimalloc" && m.size == f.size && m.threads == f.threads)
             .expect("mimalloc runs at every cell");
         println!(
-            "{:>6} {:>7}  {:<10} {:>11.1} ns {:>7.2}x {:>7.1} ns {:>7.2}x",
+            "{:>6} {:>7}  {:<13} {:>11.1} ns {:>7.2}x {:>7.1} ns {:>7.2}x",
             f.size,
             f.threads,
             f.contestant,
