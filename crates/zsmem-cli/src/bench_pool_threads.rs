@@ -199,14 +199,11 @@ pub fn pool_threads(
     let mut out = Vec::new();
     for &size in sizes {
         for &n in threads {
-            for (contestant, placement) in [
-                ("zsmem", zsmem::Placement::log()),
-                ("zsmem-classes", zsmem::Placement::Classes),
+            for (contestant, cfg) in [
+                ("zsmem", PoolConfig::log()),
+                ("zsmem-classes", PoolConfig::default()),
             ] {
-                let pool = Pool::new(PoolConfig {
-                    placement,
-                    ..PoolConfig::default()
-                })?;
+                let pool = Pool::new(cfg)?;
                 let data: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
                 let (c, r) = measure(n, repeats, ops, || {
                     let ring = (0..live)

@@ -1271,53 +1271,30 @@ mod loom_models {
     /// at the place its owner holds, and cleaning either moves the object
     /// and the owner's place with it, or leaves both.
     ///
-    /// The owner's lock is a flag taken by compare-and-swap (spinning to
-    /// lock, one attempt to try): loom 0.7's `Mutex::try_lock` blocks the
-    /// model's other threads as a `lock` would and reports a deadlock that
-    /// cannot happen (tokio-rs/loom#376).
+    /// The owner's lock is the crate's `Mutex`, under loom a flag taken by
+    /// compare-and-swap, so the model sees cleaning's `try_lock` fail.
     #[test]
     fn loom_cleaning_tries_the_owner_of_an_object_a_reader_holds() {
         use crate::lane::Owners;
-        use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use crate::sync::Mutex;
 
         const LEN: usize = 3000;
-        struct Slot {
-            busy: AtomicBool,
-            place: AtomicU64,
-        }
-        impl Slot {
-            fn try_lock(&self) -> bool {
-                self.busy
-                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            }
-            fn lock(&self) {
-                while !self.try_lock() {
-                    loom::thread::yield_now();
-                }
-            }
-            fn unlock(&self) {
-                self.busy.store(false, Ordering::Release);
-            }
-        }
-        struct Slots(Vec<Slot>);
+        /// Each owner's place (0: none), behind its lock.
+        struct Slots(Vec<Mutex<u64>>);
         impl Owners for Slots {
             fn relocate(&self, owner: u32, mv: &mut dyn FnMut(u64, usize) -> Option<u64>) -> bool {
-                let s = &self.0[owner as usize];
-                if !s.try_lock() {
+                let Some(mut place) = self.0[owner as usize].try_lock() else {
                     return false;
-                }
-                let place = s.place.load(Ordering::Relaxed);
-                if place != 0
-                    && let Some(p) = mv(place, LEN)
+                };
+                if *place != 0
+                    && let Some(p) = mv(*place, LEN)
                 {
-                    s.place.store(p, Ordering::Relaxed);
+                    *place = p;
                 }
-                s.unlock();
                 true
             }
             fn place(&self, owner: u32) -> Option<(u64, usize)> {
-                let p = self.0[owner as usize].place.load(Ordering::Relaxed);
+                let p = *self.0[owner as usize].lock();
                 (p != 0).then_some((p, LEN))
             }
         }
@@ -1344,36 +1321,23 @@ mod loom_models {
             // (43 fit in its 131,072 bytes).
             let n = 44;
             // The pool keeps its owners in a std Arc (not a loom object).
-            let slots = std::sync::Arc::new(Slots(
-                (0..n)
-                    .map(|_| Slot {
-                        busy: AtomicBool::new(false),
-                        place: AtomicU64::new(0),
-                    })
-                    .collect(),
-            ));
+            let slots = std::sync::Arc::new(Slots((0..n).map(|_| Mutex::new(0)).collect()));
             pool.set_owners(slots.clone());
             for i in 0..n {
-                let place = pool.store_owned(i as u32, &[i as u8; LEN]).unwrap();
-                slots.0[i].place.store(place, Ordering::Relaxed);
+                *slots.0[i].lock() = pool.store_owned(i as u32, &[i as u8; LEN]).unwrap();
             }
             // The first segment keeps object 0 only: a victim.
             for i in 1..43 {
-                let place = slots.0[i].place.swap(0, Ordering::Relaxed);
+                let place = std::mem::take(&mut *slots.0[i].lock());
                 pool.free_owned(place, LEN).unwrap();
             }
-            let before = slots.0[0].place.load(Ordering::Relaxed);
+            let before = *slots.0[0].lock();
             let reader = {
                 let (pool, slots) = (pool.clone(), slots.clone());
                 loom::thread::spawn(move || {
-                    let s = &slots.0[0];
-                    s.lock();
-                    let place = s.place.load(Ordering::Relaxed);
-                    let whole = pool
-                        .with_owned(place, LEN, |b| b.iter().all(|&x| x == 0))
-                        .unwrap();
-                    s.unlock();
-                    whole
+                    let place = slots.0[0].lock();
+                    pool.with_owned(*place, LEN, |b| b.iter().all(|&x| x == 0))
+                        .unwrap()
                 })
             };
             let cleaner = {
@@ -1382,7 +1346,7 @@ mod loom_models {
             };
             assert!(reader.join().unwrap(), "the reader saw the object whole");
             let freed = cleaner.join().unwrap();
-            let after = slots.0[0].place.load(Ordering::Relaxed);
+            let after = *slots.0[0].lock();
             assert_eq!(
                 freed > 0,
                 after != before,

@@ -379,12 +379,12 @@ impl Region {
     /// Discard every range of `ranges` (each as [`Region::discard`] takes
     /// it). Where the kernel takes `process_madvise(MADV_DONTNEED)` on the
     /// calling process named by `PIDFD_SELF_THREAD_GROUP` (recent kernels;
-    /// this machine's 6.18 does), one call discards up to 1,024 ranges and the other CPUs running this process take one TLB
-    /// shootdown for all of them, where a `madvise` per range sends one
-    /// each (measured on Linux 6.18: 1,000 ranges, 1 shootdown against
-    /// 1,000). Each one interrupts whatever thread of the process runs
-    /// there, a freeing thread's slowest frees (issue 13's p99.9). Else,
-    /// and for whatever a call leaves, a `madvise` per range.
+    /// this machine's 6.18 does), one call discards up to 1,024 ranges and
+    /// the other CPUs running this process take one TLB shootdown for all
+    /// of them, where a `madvise` per range sends one each (measured on
+    /// Linux 6.18: 1,000 ranges, 1 shootdown against 1,000). Each one
+    /// interrupts whatever thread of the process runs there. Else, and for
+    /// whatever a call leaves, a `madvise` per range.
     pub(super) fn discard_all(ranges: &[(NonNull<u8>, usize)]) {
         use std::sync::atomic::{AtomicBool, Ordering};
         /// The kernel refused `process_madvise` on this process once:

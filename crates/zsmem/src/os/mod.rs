@@ -147,20 +147,14 @@ impl PageSource {
         lazy: bool,
         policy: PageReturn,
     ) -> Arc<Self> {
-        Arc::new_cyclic(|me| PageSource {
+        Self::with_budget(
             page_size,
             lazy,
             policy,
-            limit_pages: limit_bytes.map(|b| b / page_size),
-            budget: Arc::new(Budget::default()),
-            arena: Mutex::new(Arena::new(page_size)),
-            inbox: Mutex::new(Inbox::default()),
-            inbox_ops: SyncCount::new(0),
-            inbox_pages: AtomicUsize::new(0),
-            me: me.clone(),
-            returner: Returner::global(),
-            closing: Default::default(),
-        })
+            limit_bytes.map(|b| b / page_size),
+            Arc::new(Budget::default()),
+            Returner::global(),
+        )
     }
 
     /// A source of its own (its own arena, lock and return queue) that
@@ -168,18 +162,36 @@ impl PageSource {
     /// gets one, so that lanes committing and giving back pages on
     /// different threads never meet on a lock.
     pub(crate) fn sibling(&self) -> Arc<PageSource> {
+        Self::with_budget(
+            self.page_size,
+            self.lazy,
+            self.policy,
+            self.limit_pages,
+            self.budget.clone(),
+            self.returner.clone(),
+        )
+    }
+
+    fn with_budget(
+        page_size: usize,
+        lazy: bool,
+        policy: PageReturn,
+        limit_pages: Option<usize>,
+        budget: Arc<Budget>,
+        returner: Arc<Returner>,
+    ) -> Arc<Self> {
         Arc::new_cyclic(|me| PageSource {
-            page_size: self.page_size,
-            lazy: self.lazy,
-            policy: self.policy,
-            limit_pages: self.limit_pages,
-            budget: self.budget.clone(),
-            arena: Mutex::new(Arena::new(self.page_size)),
+            page_size,
+            lazy,
+            policy,
+            limit_pages,
+            budget,
+            arena: Mutex::new(Arena::new(page_size)),
             inbox: Mutex::new(Inbox::default()),
             inbox_ops: SyncCount::new(0),
             inbox_pages: AtomicUsize::new(0),
             me: me.clone(),
-            returner: self.returner.clone(),
+            returner,
             closing: Default::default(),
         })
     }
@@ -289,15 +301,7 @@ impl PageSource {
         if !matches!(self.policy, PageReturn::Immediate) {
             // On the free path (a segment's last object went): applied in
             // order with the frees around it, never waiting for the lock.
-            match self.arena.try_lock() {
-                Some(mut arena) => {
-                    self.drain(&mut arena);
-                    arena.cancel_tops(start, pages);
-                }
-                None => {
-                    self.defer(Deferred::Recount { start, pages });
-                }
-            }
+            drop(self.apply_or_defer(Deferred::Recount { start, pages }));
         }
     }
 
@@ -357,20 +361,14 @@ impl PageSource {
         let PageReturn::Delayed { max_pages, .. } = self.policy else {
             unreachable!("only a delayed source queues");
         };
-        let now = op.since();
-        let urgent = match self.arena.try_lock() {
-            Some(mut arena) => {
-                self.drain(&mut arena);
-                op.apply(&mut arena);
+        let (now, pages) = (op.since(), op.resident());
+        let urgent = match self.apply_or_defer(op) {
+            Ok(mut arena) => {
                 let urgent = arena.waiting_pages > max_pages && !arena.urgent;
                 arena.urgent |= urgent;
                 urgent
             }
-            None => {
-                let pages = op.resident();
-                let waiting = self.defer(op);
-                waiting > max_pages && waiting - pages <= max_pages
-            }
+            Err(waiting) => waiting > max_pages && waiting - pages <= max_pages,
         };
         self.ensure_registered(now);
         if urgent {
@@ -378,14 +376,20 @@ impl PageSource {
         }
     }
 
-    /// Leave `op` for the arena lock's next holder; returns the resident
-    /// pages the inbox holds now.
-    fn defer(&self, op: Deferred) -> usize {
+    /// Apply `op` now if the arena lock is free (returning it, still
+    /// held), else leave it for the lock's next holder (returning the
+    /// resident pages the inbox holds now).
+    fn apply_or_defer(&self, op: Deferred) -> std::result::Result<MutexGuard<'_, Arena>, usize> {
+        if let Some(mut arena) = self.arena.try_lock() {
+            self.drain(&mut arena);
+            op.apply(&mut arena);
+            return Ok(arena);
+        }
         let pages = op.resident();
         let mut inbox = self.inbox.lock();
         inbox.ops.push(op);
         self.inbox_ops.fetch_add(1, SyncOrdering::Release);
-        self.inbox_pages.fetch_add(pages, Ordering::Relaxed) + pages
+        Err(self.inbox_pages.fetch_add(pages, Ordering::Relaxed) + pages)
     }
 
     /// Apply the inbox to `arena` (locked), if it holds anything.

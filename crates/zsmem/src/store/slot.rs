@@ -100,8 +100,10 @@ const N_KIND_BITS: u32 = 2;
 /// Narrow same-filled: the idle bit, and where the word starts.
 const N_SAME_IDLE: u64 = 1 << 2;
 const N_SAME_SHIFT: u32 = 3;
-/// Narrow stored: where length - 1, the meta flags and the value start.
+/// Narrow stored: where length - 1 (16 bits), the meta flags and the
+/// value start.
 const N_LEN_SHIFT: u32 = 2;
+const N_LEN_MASK: u64 = 0xFFFF;
 const N_FLAGS_SHIFT: u32 = 18;
 const N_VALUE_SHIFT: u32 = 25;
 /// The meta bits that may be set, and those a narrow stored word keeps
@@ -135,7 +137,7 @@ impl Slot {
             }
             Kind::Stored => {
                 let len = self.len() as u64;
-                let fits = (1..=1 << 16).contains(&len)
+                let fits = (1..=N_LEN_MASK + 1).contains(&len)
                     && flags >> FLAGS_SHIFT <= N_FLAGS_MASK
                     && self.value >> (64 - N_VALUE_SHIFT) == 0;
                 fits.then(|| {
@@ -165,7 +167,7 @@ impl Slot {
             let idle = if w & N_SAME_IDLE != 0 { IDLE } else { 0 };
             (w >> N_SAME_SHIFT, idle)
         } else if kind == Kind::Stored as u32 {
-            let len = ((w >> N_LEN_SHIFT) & 0xFFFF) as u32 + 1;
+            let len = ((w >> N_LEN_SHIFT) & N_LEN_MASK) as u32 + 1;
             let flags = ((w >> N_FLAGS_SHIFT) as u32 & N_FLAGS_MASK) << FLAGS_SHIFT;
             (w >> N_VALUE_SHIFT, len | flags)
         } else {

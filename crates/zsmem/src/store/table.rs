@@ -111,7 +111,7 @@ impl SlotTable {
     /// array is the one allocation sized by the caller, and failing it is
     /// an error, not an abort.
     pub(crate) fn new(len: usize, atimes: bool) -> Result<SlotTable> {
-        let groups = len.div_ceil(CHUNK_SLOTS).div_ceil(GROUP);
+        let groups = len.div_ceil(CHUNK_SLOTS * GROUP);
         let groups =
             super::try_table(groups, "the slot table", || RwLock::new(Default::default()))?;
         Ok(SlotTable {
@@ -175,7 +175,7 @@ impl SlotTable {
     /// or freed meanwhile may be missed or visited: callers lock each slot
     /// and look at what it holds).
     pub(crate) fn present(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..self.len.div_ceil(CHUNK_SLOTS))
+        (0..self.chunk_count())
             .filter(|&c| self.read(c)[c % GROUP].is_some())
             .flat_map(move |c| c * CHUNK_SLOTS..((c + 1) * CHUNK_SLOTS).min(self.len))
     }
@@ -198,7 +198,7 @@ impl SlotTable {
     /// Check each present chunk's `live` against its slots (while no other
     /// thread uses the store).
     pub(crate) fn check(&self) -> std::result::Result<(), String> {
-        for c in 0..self.len.div_ceil(CHUNK_SLOTS) {
+        for c in 0..self.chunk_count() {
             if let Some(chunk) = self.read(c)[c % GROUP].as_ref() {
                 let live = (0..CHUNK_SLOTS)
                     .filter(|&i| {
@@ -226,6 +226,11 @@ impl SlotTable {
         {
             w[c % GROUP] = None;
         }
+    }
+
+    /// Chunks of the table, present or not.
+    fn chunk_count(&self) -> usize {
+        self.len.div_ceil(CHUNK_SLOTS)
     }
 
     /// The presence of chunk `c`'s group, locked shared.
