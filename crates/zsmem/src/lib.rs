@@ -47,6 +47,7 @@
 //! pool.free(h).unwrap();
 //! ```
 
+mod cells;
 mod class;
 pub mod codec;
 mod compact;
@@ -69,7 +70,10 @@ pub use compact::{CompactionPolicy, CompactionStats};
 pub use error::{Error, HandleFault, Result};
 pub use handle::Handle;
 pub use page_return::{DEFAULT_RETURN_DELAY, DEFAULT_RETURN_MAX_PAGES, PageReturn};
-pub use pool::{DEFAULT_CHAIN_SIZE, FreeMode, Placement, Pool, PoolConfig};
+pub use pool::{
+    DEFAULT_CHAIN_SIZE, FreeMode, MAX_CLASS_SHARDS, Placement, Pool, PoolConfig,
+    default_class_shards,
+};
 pub use size_class::{ChainRule, ClassInfo, SizeClassConfig, SizeClassTable};
 pub use stats::{ClassStats, PoolStats, Waste};
 pub use store::{

@@ -15,6 +15,7 @@
 
 use std::sync::Arc;
 
+use crate::cells::{Cell, Cells};
 use crate::class::{Class, GROUP_FULL};
 use crate::compact::{self, CompactionPolicy, CompactionStats, Counters};
 use crate::deferred::{Push, Shards};
@@ -26,7 +27,7 @@ use crate::page_return::PageReturn;
 use crate::size_class::{ChainRule, KERNEL_HANDLE_SIZE, SizeClassConfig, SizeClassTable};
 use crate::spacing::Spacing;
 use crate::stats::{ClassStats, PoolStats, Waste};
-use crate::sync::{CachePadded, ReadGuard, RwLock, WriteGuard};
+use crate::sync::{ReadGuard, WriteGuard};
 
 /// How to build a [`Pool`].
 ///
@@ -75,6 +76,20 @@ pub struct PoolConfig {
     /// Where objects go: size classes (zsmalloc's design, the default) or
     /// append-only segments ([`Placement::Log`]).
     pub placement: Placement,
+    /// Class placement: how many copies of each class's state (lock,
+    /// zspages, handle table, page source) threads spread over, 1..=16. A
+    /// thread allocates in its own shard (assigned round-robin at its first
+    /// allocation); a free or a read goes to the shard its handle names.
+    /// Threads in different shards share no lock and no cache line, so
+    /// frees and reads scale with cores; each shard in use keeps its own
+    /// partly filled zspages, so a pool used by N threads can hold up to N
+    /// times a single thread's floor (at most a page per class in use, with
+    /// `trim_pages`). One thread alone uses one shard and pays nothing. 1 is
+    /// the kernel's design (one state per class). The pool uses fewer where
+    /// the handle's class field cannot name them all ([`Pool::class_shards`]:
+    /// 16 at 4 KiB pages, 4 at 16 KiB, 1 at 64 KiB); log placement ignores
+    /// it (its lanes are per thread already).
+    pub class_shards: usize,
 }
 
 /// Where a [`Pool`] puts objects.
@@ -128,6 +143,14 @@ impl Placement {
 
 /// Most lanes a log-placed pool may have.
 pub const MAX_LANES: usize = 64;
+
+/// Most class shards a pool may have ([`PoolConfig::class_shards`]).
+pub const MAX_CLASS_SHARDS: usize = 16;
+
+/// Class shards of zsmem's own configuration: one per CPU, at most 8.
+pub fn default_class_shards() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 8))
+}
 
 /// How [`Pool::free`] frees.
 ///
@@ -205,6 +228,7 @@ impl Default for PoolConfig {
             class_grid: DEFAULT_CLASS_GRID,
             page_return: PageReturn::default(),
             placement: Placement::Classes,
+            class_shards: default_class_shards(),
         }
     }
 }
@@ -241,6 +265,7 @@ impl PoolConfig {
             trim_pages: false,
             class_grid: 1,
             page_return: PageReturn::Immediate,
+            class_shards: 1,
             ..PoolConfig::default()
         }
     }
@@ -296,27 +321,33 @@ pub struct Pool {
     table: SizeClassTable,
     header: usize,
     /// Class index (as carried in handles) less `dense_base` to position
-    /// in `classes`: every class and lane, or with log placement (which
-    /// keeps no class) the lanes only.
+    /// in `classes`: every class of every shard and every lane, or with log
+    /// placement (which keeps no class) the lanes only. A handle's class
+    /// field is `shard * table.len() + class`, its position `shard *
+    /// physical + the class's rank among the physical classes`.
     dense: Box<[u16]>,
     dense_base: usize,
-    /// Per physical class; its state is made on the class's first
-    /// allocation (a pool of a few MB uses half its classes, and a class's
-    /// state is 400 bytes) and kept from then on (its handle table's
-    /// generations must outlive its objects).
-    classes: Box<[ClassCell]>,
-    /// Per class (same order): the lock-free handle directory; empty
-    /// unless frees are deferred.
-    directories: Box<[Arc<Directory>]>,
+    /// Class shards in use (1 with log placement).
+    shards: usize,
+    /// Physical classes per shard (0 with log placement).
+    physical: usize,
+    /// Per physical class and shard, and per lane: its lock and state (and
+    /// with deferred free its lock-free handle directory). A class's state
+    /// is made on its first allocation (a pool of a few MB uses half its
+    /// classes, and a class's state is 400 bytes) and kept from then on
+    /// (its handle table's generations must outlive its objects).
+    cells: Cells<Option<Box<Space>>>,
     deferred: Option<Shards>,
     /// Where a sparse class's requests go (`None` with `class_grid` 1).
     spacing: Option<Spacing>,
     /// Taken by every free in `FreeMode::PoolLock` only.
     pool_lock: std::sync::RwLock<()>,
+    /// The page source of shard 0's classes.
     pages: Arc<PageSource>,
-    /// Log placement: each lane's own page source (its own lock and return
-    /// queue), counting against `pages`' limit with it.
-    lane_pages: Box<[Arc<PageSource>]>,
+    /// The page sources of class shards 1.., or with log placement of each
+    /// lane (each its own lock and return queue), counting against
+    /// `pages`' limit with it.
+    more_pages: Box<[Arc<PageSource>]>,
     /// Positions in `classes` from here on are lanes.
     first_lane: usize,
     compaction: Counters,
@@ -333,7 +364,8 @@ impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pool")
             .field("config", &self.cfg)
-            .field("physical_classes", &self.classes.len())
+            .field("physical_classes", &self.physical)
+            .field("class_shards", &self.shards)
             .field("pages_held", &self.pages.held_pages())
             .finish()
     }
@@ -378,6 +410,12 @@ impl Pool {
             }
             _ => None,
         };
+        if !(1..=MAX_CLASS_SHARDS).contains(&cfg.class_shards) {
+            return Err(Error::InvalidConfig(format!(
+                "class_shards {} is not in 1..={MAX_CLASS_SHARDS}",
+                cfg.class_shards
+            )));
+        }
         if !(1..=MAX_CLASS_GRID).contains(&cfg.class_grid) || !cfg.class_grid.is_power_of_two() {
             return Err(Error::InvalidConfig(format!(
                 "class_grid {} is not a power of two in 1..={MAX_CLASS_GRID}",
@@ -417,29 +455,30 @@ impl Pool {
             Placement::Classes => table.physical_indices().len(),
             Placement::Log { .. } => 0,
         };
-        let dense_base = if physical == 0 { table.len() } else { 0 };
-        let mut dense = vec![NO_CLASS; table.len() + lanes - dense_base].into_boxed_slice();
-        let directories: Box<[Arc<Directory>]> = if deferred.is_some() {
-            (0..physical + lanes)
-                .map(|_| Arc::new(Directory::new(tag.get())))
-                .collect()
-        } else {
-            Box::new([])
+        // As many shards as the config asks and the class field can name.
+        let shards = match cfg.placement {
+            Placement::Classes => cfg.class_shards.min((1 << CLASS_BITS) / table.len()).max(1),
+            Placement::Log { .. } => 1,
         };
-        let classes = table.physical_indices()[..physical]
-            .iter()
-            .enumerate()
-            .map(|(d, &i)| {
-                dense[i] = d as u16;
-                CachePadded(RwLock::new(None))
-            })
-            .chain((0..lanes).map(|_| CachePadded(RwLock::new(None))))
-            .collect();
+        let dense_base = if physical == 0 { table.len() } else { 0 };
+        let first_lane_index = shards * table.len();
+        let mut dense = vec![NO_CLASS; first_lane_index + lanes - dense_base].into_boxed_slice();
+        let cells = Cells::new(
+            physical,
+            shards,
+            lanes,
+            deferred.is_some().then(|| tag.get()),
+        );
+        for s in 0..shards {
+            for (d, &i) in table.physical_indices()[..physical].iter().enumerate() {
+                dense[s * table.len() + i] = (s * physical + d) as u16;
+            }
+        }
         for k in 0..lanes {
-            dense[table.len() + k - dense_base] = (physical + k) as u16;
+            dense[first_lane_index + k - dense_base] = (shards * physical + k) as u16;
         }
         let spacing = match cfg.placement {
-            Placement::Classes => Spacing::new(&table, cfg.class_grid, cfg.page_size),
+            Placement::Classes => Spacing::new(&table, cfg.class_grid, cfg.page_size, shards),
             Placement::Log { .. } => None,
         };
         let pages = PageSource::new(
@@ -448,11 +487,13 @@ impl Pool {
             cfg.trim_pages,
             cfg.page_return,
         );
-        let lane_pages = (0..lanes).map(|_| pages.sibling()).collect();
+        let more_pages = (1..shards).chain(0..lanes).map(|_| pages.sibling()).collect();
         Ok(Pool {
-            lane_pages,
-            first_lane: physical,
-            directories,
+            more_pages,
+            shards,
+            physical,
+            first_lane: shards * physical,
+            cells,
             deferred,
             spacing,
             pool_lock: std::sync::RwLock::new(()),
@@ -462,7 +503,6 @@ impl Pool {
             table,
             dense,
             dense_base,
-            classes,
             compaction: Counters::default(),
             deferred_batches: Default::default(),
             tag,
@@ -478,6 +518,37 @@ impl Pool {
     /// The pool's size-class table.
     pub fn size_classes(&self) -> &SizeClassTable {
         &self.table
+    }
+
+    /// Class shards in use: [`PoolConfig::class_shards`], or fewer where
+    /// the handle's class field cannot name that many copies of the
+    /// classes; 1 with log placement.
+    ///
+    /// ```
+    /// use zsmem::{Pool, PoolConfig};
+    /// let cfg = |page_size| PoolConfig { page_size, class_shards: 16, ..PoolConfig::default() };
+    /// assert_eq!(Pool::new(cfg(4096))?.class_shards(), 16);
+    /// assert_eq!(Pool::new(cfg(65536))?.class_shards(), 1);
+    /// # Ok::<(), zsmem::Error>(())
+    /// ```
+    pub fn class_shards(&self) -> usize {
+        self.shards
+    }
+
+    /// The shard this thread allocates in.
+    fn my_shard(&self) -> usize {
+        if self.shards == 1 {
+            0
+        } else {
+            thread_number() % self.shards
+        }
+    }
+
+    /// The size class a class index (as carried in handles) names, of any
+    /// shard; `None` for a lane or an index beyond them.
+    fn class_info(&self, index: usize) -> Option<crate::size_class::ClassInfo> {
+        (index < self.shards * self.table.len())
+            .then(|| self.table.classes()[index % self.table.len()])
     }
 
     /// Largest object the pool accepts (its page size).
@@ -534,31 +605,36 @@ impl Pool {
                 .at_limit_drain_and_retry(alloc)
                 .map(|h| h.tagged(self.tag.get()));
         }
+        let shard = self.my_shard();
         let logical = self.table.index_for(len + self.header);
         let own = self.table.classes()[logical].physical;
-        let index = self.spacing.as_ref().map_or(own, |s| s.place(logical));
+        let placed = self.spacing.as_ref().map_or(own, |s| s.place(logical, shard));
+        let index = shard * self.table.len() + placed;
         let d = usize::from(self.dense[index - self.dense_base]);
         let alloc = || {
-            let mut cell = self.classes[d].write();
+            let mut cell = self.cells.get_or_make(d).lock.write();
             let space = cell.get_or_insert_with(|| Box::new(self.make_space(d, index)));
-            space.alloc(index, len, data, &self.pages)
+            space.alloc(index, len, data, self.source(d))
         };
         match self.at_limit_drain_and_retry(alloc) {
             Ok(h) => Ok(h.tagged(self.tag.get())),
             Err(e) => {
                 if let Some(s) = &self.spacing {
-                    s.freed(logical);
+                    s.freed(logical, shard);
                 }
                 Err(e)
             }
         }
     }
 
-    /// An object of `len` bytes was freed: its class has one live object
-    /// fewer (adaptive spacing).
-    fn freed(&self, len: usize) {
+    /// An object of `len` bytes was freed from class index `index`: its
+    /// shard has one live object of its size fewer (adaptive spacing).
+    fn freed(&self, index: usize, len: usize) {
         if let Some(s) = &self.spacing {
-            s.freed(self.table.index_for(len + self.header));
+            s.freed(
+                self.table.index_for(len + self.header),
+                index / self.table.len(),
+            );
         }
     }
 
@@ -578,20 +654,25 @@ impl Pool {
 
     /// The state of class or lane `d` (index `index` in handles), new.
     fn make_space(&self, d: usize, index: usize) -> Space {
-        match self.table.classes().get(index) {
-            Some(&info) => Space::Class(Class::new(
+        match self.class_info(index) {
+            Some(info) => Space::Class(Class::new(
                 info,
                 self.cfg.page_size,
                 self.cfg.trim_pages,
-                self.directories.get(d).cloned(),
+                self.directory(d),
             )),
             None => Space::Lane(Lane::new(
                 index,
-                index - self.table.len(),
+                index - self.shards * self.table.len(),
                 self.cfg.page_size,
-                self.directories.get(d).cloned(),
+                self.directory(d),
             )),
         }
+    }
+
+    /// The handle directory of class or lane `d` (deferred free only).
+    fn directory(&self, d: usize) -> Option<Arc<Directory>> {
+        self.cells.get(d).and_then(|c| c.directory.clone())
     }
 
     /// The handle's class, locked alone (for changes); a class never used
@@ -602,7 +683,8 @@ impl Pool {
 
     /// Class `d` (found from `h`), locked alone.
     fn lock_dense(&self, d: usize, h: Handle) -> Result<ClassWrite<'_>> {
-        let cell = self.classes[d].write();
+        let fault = || h.fault(HandleFault::UnknownSlot);
+        let cell = self.cells.get(d).ok_or_else(fault)?.lock.write();
         if cell.is_none() {
             return Err(h.fault(HandleFault::UnknownSlot));
         }
@@ -611,7 +693,8 @@ impl Pool {
 
     /// The handle's class, locked shared with other readers.
     fn read_class(&self, h: Handle) -> Result<ClassRead<'_>> {
-        let cell = self.classes[self.dense_class(h)?].read();
+        let fault = || h.fault(HandleFault::UnknownSlot);
+        let cell = self.cells.get(self.dense_class(h)?).ok_or_else(fault)?.lock.read();
         if cell.is_none() {
             return Err(h.fault(HandleFault::UnknownSlot));
         }
@@ -727,9 +810,9 @@ impl Pool {
     /// Run `f` on this thread's lane (made at its first use), locked alone,
     /// with the lane's page source.
     fn in_my_lane<R>(&self, f: impl FnOnce(&mut Lane, &PageSource) -> Result<R>) -> Result<R> {
-        let index = self.table.len() + lane_of_this_thread() % self.cfg.placement.lanes();
+        let index = self.table.len() + thread_number() % self.cfg.placement.lanes();
         let d = usize::from(self.dense[index - self.dense_base]);
-        let mut cell = self.classes[d].write();
+        let mut cell = self.cells.get_or_make(d).lock.write();
         let space = cell.get_or_insert_with(|| Box::new(self.make_space(d, index)));
         let Space::Lane(lane) = &mut **space else {
             unreachable!("a lane's cell holds a lane");
@@ -742,8 +825,15 @@ impl Pool {
         Lane::lane_of(place)
             .filter(|&k| k < self.cfg.placement.lanes())
             .and_then(|k| self.dense_of(self.table.len() + k))
-            .filter(|&d| d < self.classes.len())
+            .filter(|&d| self.cells.get(d).is_some())
             .ok_or_else(|| no_lane(place))
+    }
+
+    /// The cell of lane `d` (from [`Pool::owned_lane`]).
+    fn lane_cell(&self, d: usize) -> Result<&Cell<Option<Box<Space>>>> {
+        self.cells
+            .get(d)
+            .ok_or_else(|| Error::InvariantViolated(format!("no lane at {d}")))
     }
 
     /// Call `f` with the bytes of the owned object of `len` bytes at
@@ -754,7 +844,7 @@ impl Pool {
         len: usize,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<R> {
-        let cell = self.classes[self.owned_lane(place)?].read();
+        let cell = self.lane_cell(self.owned_lane(place)?)?.lock.read();
         let Some(Space::Lane(lane)) = cell.as_deref() else {
             return Err(no_lane(place));
         };
@@ -766,7 +856,7 @@ impl Pool {
     pub(crate) fn free_owned(&self, place: u64, len: usize) -> Result<()> {
         let d = self.owned_lane(place)?;
         let src = self.source(d);
-        let mut cell = self.classes[d].write();
+        let mut cell = self.lane_cell(d)?.lock.write();
         let Some(space) = cell.as_deref_mut() else {
             return Err(no_lane(place));
         };
@@ -799,20 +889,25 @@ impl Pool {
         let len = class.free(h, src)?;
         self.auto_compact(&mut class, src);
         drop(class);
-        self.freed(len);
+        self.freed(h.class(), len);
         Ok(())
     }
 
-    /// The page source of class or lane `d`.
+    /// The page source of class or lane `d`: shard 0's classes share
+    /// `pages`, every other shard and every lane has its own.
     fn source(&self, d: usize) -> &PageSource {
-        d.checked_sub(self.first_lane)
-            .and_then(|k| self.lane_pages.get(k))
+        let other = match d.checked_sub(self.first_lane) {
+            Some(lane) => Some(lane),
+            None => (d / self.physical).checked_sub(1),
+        };
+        other
+            .and_then(|k| self.more_pages.get(k))
             .unwrap_or(&self.pages)
     }
 
     /// Every page source: the classes' and the lanes'.
     fn sources(&self) -> impl Iterator<Item = &PageSource> {
-        std::iter::once(&*self.pages).chain(self.lane_pages.iter().map(|p| &**p))
+        std::iter::once(&*self.pages).chain(self.more_pages.iter().map(|p| &**p))
     }
 
     fn auto_compact(&self, space: &mut Space, src: &PageSource) {
@@ -840,7 +935,11 @@ impl Pool {
 
     fn free_deferred(&self, shards: &Shards, h: Handle) -> Result<()> {
         let d = self.dense_class(h)?;
-        self.directories[d].mark_dying(h)?;
+        self.cells
+            .get(d)
+            .and_then(|c| c.directory.as_ref())
+            .ok_or_else(|| h.fault(HandleFault::UnknownSlot))?
+            .mark_dying(h)?;
         let mut batch = Vec::new();
         match shards.push(shards.home(), h.to_raw(), &mut batch) {
             Push::Buffered => {}
@@ -854,6 +953,9 @@ impl Pool {
     /// lock taken once per run.
     fn drain(&self, batch: &mut [u64]) {
         batch.sort_unstable_by_key(|&raw| Handle::from_raw(raw).class());
+        // Counted once per batch: a shared counter bumped per run would be a
+        // line both cores write on every few frees.
+        let mut runs = 0;
         for run in
             batch.chunk_by(|a, b| Handle::from_raw(*a).class() == Handle::from_raw(*b).class())
         {
@@ -862,7 +964,10 @@ impl Pool {
                 continue;
             };
             let src = self.source(d);
-            let mut cell = self.classes[d].write();
+            let Some(cell) = self.cells.get(d) else {
+                continue;
+            };
+            let mut cell = cell.lock.write();
             let Some(class) = cell.as_deref_mut() else {
                 continue;
             };
@@ -872,13 +977,14 @@ impl Pool {
                 let freed = class.free_dying(Handle::from_raw(raw), src);
                 debug_assert!(freed.is_ok(), "{freed:?}");
                 if let Ok(len) = freed {
-                    self.freed(len);
+                    self.freed(first.class(), len);
                 }
             }
-            self.deferred_batches
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            runs += 1;
             self.auto_compact(class, src);
         }
+        self.deferred_batches
+            .fetch_add(runs, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Free every deferred free now (no-op in other modes). On return, every
@@ -902,10 +1008,10 @@ impl Pool {
         let _pool = (self.cfg.free_mode == FreeMode::PoolLock)
             .then(|| self.pool_lock.write().unwrap_or_else(|e| e.into_inner()));
         let (mut freed, mut committed) = (0, 0);
-        for (d, class) in self.classes.iter().enumerate() {
+        for (d, class) in self.cells.iter() {
             let src = self.source(d);
             loop {
-                let mut cell = class.write();
+                let mut cell = class.lock.write();
                 let m = match cell.as_deref_mut() {
                     None => break,
                     Some(Space::Class(c)) => {
@@ -952,41 +1058,41 @@ impl Pool {
         }
     }
 
-    /// Per physical class statistics, smallest class first.
+    /// Per physical class statistics, smallest class first; a class's
+    /// shards are summed (`freeable` is the sum of each shard's: compaction
+    /// moves objects within a shard).
     pub fn class_stats(&self) -> Vec<ClassStats> {
         self.table
             .physical_indices()
             .iter()
             .map(|&index| {
                 let info = self.table.classes()[index];
-                let Some(c) = self.dense_of(index).and_then(|d| self.classes.get(d)) else {
+                let mut st = ClassStats::unused(info);
+                for shard in 0..self.shards {
+                    let index = shard * self.table.len() + index;
                     // Log placement keeps no class.
-                    return ClassStats::unused(info);
-                };
-                let cell = c.read();
-                let Some(Space::Class(c)) = cell.as_deref() else {
-                    return ClassStats::unused(info);
-                };
-                let groups = c.group_counts();
-                let mut fullness = [0; 11];
-                fullness.copy_from_slice(&groups[1..=GROUP_FULL]);
-                let obj_allocated = c.zspage_count() * info.objs_per_zspage;
-                let obj_used = c.objects();
-                ClassStats {
-                    index: info.index,
-                    size: info.size,
-                    fullness,
-                    obj_allocated,
-                    obj_used,
-                    pages_used: c.resident_pages(),
-                    pages_per_zspage: info.pages_per_zspage,
-                    objs_per_zspage: info.objs_per_zspage,
-                    freeable: (obj_allocated - obj_used) / info.objs_per_zspage
-                        * info.pages_per_zspage,
-                    partial_bytes: c.trimmable_bytes(),
-                    bytes_stored: c.bytes_stored(),
-                    metadata_bytes: std::mem::size_of::<Space>() + c.metadata_bytes(),
+                    let Some(c) = self.dense_of(index).and_then(|d| self.cells.get(d)) else {
+                        continue;
+                    };
+                    let cell = c.lock.read();
+                    let Some(Space::Class(c)) = cell.as_deref() else {
+                        continue;
+                    };
+                    for (f, n) in st.fullness.iter_mut().zip(&c.group_counts()[1..=GROUP_FULL]) {
+                        *f += n;
+                    }
+                    let obj_allocated = c.zspage_count() * info.objs_per_zspage;
+                    let obj_used = c.objects();
+                    st.obj_allocated += obj_allocated;
+                    st.obj_used += obj_used;
+                    st.pages_used += c.resident_pages();
+                    st.freeable += (obj_allocated - obj_used) / info.objs_per_zspage
+                        * info.pages_per_zspage;
+                    st.partial_bytes += c.trimmable_bytes();
+                    st.bytes_stored += c.bytes_stored();
+                    st.metadata_bytes += std::mem::size_of::<Space>() + c.metadata_bytes();
                 }
+                st
             })
             .collect()
     }
@@ -1002,7 +1108,7 @@ impl Pool {
             objects: 0,
             bytes_stored: 0,
             huge_objects: 0,
-            metadata_bytes: std::mem::size_of_val(&*self.classes)
+            metadata_bytes: self.cells.metadata_bytes()
                 + std::mem::size_of_val(&*self.dense)
                 + self.spacing.as_ref().map_or(0, Spacing::metadata_bytes),
             waste: Waste::default(),
@@ -1018,11 +1124,11 @@ impl Pool {
             s.metadata_bytes += shards.metadata_bytes();
             s.pending_frees = shards.pending(|raw| {
                 let h = Handle::from_raw(raw);
-                s.pending_free_bytes += self.table.classes().get(h.class()).map_or(0, |c| c.size);
+                s.pending_free_bytes += self.class_info(h.class()).map_or(0, |c| c.size);
             });
         }
-        for c in self.classes.iter() {
-            let cell = c.read();
+        for (_, c) in self.cells.iter() {
+            let cell = c.lock.read();
             let c = match cell.as_deref() {
                 None => continue,
                 Some(Space::Class(c)) => c,
@@ -1058,8 +1164,8 @@ impl Pool {
     /// concurrent use, run it while no other thread uses the pool.
     pub fn check_invariants(&self) -> Result<()> {
         let mut pages = 0;
-        for c in self.classes.iter() {
-            let cell = c.read();
+        for (_, c) in self.cells.iter() {
+            let cell = c.lock.read();
             match cell.as_deref() {
                 None => continue,
                 Some(Space::Class(c)) => {
@@ -1081,10 +1187,6 @@ impl Pool {
         Ok(())
     }
 }
-
-/// A physical class's lock and state (none until its first allocation),
-/// on cache lines of its own.
-type ClassCell = CachePadded<RwLock<Option<Box<Space>>>>;
 
 /// What a handle's class field names: a physical class, or with log
 /// placement a lane. Both keep a handle table and give objects' bytes.
@@ -1156,10 +1258,11 @@ fn no_lane(place: u64) -> Error {
     Error::InvariantViolated(format!("no lane for place {place:#x}"))
 }
 
-/// The lane this thread appends to (before reducing by the lane count):
-/// handed out round-robin at a thread's first log allocation, so threads
-/// spread over lanes.
-fn lane_of_this_thread() -> usize {
+/// This thread's number, handed out round-robin at its first allocation:
+/// reduced by the lane count it is the lane the thread appends to, by the
+/// shard count the class shard it allocates in, so threads spread over
+/// both.
+fn thread_number() -> usize {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
@@ -1201,8 +1304,8 @@ impl Drop for Pool {
         for src in self.sources() {
             src.close();
         }
-        for (d, c) in self.classes.iter().enumerate() {
-            if let Some(c) = c.write().as_deref_mut() {
+        for (d, c) in self.cells.iter() {
+            if let Some(c) = c.lock.write().as_deref_mut() {
                 c.release_all(self.source(d));
             }
         }

@@ -47,7 +47,11 @@
 //!
 //! The live counts are relaxed atomics per logical class, changed on every
 //! allocation and free: a count only steers placement, so a stale read
-//! costs at most a slot of rounding, never correctness.
+//! costs at most a slot of rounding, never correctness. A pool with class
+//! shards (one class state per thread group, see `pool.rs`) keeps a row of
+//! counts per shard, a spare cache line between rows, and each shard
+//! places by its own demand: two threads allocating in different shards
+//! never write the same line.
 
 use crate::size_class::SizeClassTable;
 use crate::sync::atomic::{AtomicU32, Ordering};
@@ -71,17 +75,30 @@ pub(crate) struct Spacing {
     /// `levels[start[i]..start[i + 1]]`.
     levels: Box<[Level]>,
     start: Box<[u32]>,
-    /// Live objects whose request size maps to each logical class,
-    /// wherever they were placed.
+    /// Per shard, a row of `row` counts: live objects whose request size
+    /// maps to each logical class, wherever in the shard they were placed.
     live: Box<[AtomicU32]>,
+    /// Counts per row: the classes rounded up to whole cache lines, and a
+    /// line more, so no line holds counts of two rows however the array is
+    /// aligned.
+    row: usize,
 }
+
+/// Counts in a cache line.
+const LINE_COUNTS: usize = 64 / std::mem::size_of::<AtomicU32>();
 
 impl Spacing {
     /// Spacing for `table` whose coarsest anchors are every `grid`-th
     /// class (a power of two): a class's anchors are the classes at
     /// multiples of 2, 4, .. `grid` at or above it. `None` for a grid of 1
-    /// (every class its own: the kernel's behaviour).
-    pub(crate) fn new(table: &SizeClassTable, grid: usize, page_size: usize) -> Option<Spacing> {
+    /// (every class its own: the kernel's behaviour). `shards` rows of
+    /// counts (at least 1).
+    pub(crate) fn new(
+        table: &SizeClassTable,
+        grid: usize,
+        page_size: usize,
+        shards: usize,
+    ) -> Option<Spacing> {
         if grid <= 1 {
             return None;
         }
@@ -123,10 +140,12 @@ impl Spacing {
             }
         }
         start.push(levels.len() as u32);
+        let row = classes.len().next_multiple_of(LINE_COUNTS) + LINE_COUNTS;
         Some(Spacing {
             levels: levels.into(),
             start: start.into(),
-            live: classes.iter().map(|_| AtomicU32::new(0)).collect(),
+            live: (0..row * shards.max(1)).map(|_| AtomicU32::new(0)).collect(),
+            row,
         })
     }
 
@@ -134,15 +153,21 @@ impl Spacing {
         &self.levels[self.start[logical] as usize..self.start[logical + 1] as usize]
     }
 
-    /// The physical class a new object of logical class `logical` goes to:
-    /// the finest level whose window has enough live objects; counts the
-    /// object.
-    pub(crate) fn place(&self, logical: usize) -> usize {
-        self.live[logical].fetch_add(1, Ordering::Relaxed);
+    /// Shard `shard`'s counts.
+    fn live(&self, shard: usize) -> &[AtomicU32] {
+        &self.live[shard * self.row..][..self.row]
+    }
+
+    /// The physical class a new object of logical class `logical` goes to
+    /// in shard `shard`: the finest level whose window has enough live
+    /// objects in the shard; counts the object.
+    pub(crate) fn place(&self, logical: usize, shard: usize) -> usize {
+        let live = self.live(shard);
+        live[logical].fetch_add(1, Ordering::Relaxed);
         let levels = self.levels(logical);
         // The last level (threshold 0) is taken without summing its window.
         let chosen = levels.iter().find(|l| {
-            let window = &self.live[usize::from(l.first)..=usize::from(l.last)];
+            let window = &live[usize::from(l.first)..=usize::from(l.last)];
             l.threshold == 0
                 || window
                     .iter()
@@ -154,10 +179,10 @@ impl Spacing {
         usize::from(chosen.or(levels.last()).map_or(0, |l| l.anchor))
     }
 
-    /// An object of logical class `logical` was freed, or [`Spacing::place`]
-    /// counted one that was not made.
-    pub(crate) fn freed(&self, logical: usize) {
-        self.live[logical].fetch_sub(1, Ordering::Relaxed);
+    /// An object of logical class `logical` was freed from shard `shard`,
+    /// or [`Spacing::place`] counted one that was not made.
+    pub(crate) fn freed(&self, logical: usize, shard: usize) {
+        self.live(shard)[logical].fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Heap bytes of the tables.
@@ -186,7 +211,7 @@ mod tests {
     #[test]
     fn sparse_classes_climb_to_coarser_anchors_until_they_earn_their_own() {
         let t = table();
-        let s = Spacing::new(&t, 8, 4096).unwrap();
+        let s = Spacing::new(&t, 8, 4096, 1).unwrap();
         let c = |i: usize| t.classes()[t.classes()[i].physical];
         // Logical class 61 (1008 bytes): its anchors are 62, 64 and 64 (the
         // multiples of 2, 4 and 8 at or above it).
@@ -195,27 +220,27 @@ mod tests {
         assert_eq!(levels.last().unwrap().anchor as usize, c(64).index);
         assert_eq!(levels.last().unwrap().threshold, 0);
         // An empty pool: the first object goes to the coarsest anchor.
-        assert_eq!(s.place(61), c(64).index);
+        assert_eq!(s.place(61, 0), c(64).index);
         // Enough objects of class 61 alone earn it its own slots: a page
         // and a slot of floor over the 16 bytes more of class 62.
         let own = (4096 + c(61).size).div_ceil(c(62).size - c(61).size);
         while s.live[61].load(Ordering::Relaxed) < own as u32 - 1 {
-            s.place(61);
+            s.place(61, 0);
         }
         assert_eq!(
-            s.place(61),
+            s.place(61, 0),
             c(61).index,
             "the class has earned its own slots"
         );
-        s.freed(61);
-        s.freed(61);
-        assert_ne!(s.place(61), c(61).index, "sparse again");
+        s.freed(61, 0);
+        s.freed(61, 0);
+        assert_ne!(s.place(61, 0), c(61).index, "sparse again");
     }
 
     #[test]
     fn neighbours_open_an_anchor_together() {
         let t = table();
-        let s = Spacing::new(&t, 8, 4096).unwrap();
+        let s = Spacing::new(&t, 8, 4096, 1).unwrap();
         let c = |i: usize| t.classes()[t.classes()[i].physical];
         // Classes 57..=60 share the level-2 anchor 60: their objects
         // together pay for its floor before any of them alone would.
@@ -228,18 +253,32 @@ mod tests {
         let mut placed = 0;
         while placed < level2.threshold {
             for i in 57..=60 {
-                s.place(i);
+                s.place(i, 0);
                 placed += 1;
             }
         }
-        assert_eq!(s.place(58), c(60).index, "the shared anchor is open");
+        assert_eq!(s.place(58, 0), c(60).index, "the shared anchor is open");
+    }
+
+    #[test]
+    fn each_shard_places_by_its_own_demand() {
+        let t = table();
+        let s = Spacing::new(&t, 8, 4096, 2).unwrap();
+        let c = |i: usize| t.classes()[t.classes()[i].physical];
+        let own = (4096 + c(61).size).div_ceil(c(62).size - c(61).size);
+        for _ in 0..own {
+            s.place(61, 1);
+        }
+        assert_eq!(s.place(61, 1), c(61).index, "shard 1 has earned it");
+        assert_eq!(s.place(61, 0), c(64).index, "shard 0 is still sparse");
+        assert!(s.row >= t.len() + LINE_COUNTS, "a spare line between rows");
     }
 
     #[test]
     fn huge_classes_are_never_anchors_and_grid_one_is_off() {
         let t = table();
-        assert!(Spacing::new(&t, 1, 4096).is_none());
-        let s = Spacing::new(&t, 8, 4096).unwrap();
+        assert!(Spacing::new(&t, 1, 4096, 1).is_none());
+        let s = Spacing::new(&t, 8, 4096, 1).unwrap();
         for c in t.classes() {
             let own = t.classes()[c.physical];
             for l in s.levels(c.index) {

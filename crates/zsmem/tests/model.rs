@@ -178,6 +178,8 @@ fn configs() -> Vec<PoolConfig> {
             trim_pages: false,
             class_grid: 4,
             placement: Placement::Classes,
+            // More shards than a 64 KiB page's classes leave room for: one.
+            class_shards: 4,
             // A short delay and a tiny bound: runs come and go through the
             // return queue all the time.
             page_return: zsmem::PageReturn::Delayed {

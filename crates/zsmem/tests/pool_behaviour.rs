@@ -188,6 +188,121 @@ fn threads_share_a_pool_and_every_byte_survives() {
     pool.check_invariants().unwrap();
 }
 
+/// Class shards: threads allocate in shards of their own (objects of one
+/// size land in different zspages and handle tables), frees and reads cross
+/// shards, the statistics sum the shards, and a pool one thread uses makes
+/// one shard's cells only.
+#[test]
+fn threads_allocate_in_their_own_class_shards() {
+    let cfg = PoolConfig {
+        class_shards: 4,
+        ..PoolConfig::default()
+    };
+    let single = Pool::new(cfg.clone()).unwrap();
+    let pool = Pool::new(cfg).unwrap();
+    assert_eq!(pool.class_shards(), 4);
+    let empty_metadata = pool.stats().metadata_bytes;
+    let handles: Vec<Vec<zsmem::Handle>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..4u8)
+            .map(|t| {
+                let pool = &pool;
+                s.spawn(move || {
+                    (0..200)
+                        .map(|_| pool.store(&[t; 1000]).unwrap())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    // Four threads, four different round-robin numbers (tests running
+    // beside this one may take numbers in between): at least two shards,
+    // so at least two class fields for the same object size.
+    let mut classes: Vec<usize> = handles
+        .iter()
+        .map(|hs| {
+            let raw = hs[0].to_raw();
+            ((raw >> 29) & 0xFFF) as usize
+        })
+        .collect();
+    classes.sort_unstable();
+    classes.dedup();
+    assert!(classes.len() >= 2, "threads spread over shards: {classes:?}");
+    for (t, hs) in handles.iter().enumerate() {
+        for &h in hs {
+            assert_eq!(pool.read_vec(h).unwrap(), vec![t as u8; 1000]);
+        }
+    }
+    pool.check_invariants().unwrap();
+    let s = pool.stats();
+    assert_eq!((s.objects, s.bytes_stored), (800, 800_000));
+    assert!(
+        s.metadata_bytes > empty_metadata + 3 * 128 * 100,
+        "three more shards' cells are counted once made"
+    );
+    let cs = pool.class_stats();
+    assert_eq!(cs.iter().map(|c| c.obj_used).sum::<usize>(), 800);
+    assert_eq!(
+        cs.iter().map(|c| c.pages_used).sum::<usize>(),
+        s.pages_held,
+        "the class table sums the shards"
+    );
+    // Freed from one thread, across all four shards.
+    for h in handles.into_iter().flatten() {
+        pool.free(h).unwrap();
+        assert!(pool.free(h).is_err());
+    }
+    pool.trim();
+    let s = pool.stats();
+    assert_eq!((s.objects, s.pages_held, s.cached_pages), (0, 0, 0));
+    pool.check_invariants().unwrap();
+    // One thread: one shard, and no other shard's cells.
+    let h = single.store(&[1; 1000]).unwrap();
+    assert_eq!(
+        single.stats().metadata_bytes,
+        empty_metadata + pool_class_state(&single),
+        "a single thread makes no other shard"
+    );
+    single.free(h).unwrap();
+}
+
+/// Metadata of the one class state a pool with one object holds.
+fn pool_class_state(pool: &Pool) -> usize {
+    pool.class_stats().iter().map(|c| c.metadata_bytes).sum()
+}
+
+/// A handle forged to name a class of a shard the pool never made, or one
+/// beyond its shards, is refused like any unknown slot.
+#[test]
+fn a_handle_naming_an_unused_shard_is_refused() {
+    let pool = Pool::new(PoolConfig {
+        class_shards: 2,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let h = pool.store(&[7; 100]).unwrap();
+    let raw = h.to_raw();
+    let class = (raw >> 29) & 0xFFF;
+    let classes = pool.size_classes().len() as u64;
+    for other in [class ^ classes, class + 2 * classes, 0xFFF] {
+        let forged = zsmem::Handle::from_raw(raw & !(0xFFF << 29) | other << 29);
+        assert!(matches!(
+            pool.read_vec(forged),
+            Err(zsmem::Error::InvalidHandle { .. })
+        ));
+        assert!(pool.free(forged).is_err());
+    }
+    assert_eq!(pool.read_vec(h).unwrap(), vec![7; 100]);
+    pool.free(h).unwrap();
+    assert!(
+        Pool::new(PoolConfig {
+            class_shards: 17,
+            ..PoolConfig::default()
+        })
+        .is_err()
+    );
+}
+
 #[test]
 fn pool_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}

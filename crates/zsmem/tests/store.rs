@@ -688,6 +688,9 @@ fn threads_and_maintenance(placement: Placement) {
         pool: PoolConfig {
             memory_limit: Some(200 * PAGE),
             placement,
+            // Four shards whatever the core count: threads write to their
+            // own shards and read and free across them.
+            class_shards: 4,
             ..PoolConfig::default()
         },
         ..Default::default()

@@ -57,6 +57,10 @@ fn stress_with(mode: FreeMode, placement: Placement) {
             delay: std::time::Duration::from_millis(1),
             max_pages: 16,
         },
+        // Four class shards whatever the core count: each thread allocates
+        // in its own (up to four), and frees and reads cross them (the
+        // hand-over pile, the pinned objects).
+        class_shards: 4,
         ..PoolConfig::default()
     })
     .unwrap();
