@@ -66,6 +66,8 @@ fuzz_target!(|data: &[u8]| {
             },
             _ => Placement::Classes,
         },
+        // 0 and 17 are refused.
+        class_shards: usize::from(b.u8() % 18),
     };
     let Ok(pool) = Pool::new(cfg) else { return };
     let page = pool.max_object_size();
@@ -84,7 +86,14 @@ fuzz_target!(|data: &[u8]| {
                 let len = usize::from(b.u16()) % (page + 2);
                 let fill = b.u8();
                 let bytes = vec![fill; len];
-                match pool.store(&bytes) {
+                // Some stores from a thread of their own: a new thread
+                // number, so another class shard (or lane).
+                let stored = if b.u8() & 3 == 0 {
+                    std::thread::scope(|s| s.spawn(|| pool.store(&bytes)).join().unwrap())
+                } else {
+                    pool.store(&bytes)
+                };
+                match stored {
                     Ok(h) => {
                         assert!(len >= 1 && len <= page);
                         live.insert(h.to_raw(), bytes);

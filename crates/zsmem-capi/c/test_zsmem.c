@@ -803,6 +803,20 @@ static void test_deferred_free(void) {
     cfg.log_lanes = 65;
     CHECK_RC(zsmem_pool_new(&cfg, &pool), -EINVAL);
     CHECK_MSG("zsmem_pool_new: invalid configuration: log placement: 65 lanes");
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    CHECK(cfg.class_shards >= 1 && cfg.class_shards <= 8);
+    cfg.class_shards = 0;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), -EINVAL);
+    CHECK_MSG("zsmem_pool_new: invalid configuration: class_shards 0 is not in 1..=16");
+    cfg.class_shards = 16;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    zsmem_pool_destroy(pool);
+    /* The version before class_shards: the default. */
+    cfg.size = offsetof(zsmem_pool_config, class_shards);
+    cfg.class_shards = 0; /* beyond the old struct: never read */
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    zsmem_pool_destroy(pool);
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
     /* Log placement: no size classes, objects packed in segments. */
     cfg.log_lanes = 2;
     CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);

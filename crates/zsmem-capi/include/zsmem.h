@@ -182,6 +182,14 @@ typedef struct zsmem_pool_config {
   // Most freed pages that may wait; past it they are returned at once
   // (default 1024). Ignored when `return_delay_us` is 0.
   size_t return_max_pages;
+  // Size classes only: copies of each class's state that threads spread
+  // over, 1 to 16 (appended; older programs get the default, one per
+  // CPU up to 8). A thread allocates in its own shard, so threads free
+  // and read without sharing a lock; each shard in use keeps its own
+  // partly filled zspages. 1 is the kernel's design. Fewer are used where
+  // the handle cannot name them (pages above 16 KiB); log placement
+  // ignores it.
+  size_t class_shards;
 } zsmem_pool_config;
 
 // Pool totals, filled by `zsmem_pool_get_stats`. Fields may be appended

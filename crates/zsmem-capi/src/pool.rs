@@ -119,17 +119,27 @@ pub struct zsmem_pool_config {
     /// Most freed pages that may wait; past it they are returned at once
     /// (default 1024). Ignored when `return_delay_us` is 0.
     pub return_max_pages: usize,
+    /// Size classes only: copies of each class's state that threads spread
+    /// over, 1 to 16 (appended; older programs get the default, one per
+    /// CPU up to 8). A thread allocates in its own shard, so threads free
+    /// and read without sharing a lock; each shard in use keeps its own
+    /// partly filled zspages. 1 is the kernel's design. Fewer are used where
+    /// the handle cannot name them (pages above 16 KiB); log placement
+    /// ignores it.
+    pub class_shards: usize,
 }
 
 // Versioned structs must have no padding (see `read_sized`).
 const _: () =
-    assert!(size_of::<zsmem_pool_config>() == size_of::<[usize; 8]>() + size_of::<[u32; 8]>());
+    assert!(size_of::<zsmem_pool_config>() == size_of::<[usize; 9]>() + size_of::<[u32; 8]>());
 
 /// The sizes of the earlier versions of `zsmem_pool_config`: the first
-/// ended at `trim_pages`, the second at `free_max_pending_bytes`.
-pub(crate) const POOL_CONFIG_VERSIONS: [usize; 2] = [
+/// ended at `trim_pages`, the second at `free_max_pending_bytes`, the
+/// third at `return_max_pages`.
+pub(crate) const POOL_CONFIG_VERSIONS: [usize; 3] = [
     size_of::<[usize; 5]>() + size_of::<[u32; 6]>(),
     size_of::<[usize; 6]>() + size_of::<[u32; 8]>(),
+    size_of::<[usize; 8]>() + size_of::<[u32; 8]>(),
 ];
 
 pub(crate) fn default_config() -> zsmem_pool_config {
@@ -178,6 +188,7 @@ pub(crate) fn default_config() -> zsmem_pool_config {
             PageReturn::Delayed { max_pages, .. } => max_pages,
             _ => zsmem_core::DEFAULT_RETURN_MAX_PAGES,
         },
+        class_shards: d.class_shards,
     }
 }
 
@@ -270,6 +281,7 @@ pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
         cfg.free_mode = free_mode;
         cfg.page_return = page_return;
         cfg.placement = placement;
+        cfg.class_shards = c.class_shards;
         Ok(cfg)
     }
 }
