@@ -136,8 +136,7 @@ impl<T: Default> Cells<T> {
             0
         };
         let cells = self.base.len() + made * self.physical;
-        cells * (std::mem::size_of::<Padded<T>>() + directory)
-            + std::mem::size_of_val(&*self.more)
+        cells * (std::mem::size_of::<Padded<T>>() + directory) + std::mem::size_of_val(&*self.more)
     }
 }
 
@@ -165,7 +164,10 @@ mod tests {
             assert!(v == 0 || v as usize == d);
         }
         let one = std::mem::size_of::<Padded<u32>>();
-        assert_eq!(c.metadata_bytes(), 8 * one + std::mem::size_of_val(&*c.more));
+        assert_eq!(
+            c.metadata_bytes(),
+            8 * one + std::mem::size_of_val(&*c.more)
+        );
     }
 
     #[test]

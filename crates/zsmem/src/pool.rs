@@ -487,7 +487,10 @@ impl Pool {
             cfg.trim_pages,
             cfg.page_return,
         );
-        let more_pages = (1..shards).chain(0..lanes).map(|_| pages.sibling()).collect();
+        let more_pages = (1..shards)
+            .chain(0..lanes)
+            .map(|_| pages.sibling())
+            .collect();
         Ok(Pool {
             more_pages,
             shards,
@@ -608,7 +611,10 @@ impl Pool {
         let shard = self.my_shard();
         let logical = self.table.index_for(len + self.header);
         let own = self.table.classes()[logical].physical;
-        let placed = self.spacing.as_ref().map_or(own, |s| s.place(logical, shard));
+        let placed = self
+            .spacing
+            .as_ref()
+            .map_or(own, |s| s.place(logical, shard));
         let index = shard * self.table.len() + placed;
         let d = usize::from(self.dense[index - self.dense_base]);
         let alloc = || {
@@ -694,7 +700,12 @@ impl Pool {
     /// The handle's class, locked shared with other readers.
     fn read_class(&self, h: Handle) -> Result<ClassRead<'_>> {
         let fault = || h.fault(HandleFault::UnknownSlot);
-        let cell = self.cells.get(self.dense_class(h)?).ok_or_else(fault)?.lock.read();
+        let cell = self
+            .cells
+            .get(self.dense_class(h)?)
+            .ok_or_else(fault)?
+            .lock
+            .read();
         if cell.is_none() {
             return Err(h.fault(HandleFault::UnknownSlot));
         }
@@ -1078,7 +1089,11 @@ impl Pool {
                     let Some(Space::Class(c)) = cell.as_deref() else {
                         continue;
                     };
-                    for (f, n) in st.fullness.iter_mut().zip(&c.group_counts()[1..=GROUP_FULL]) {
+                    for (f, n) in st
+                        .fullness
+                        .iter_mut()
+                        .zip(&c.group_counts()[1..=GROUP_FULL])
+                    {
                         *f += n;
                     }
                     let obj_allocated = c.zspage_count() * info.objs_per_zspage;
@@ -1086,8 +1101,8 @@ impl Pool {
                     st.obj_allocated += obj_allocated;
                     st.obj_used += obj_used;
                     st.pages_used += c.resident_pages();
-                    st.freeable += (obj_allocated - obj_used) / info.objs_per_zspage
-                        * info.pages_per_zspage;
+                    st.freeable +=
+                        (obj_allocated - obj_used) / info.objs_per_zspage * info.pages_per_zspage;
                     st.partial_bytes += c.trimmable_bytes();
                     st.bytes_stored += c.bytes_stored();
                     st.metadata_bytes += std::mem::size_of::<Space>() + c.metadata_bytes();

@@ -144,7 +144,9 @@ impl Spacing {
         Some(Spacing {
             levels: levels.into(),
             start: start.into(),
-            live: (0..row * shards.max(1)).map(|_| AtomicU32::new(0)).collect(),
+            live: (0..row * shards.max(1))
+                .map(|_| AtomicU32::new(0))
+                .collect(),
             row,
         })
     }

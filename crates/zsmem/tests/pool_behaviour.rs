@@ -227,7 +227,10 @@ fn threads_allocate_in_their_own_class_shards() {
         .collect();
     classes.sort_unstable();
     classes.dedup();
-    assert!(classes.len() >= 2, "threads spread over shards: {classes:?}");
+    assert!(
+        classes.len() >= 2,
+        "threads spread over shards: {classes:?}"
+    );
     for (t, hs) in handles.iter().enumerate() {
         for &h in hs {
             assert_eq!(pool.read_vec(h).unwrap(), vec![t as u8; 1000]);
