@@ -22,13 +22,16 @@ pub(crate) struct Cell<T> {
 
 type Padded<T> = CachePadded<Cell<T>>;
 
+/// One shard's cells, one per class.
+type ShardCells<T> = Box<[Padded<T>]>;
+
 /// Every cell of a pool.
 #[derive(Debug)]
 pub(crate) struct Cells<T> {
     /// Shard 0's classes, then the lanes.
     base: Box<[Padded<T>]>,
     /// Shards 1..'s classes, each made at its first use.
-    more: Box<[OnceLock<Box<[Padded<T>]>>]>,
+    more: Box<[OnceLock<ShardCells<T>>]>,
     physical: usize,
     /// The pool's tag for new directories; `None` without deferred free.
     directory_tag: Option<u8>,

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::cells::{Cell, Cells};
 use crate::class::{Class, GROUP_FULL};
 use crate::compact::{self, CompactionPolicy, CompactionStats, Counters};
-use crate::deferred::{Push, Shards};
+use crate::deferred::{DRAIN_STEP, Push, Shards};
 use crate::error::{Error, HandleFault, Result};
 use crate::handle::{CLASS_BITS, Directory, Handle, Location, PoolTag};
 use crate::lane::{Lane, Owners};
@@ -351,8 +351,6 @@ pub struct Pool {
     /// Positions in `classes` from here on are lanes.
     first_lane: usize,
     compaction: Counters,
-    /// Runs of deferred frees drained, each under one class lock.
-    deferred_batches: std::sync::atomic::AtomicU64,
     /// In every handle of this pool.
     tag: PoolTag,
     /// Log placement: who holds the places of objects stored with
@@ -398,15 +396,18 @@ impl Pool {
                 let shards = std::thread::available_parallelism()
                     .map_or(2, |n| n.get() * 2)
                     .clamp(2, 64);
-                let batch = max_pending_bytes / (shards * cfg.page_size);
+                // A shard and its backlog, each `batch` objects of at most
+                // a page.
+                let batch = max_pending_bytes / (2 * shards * cfg.page_size);
                 if batch == 0 {
                     return Err(Error::InvalidConfig(format!(
-                        "deferred free: max_pending_bytes {max_pending_bytes} is less than one \
-                         page per shard ({shards} shards of {} bytes)",
+                        "deferred free: max_pending_bytes {max_pending_bytes} is less than two \
+                         pages per shard ({shards} shards, each a batch and a backlog of \
+                         {}-byte pages)",
                         cfg.page_size
                     )));
                 }
-                Some(Shards::new(shards, batch.min(1024)))
+                Some(Shards::new(shards, batch.min(1024), DRAIN_STEP))
             }
             _ => None,
         };
@@ -507,7 +508,6 @@ impl Pool {
             dense,
             dense_base,
             compaction: Counters::default(),
-            deferred_batches: Default::default(),
             tag,
             owners: std::sync::OnceLock::new(),
         })
@@ -952,20 +952,24 @@ impl Pool {
             .ok_or_else(|| h.fault(HandleFault::UnknownSlot))?
             .mark_dying(h)?;
         let mut batch = Vec::new();
-        match shards.push(shards.home(), h.to_raw(), &mut batch) {
-            Push::Buffered => {}
-            Push::Full => self.drain(&mut batch),
+        let home = shards.home();
+        let runs = match shards.push(home, h.to_raw(), &mut batch) {
+            Push::Buffered => 0,
+            Push::Drain => self.drain(&mut batch),
             Push::Closed => self.drain(&mut [h.to_raw()]),
+        };
+        if runs > 0 {
+            shards.count_runs(home, runs);
         }
         Ok(())
     }
 
     /// Free a batch of handles marked dying: sorted by class, each class's
-    /// lock taken once per run.
-    fn drain(&self, batch: &mut [u64]) {
+    /// lock taken once per run. Returns the runs, for the caller to count
+    /// in its deferred shard (a counter shared by every drain would be a
+    /// line both cores write on every few frees).
+    fn drain(&self, batch: &mut [u64]) -> u64 {
         batch.sort_unstable_by_key(|&raw| Handle::from_raw(raw).class());
-        // Counted once per batch: a shared counter bumped per run would be a
-        // line both cores write on every few frees.
         let mut runs = 0;
         for run in
             batch.chunk_by(|a, b| Handle::from_raw(*a).class() == Handle::from_raw(*b).class())
@@ -994,8 +998,7 @@ impl Pool {
             runs += 1;
             self.auto_compact(class, src);
         }
-        self.deferred_batches
-            .fetch_add(runs, std::sync::atomic::Ordering::Relaxed);
+        runs
     }
 
     /// Free every deferred free now (no-op in other modes). On return, every
@@ -1006,7 +1009,8 @@ impl Pool {
             for s in 0..shards.len() {
                 shards.close(s, &mut batch);
             }
-            self.drain(&mut batch);
+            let runs = self.drain(&mut batch);
+            shards.count_runs(0, runs);
         }
     }
 
@@ -1131,9 +1135,7 @@ impl Pool {
             reserved_bytes: self.sources().map(PageSource::reserved_bytes).sum(),
             pending_frees: 0,
             pending_free_bytes: 0,
-            deferred_batches: self
-                .deferred_batches
-                .load(std::sync::atomic::Ordering::Relaxed),
+            deferred_batches: self.deferred.as_ref().map_or(0, Shards::runs),
         };
         if let Some(shards) = &self.deferred {
             s.metadata_bytes += shards.metadata_bytes();

@@ -358,7 +358,7 @@ impl PageSource {
     /// allocation holds it: issue 13's p99.9). Either way the source is
     /// then registered, so the returner's next round takes them.
     fn queue(&self, op: Deferred) {
-        let PageReturn::Delayed { max_pages, .. } = self.policy else {
+        let PageReturn::Delayed { delay, max_pages } = self.policy else {
             unreachable!("only a delayed source queues");
         };
         let (now, pages) = (op.since(), op.resident());
@@ -372,7 +372,13 @@ impl PageSource {
         };
         self.ensure_registered(now);
         if urgent {
-            self.returner.wake_urgently();
+            self.returner.mark_urgent();
+            if self.returner.late(delay) {
+                // The returner has not had a CPU for `delay` (it runs at
+                // idle priority and every CPU is busy): this thread
+                // returns the pages over the bound, as mimalloc's do.
+                self.discard_due(Instant::now(), false, delay, max_pages);
+            }
         }
     }
 
@@ -435,18 +441,7 @@ impl PageSource {
             PageReturn::Immediate => return None,
             PageReturn::Delayed { delay, max_pages } => (delay, max_pages),
         };
-        let mut arena = self.lock();
-        let (mut runs, next) = arena.take_due(now, all, delay, max_pages);
-        arena.urgent = false;
-        drop(arena);
-        if !runs.is_empty() {
-            Arena::discard_runs(self.page_size, &mut runs);
-            let mut arena = self.lock();
-            for w in runs {
-                arena.returning_pages -= w.resident;
-                arena.put_free(w.ptr, w.pages);
-            }
-        }
+        let next = self.discard_due(now, all, delay, max_pages);
         if next.is_some() {
             return next;
         }
@@ -460,6 +455,31 @@ impl PageSource {
         }
         inbox.registered = false;
         None
+    }
+
+    /// Give back the runs that are due at `now` (all with `all`) and the
+    /// oldest beyond the page bound; returns when the oldest run left is
+    /// due. Leaves the registration alone.
+    fn discard_due(
+        &self,
+        now: Instant,
+        all: bool,
+        delay: std::time::Duration,
+        max_pages: usize,
+    ) -> Option<Instant> {
+        let mut arena = self.lock();
+        let (mut runs, next) = arena.take_due(now, all, delay, max_pages);
+        arena.urgent = false;
+        drop(arena);
+        if !runs.is_empty() {
+            Arena::discard_runs(self.page_size, &mut runs);
+            let mut arena = self.lock();
+            for w in runs {
+                arena.returning_pages -= w.resident;
+                arena.put_free(w.ptr, w.pages);
+            }
+        }
+        next
     }
 
     /// Count `pages` as held, or refuse if the limit would be passed.

@@ -270,3 +270,43 @@ fn page_blocks_count_and_return_their_pages() {
     assert_eq!(clone.held_pages(), 0);
     assert_eq!(clone.max_held_pages(), 8);
 }
+
+#[test]
+fn a_starved_returner_leaves_the_excess_to_the_freeing_thread() {
+    // A returner that never runs a round: the idle-priority thread on a
+    // machine whose CPUs all stay busy.
+    let source = |delay| {
+        PageSource::with_budget(
+            4096,
+            false,
+            PageReturn::Delayed {
+                delay,
+                max_pages: 8,
+            },
+            None,
+            Arc::new(Budget::default()),
+            Returner::without_thread(),
+        )
+    };
+    let free_six = |src: &Arc<PageSource>| {
+        let runs: Vec<Run> = (0..6).map(|_| src.alloc_run(4).unwrap()).collect();
+        for r in runs {
+            src.free_run(r, 4, 4);
+        }
+    };
+    // Not late yet (an hour's delay): the frees leave the excess waiting
+    // for the returner, and make no system call. (Under Miri no thread
+    // serves any source: the freeing thread returns it all the same.)
+    let patient = source(Duration::from_secs(3600));
+    free_six(&patient);
+    if !cfg!(miri) {
+        assert_eq!(patient.cached_pages(), 24);
+    }
+    // Late (no round for longer than the delay): the free that passes the
+    // bound gives back the oldest runs itself, down to half the bound.
+    let starved = source(Duration::from_millis(1));
+    std::thread::sleep(Duration::from_millis(2));
+    free_six(&starved);
+    assert!(starved.cached_pages() <= 8, "{}", starved.cached_pages());
+    assert_eq!(starved.held_pages(), 0);
+}
