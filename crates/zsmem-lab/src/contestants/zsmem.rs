@@ -217,9 +217,10 @@ impl PageContestant for ZsmemContestant {
         let bound = self.store.pool().config().page_return.bound();
         if !bound.is_zero() {
             std::thread::sleep(bound + RETURN_SLACK);
-            // A loaded machine may run the returner late: give it up to a
-            // second more before reading (never needed on an idle one).
-            let end = std::time::Instant::now() + std::time::Duration::from_secs(1);
+            // A loaded machine may run the returner late (it runs at idle
+            // priority): give it up to 5 s more before reading (never
+            // needed on an idle one).
+            let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
             while self.store.pool().stats().cached_pages > 0 && std::time::Instant::now() < end {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
