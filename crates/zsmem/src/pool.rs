@@ -329,6 +329,10 @@ pub struct Pool {
     dense_base: usize,
     /// Class shards in use (1 with log placement).
     shards: usize,
+    /// The thread number of the first thread to allocate (`usize::MAX`
+    /// until then): it takes shard 0, so a pool one thread uses makes no
+    /// other shard whatever the thread's number.
+    first_thread: std::sync::atomic::AtomicUsize,
     /// Physical classes per shard (0 with log placement).
     physical: usize,
     /// Per physical class and shard, and per lane: its lock and state (and
@@ -495,6 +499,7 @@ impl Pool {
         Ok(Pool {
             more_pages,
             shards,
+            first_thread: std::sync::atomic::AtomicUsize::new(usize::MAX),
             physical,
             first_lane: shards * physical,
             cells,
@@ -538,13 +543,22 @@ impl Pool {
         self.shards
     }
 
-    /// The shard this thread allocates in.
+    /// The shard this thread allocates in: 0 for the pool's first
+    /// allocating thread, then round-robin by thread number from it.
     fn my_shard(&self) -> usize {
+        use std::sync::atomic::Ordering::Relaxed;
         if self.shards == 1 {
-            0
-        } else {
-            thread_number() % self.shards
+            return 0;
         }
+        let n = thread_number();
+        let first = match self.first_thread.load(Relaxed) {
+            usize::MAX => self
+                .first_thread
+                .compare_exchange(usize::MAX, n, Relaxed, Relaxed)
+                .map_or_else(|first| first, |_| n),
+            first => first,
+        };
+        n.wrapping_sub(first) % self.shards
     }
 
     /// The size class a class index (as carried in handles) names, of any

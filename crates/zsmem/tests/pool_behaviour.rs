@@ -198,8 +198,7 @@ fn threads_allocate_in_their_own_class_shards() {
         class_shards: 4,
         ..PoolConfig::default()
     };
-    let single = Pool::new(cfg.clone()).unwrap();
-    let pool = Pool::new(cfg).unwrap();
+    let pool = Pool::new(cfg.clone()).unwrap();
     assert_eq!(pool.class_shards(), 4);
     let empty_metadata = pool.stats().metadata_bytes;
     let handles: Vec<Vec<zsmem::Handle>> = std::thread::scope(|s| {
@@ -259,14 +258,24 @@ fn threads_allocate_in_their_own_class_shards() {
     let s = pool.stats();
     assert_eq!((s.objects, s.pages_held, s.cached_pages), (0, 0, 0));
     pool.check_invariants().unwrap();
-    // One thread: one shard, and no other shard's cells.
-    let h = single.store(&[1; 1000]).unwrap();
-    assert_eq!(
-        single.stats().metadata_bytes,
-        empty_metadata + pool_class_state(&single),
-        "a single thread makes no other shard"
-    );
-    single.free(h).unwrap();
+    // One thread: one shard, and no other shard's cells, whatever the
+    // thread's number (four threads in turn, consecutive numbers: at most
+    // one of them falls on shard 0 by its number alone).
+    for _ in 0..4 {
+        let cfg = cfg.clone();
+        std::thread::spawn(move || {
+            let single = Pool::new(cfg).unwrap();
+            let h = single.store(&[1; 1000]).unwrap();
+            assert_eq!(
+                single.stats().metadata_bytes,
+                empty_metadata + pool_class_state(&single),
+                "a single thread makes no other shard"
+            );
+            single.free(h).unwrap();
+        })
+        .join()
+        .unwrap();
+    }
 }
 
 /// Metadata of the one class state a pool with one object holds.
