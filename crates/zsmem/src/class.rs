@@ -266,7 +266,7 @@ impl Class {
         if need <= have {
             return Ok(0);
         }
-        src.commit(self.zspage(id).page_ptr(have, self.page_size), need - have)?;
+        src.commit(self.zspage(id).run(), have, need - have)?;
         self.zspage_mut(id).set_resident(need);
         self.account_resident(have, need);
         Ok(need - have)
@@ -284,7 +284,7 @@ impl Class {
         if need >= have {
             return 0;
         }
-        src.decommit(z.page_ptr(need, self.page_size), have - need);
+        src.decommit(z.run(), crate::os::span(need, have - need));
         let z = self.zspage_mut(id);
         z.set_resident(need);
         z.shrink_owners();

@@ -317,8 +317,7 @@ impl Lane {
         let (end, have) = (self.seg(id).end, self.seg(id).top);
         let want = self.pages_to(end + need);
         if want > have {
-            let start = self.page_ptr(id, have);
-            src.commit(start, want - have)?;
+            src.commit(&self.seg(id).run, have, want - have)?;
             self.update(id, |l| {
                 let seg = l.seg_mut(id);
                 seg.top = want;
@@ -330,12 +329,6 @@ impl Lane {
             self.holes.retain(|&h| h != id);
         }
         Ok((id, end))
-    }
-
-    fn page_ptr(&self, id: u32, page: usize) -> std::ptr::NonNull<u8> {
-        // SAFETY: `page <= SEGMENT_PAGES`: at most one past the run's end.
-        let p = unsafe { self.seg(id).run.as_ptr().add(page * self.page_size) };
-        std::ptr::NonNull::new(p).expect("a run is never null")
     }
 
     fn new_segment(&mut self, first: usize, src: &PageSource) -> Result<u32> {
@@ -385,20 +378,10 @@ impl Lane {
 
     /// Count a segment's punched pages as held again, so that its held
     /// pages are its first `top` when it is freed.
-    fn recount_punched(seg: &Segment, page_size: usize, src: &PageSource) {
-        let mut p = 0;
-        while p < seg.top {
-            if seg.punched & (1 << p) == 0 {
-                p += 1;
-                continue;
-            }
-            let run = (p..seg.top)
-                .take_while(|&q| seg.punched & (1 << q) != 0)
-                .count();
-            // SAFETY: `p < top <= SEGMENT_PAGES`: inside the run.
-            let start = unsafe { seg.run.as_ptr().add(p * page_size) };
-            src.recount(std::ptr::NonNull::new(start).expect("not null"), run);
-            p += run;
+    fn recount_punched(seg: &Segment, src: &PageSource) {
+        let below_top = crate::os::span(0, seg.top);
+        if seg.punched & below_top != 0 {
+            src.recount(&seg.run, seg.punched & below_top);
         }
     }
 
@@ -430,14 +413,7 @@ impl Lane {
             seg.resident -= n;
             l.resident_pages -= n;
         });
-        // Consecutive pages in one range.
-        let mut rest = dead;
-        while rest != 0 {
-            let first = rest.trailing_zeros() as usize;
-            let run = (rest >> first).trailing_ones() as usize;
-            src.decommit(self.page_ptr(id, first), run);
-            rest &= !(((1u64 << run) - 1) << first) as u32;
-        }
+        src.decommit(&self.seg(id).run, dead);
     }
 
     /// Give segment `id` (empty) back to the OS.
@@ -454,7 +430,7 @@ impl Lane {
         }
         self.holes.retain(|&h| h != id);
         self.resident_pages -= seg.resident;
-        Self::recount_punched(&seg, self.page_size, src);
+        Self::recount_punched(&seg, src);
         src.free_run(seg.run, SEGMENT_PAGES, seg.top);
         if id as usize + 1 == self.segs.len() {
             self.segs.pop();
@@ -669,7 +645,7 @@ impl Lane {
         for id in 0..self.segs.len() {
             if let Some(seg) = self.segs[id].take() {
                 self.resident_pages -= seg.resident;
-                Self::recount_punched(&seg, self.page_size, src);
+                Self::recount_punched(&seg, src);
                 src.free_run(seg.run, SEGMENT_PAGES, seg.top);
             }
         }

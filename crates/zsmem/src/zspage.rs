@@ -73,6 +73,11 @@ impl Zspage {
         }
     }
 
+    /// The zspage's pages.
+    pub(crate) fn run(&self) -> &Run {
+        &self.run
+    }
+
     /// Give the pages back (the descriptor is dropped with them).
     pub(crate) fn into_run(self) -> Run {
         self.run
@@ -93,13 +98,6 @@ impl Zspage {
 
     pub(crate) fn set_resident(&mut self, pages: usize) {
         self.resident = pages as u16;
-    }
-
-    /// The start of page `page` of the run.
-    pub(crate) fn page_ptr(&self, page: usize, page_size: usize) -> std::ptr::NonNull<u8> {
-        // SAFETY: callers pass a page inside the run, so the pointer is
-        // inside the run's mapping and not null.
-        unsafe { std::ptr::NonNull::new_unchecked(self.run.as_ptr().add(page * page_size)) }
     }
 
     /// The lowest free object: the one allocation takes.

@@ -20,12 +20,35 @@ pub(super) struct Waiting {
     since: Instant,
 }
 
-/// Pages trimmed off the top of a live run, waiting to be returned.
+/// Pages of a live run trimmed off it (a zspage's top, a log segment's
+/// dead pages), waiting to be returned: a bit per page of the run. They go
+/// back together when the oldest of them is due, so a page may go back
+/// before its own delay has passed, never after.
 #[derive(Debug)]
-struct Top {
-    start: NonNull<u8>,
-    pages: usize,
+struct Tops {
+    run: NonNull<u8>,
+    mask: u32,
     since: Instant,
+}
+
+/// The runs of consecutive bits of `mask`: (first, length), lowest first.
+pub(super) fn bit_runs(mask: u32) -> impl Iterator<Item = (usize, usize)> {
+    let mut rest = mask;
+    std::iter::from_fn(move || {
+        if rest == 0 {
+            return None;
+        }
+        let first = rest.trailing_zeros() as usize;
+        let len = (rest >> first).trailing_ones() as usize;
+        rest &= !span(first, len);
+        Some((first, len))
+    })
+}
+
+/// The bits of pages `first..first + pages` of a run.
+pub(crate) fn span(first: usize, pages: usize) -> u32 {
+    debug_assert!(first + pages <= MAX_CHAIN_SIZE && MAX_CHAIN_SIZE <= 32);
+    (((1u64 << pages) - 1) << first) as u32
 }
 
 pub(super) struct Arena {
@@ -37,11 +60,11 @@ pub(super) struct Arena {
     free_runs: [Vec<NonNull<u8>>; MAX_CHAIN_SIZE + 1],
     /// Freed runs waiting to be returned, by length, oldest first.
     waiting: [VecDeque<Waiting>; MAX_CHAIN_SIZE + 1],
-    /// Trimmed ranges of live runs waiting to be returned, by start
-    /// address (they never overlap, and each lies in one run): a commit
-    /// or a freed run finds its own in log time, however many wait (a log
+    /// Trimmed pages of live runs waiting to be returned, by run start: a
+    /// free or a commit finds its run's in log time, and a run freed whole
+    /// takes them along in one step, however many of its pages wait (a log
     /// segment gives back single dead pages).
-    tops: BTreeMap<usize, Top>,
+    tops: BTreeMap<usize, Tops>,
     /// Resident pages in `waiting` and `tops`.
     pub(super) waiting_pages: usize,
     /// Pages the returner took and is discarding outside the lock.
@@ -135,17 +158,16 @@ impl Arena {
         resident: usize,
         now: Instant,
     ) {
-        let (start, end) = (
-            p.as_ptr() as usize,
-            p.as_ptr() as usize + pages * self.page_size,
+        let mask = self
+            .tops
+            .remove(&(p.as_ptr() as usize))
+            .map_or(0, |t| t.mask);
+        let absorbed = mask.count_ones() as usize;
+        debug_assert!(
+            absorbed == 0 || mask == span(resident, absorbed),
+            "a run's waiting pages lie just above its resident ones"
         );
         let mut resident = resident;
-        let inside: Vec<usize> = self.tops.range(start..end).map(|(&k, _)| k).collect();
-        let absorbed: usize = inside
-            .iter()
-            .filter_map(|k| self.tops.remove(k))
-            .map(|t| t.pages)
-            .sum();
         // They were counted as waiting already; now as the run's.
         self.waiting_pages -= absorbed;
         resident += absorbed;
@@ -159,69 +181,30 @@ impl Arena {
         });
     }
 
-    /// Queue `pages` pages from `start`, trimmed off a live run.
-    pub(super) fn queue_top(&mut self, start: NonNull<u8>, pages: usize, now: Instant) {
-        self.waiting_pages += pages;
-        let old = self.tops.insert(
-            start.as_ptr() as usize,
-            Top {
-                start,
-                pages,
-                since: now,
-            },
-        );
-        debug_assert!(old.is_none(), "a page is queued once");
+    /// Queue the pages of live run `run` that `mask` names, trimmed off it.
+    pub(super) fn queue_top(&mut self, run: NonNull<u8>, mask: u32, now: Instant) {
+        self.waiting_pages += mask.count_ones() as usize;
+        let t = self.tops.entry(run.as_ptr() as usize).or_insert(Tops {
+            run,
+            mask: 0,
+            since: now,
+        });
+        debug_assert_eq!(t.mask & mask, 0, "a page is queued once");
+        t.mask |= mask;
     }
 
-    /// A live run commits `pages` pages from `start` again: waiting trimmed
-    /// pages among them stay resident instead of being returned. Returns
-    /// how many were waiting.
-    pub(super) fn cancel_tops(&mut self, start: NonNull<u8>, pages: usize) -> usize {
-        if self.tops.is_empty() {
+    /// Live run `run` commits the pages `mask` names again: those of them
+    /// still waiting stay resident instead of being returned. Returns how
+    /// many were waiting.
+    pub(super) fn cancel_tops(&mut self, run: NonNull<u8>, mask: u32) -> usize {
+        let key = run.as_ptr() as usize;
+        let Some(t) = self.tops.get_mut(&key) else {
             return 0;
-        }
-        let ps = self.page_size;
-        let (s, e) = (
-            start.as_ptr() as usize,
-            start.as_ptr() as usize + pages * ps,
-        );
-        let mut cancelled = 0;
-        let mut kept = Vec::new();
-        // A top lies in one run, at most MAX_CHAIN_SIZE pages: one that
-        // overlaps [s, e) starts no lower than that below s.
-        let near: Vec<usize> = self
-            .tops
-            .range(s.saturating_sub(MAX_CHAIN_SIZE * ps)..e)
-            .map(|(&k, _)| k)
-            .collect();
-        for k in near {
-            let t = &self.tops[&k];
-            let a = t.start.as_ptr() as usize;
-            let b = a + t.pages * ps;
-            if b <= s || e <= a {
-                continue;
-            }
-            let t = self.tops.remove(&k).expect("listed");
-            cancelled += (b.min(e) - a.max(s)) / ps;
-            if a < s {
-                kept.push(Top {
-                    start: t.start,
-                    pages: (s - a) / ps,
-                    since: t.since,
-                });
-            }
-            if e < b {
-                kept.push(Top {
-                    // SAFETY: `e - a` bytes past the range's start is inside
-                    // the range (e < b), so inside its run.
-                    start: unsafe { t.start.add(e - a) },
-                    pages: (b - e) / ps,
-                    since: t.since,
-                });
-            }
-        }
-        for t in kept {
-            self.tops.insert(t.start.as_ptr() as usize, t);
+        };
+        let cancelled = (t.mask & mask).count_ones() as usize;
+        t.mask &= !mask;
+        if t.mask == 0 {
+            self.tops.remove(&key);
         }
         self.waiting_pages -= cancelled;
         cancelled
@@ -245,13 +228,15 @@ impl Arena {
         let mut discarded = 0;
         let mut ranges = Vec::new();
         self.tops.retain(|_, t| {
-            if due(t.since) {
-                ranges.push((t.start, t.pages * ps));
-                discarded += t.pages;
-                false
-            } else {
-                true
+            if !due(t.since) {
+                return true;
             }
+            for (first, pages) in bit_runs(t.mask) {
+                // SAFETY: a bit names a page of the run.
+                ranges.push((unsafe { t.run.add(first * ps) }, pages * ps));
+                discarded += pages;
+            }
+            false
         });
         // Trimmed ranges of live runs: nobody uses one until it is
         // committed again, which waits for this lock.

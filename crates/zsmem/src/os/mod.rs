@@ -37,6 +37,7 @@
 //! with pages queued is registered with the returner exactly once.
 
 mod arena;
+pub(crate) use arena::span;
 mod blocks;
 #[cfg(all(test, loom))]
 mod loom_models;
@@ -258,9 +259,8 @@ impl PageSource {
                     // Resident pages beyond what the new zspage needs wait
                     // on as its top: returned after the delay unless it
                     // grows into them first (a commit takes them back).
-                    // SAFETY: `commit < resident <= pages`: inside the run.
-                    let top = unsafe { w.ptr.add(commit * self.page_size) };
-                    arena.queue_top(top, w.resident - commit, Instant::now());
+                    let top = arena::span(commit, w.resident - commit);
+                    arena.queue_top(w.ptr, top, Instant::now());
                 }
                 return Ok((Run(w.ptr), commit));
             }
@@ -276,46 +276,59 @@ impl PageSource {
         }
     }
 
-    /// Count `pages` more pages of a live run, from `start`, as held (a lazy
-    /// source's zspage growing into them), or refuse at the memory limit.
-    /// Those of them still waiting to be returned stay resident.
-    pub(crate) fn commit(&self, start: NonNull<u8>, pages: usize) -> Result<()> {
+    /// Count `pages` more pages of live run `run`, from its page `first`,
+    /// as held (a lazy source's zspage growing into them), or refuse at the
+    /// memory limit. Those of them still waiting to be returned stay
+    /// resident.
+    pub(crate) fn commit(&self, run: &Run, first: usize, pages: usize) -> Result<()> {
         debug_assert!(self.lazy);
         self.reserve(pages)?;
         if !matches!(self.policy, PageReturn::Immediate) {
-            self.lock().cancel_tops(start, pages);
+            self.lock().cancel_tops(run.0, arena::span(first, pages));
         }
         Ok(())
     }
 
-    /// Count `pages` pages of a live run, from `start`, as held again,
-    /// past the memory limit if need be (and not as a new peak): pages
-    /// given back from the middle of a run (a log segment's dead pages)
-    /// just before the whole run is freed, so that the run's held pages are
-    /// a prefix when it is. Those still waiting to be returned stay
-    /// resident; those returned already are counted until the run's pages
-    /// are returned (an over-count for at most the return delay).
-    pub(crate) fn recount(&self, start: NonNull<u8>, pages: usize) {
+    /// Count the pages of live run `run` that `mask` names (a bit per
+    /// page) as held again, past the memory limit if need be (and not as a
+    /// new peak): pages given back from the middle of a run (a log
+    /// segment's dead pages) just before the whole run is freed, so that
+    /// the run's held pages are a prefix when it is. Those still waiting to
+    /// be returned stay resident; those returned already are counted until
+    /// the run's pages are returned (an over-count for at most the return
+    /// delay). One step however many pages: it is on the free path.
+    pub(crate) fn recount(&self, run: &Run, mask: u32) {
         debug_assert!(self.lazy);
-        self.budget.held.fetch_add(pages, Ordering::Relaxed);
+        self.budget
+            .held
+            .fetch_add(mask.count_ones() as usize, Ordering::Relaxed);
         if !matches!(self.policy, PageReturn::Immediate) {
             // On the free path (a segment's last object went): applied in
             // order with the frees around it, never waiting for the lock.
-            drop(self.apply_or_defer(Deferred::Recount { start, pages }));
+            drop(self.apply_or_defer(Deferred::Recount { run: run.0, mask }));
         }
     }
 
-    /// Give `pages` pages of a live run, from `start`, back: at once or
-    /// through the queue; they may read as zeros afterwards. The caller
-    /// owns them and touches them again only after committing them again.
-    pub(crate) fn decommit(&self, start: NonNull<u8>, pages: usize) {
-        debug_assert!(self.lazy && pages > 0);
-        self.budget.held.fetch_sub(pages, Ordering::Relaxed);
+    /// Give the pages of live run `run` that `mask` names (a bit per page)
+    /// back: at once or through the queue; they may read as zeros
+    /// afterwards. The caller owns them and touches them again only after
+    /// committing them again.
+    pub(crate) fn decommit(&self, run: &Run, mask: u32) {
+        debug_assert!(self.lazy && mask != 0);
+        self.budget
+            .held
+            .fetch_sub(mask.count_ones() as usize, Ordering::Relaxed);
         match self.policy {
-            PageReturn::Immediate => Region::discard(start, pages * self.page_size),
+            PageReturn::Immediate => {
+                for (first, pages) in arena::bit_runs(mask) {
+                    // SAFETY: a bit names a page of the run.
+                    let start = unsafe { run.0.add(first * self.page_size) };
+                    Region::discard(start, pages * self.page_size);
+                }
+            }
             PageReturn::Delayed { .. } => self.queue(Deferred::Top {
-                start,
-                pages,
+                run: run.0,
+                mask,
                 since: Instant::now(),
             }),
         }
@@ -527,10 +540,10 @@ struct Inbox {
 
 /// Freed pages a free could not queue at once (the arena lock was held).
 enum Deferred {
-    /// `pages` pages from `start`, trimmed off a live run.
+    /// The pages of live run `run` that `mask` names, trimmed off it.
     Top {
-        start: NonNull<u8>,
-        pages: usize,
+        run: NonNull<u8>,
+        mask: u32,
         since: Instant,
     },
     /// A freed run whose first `resident` pages are resident.
@@ -540,9 +553,9 @@ enum Deferred {
         resident: usize,
         since: Instant,
     },
-    /// Pages of a live run counted as held again (`recount`): waiting
-    /// trimmed ranges among them are taken back out of the queue.
-    Recount { start: NonNull<u8>, pages: usize },
+    /// Pages of a live run counted as held again (`recount`): those of
+    /// them waiting are taken back out of the queue.
+    Recount { run: NonNull<u8>, mask: u32 },
 }
 
 // SAFETY: an entry names pages of this source's regions that their freer
@@ -561,7 +574,7 @@ impl Deferred {
 
     fn resident(&self) -> usize {
         match *self {
-            Deferred::Top { pages, .. } => pages,
+            Deferred::Top { mask, .. } => mask.count_ones() as usize,
             Deferred::Run { resident, .. } => resident,
             Deferred::Recount { .. } => 0,
         }
@@ -569,19 +582,15 @@ impl Deferred {
 
     fn apply(&self, arena: &mut Arena) {
         match *self {
-            Deferred::Top {
-                start,
-                pages,
-                since,
-            } => arena.queue_top(start, pages, since),
+            Deferred::Top { run, mask, since } => arena.queue_top(run, mask, since),
             Deferred::Run {
                 ptr,
                 pages,
                 resident,
                 since,
             } => arena.queue_run(ptr, pages, resident, since),
-            Deferred::Recount { start, pages } => {
-                arena.cancel_tops(start, pages);
+            Deferred::Recount { run, mask } => {
+                arena.cancel_tops(run, mask);
             }
         }
     }

@@ -1,4 +1,4 @@
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::*;
 
@@ -146,7 +146,7 @@ fn a_batch_of_ranges_discards_exactly_them() {
         if i % 2 == 0 {
             src.free_run(r, 2, 2);
         } else {
-            src.decommit(page(&r, 1), 1);
+            src.decommit(&r, span(1, 1));
             kept.push((i, r));
         }
     }
@@ -177,26 +177,21 @@ fn bytes(run: &Run, n: usize) -> &[u8] {
     unsafe { std::slice::from_raw_parts(run.as_ptr(), n) }
 }
 
-fn page(run: &Run, i: usize) -> NonNull<u8> {
-    // SAFETY: callers pass an index inside the run.
-    unsafe { NonNull::new_unchecked(run.as_ptr().add(i * 4096)) }
-}
-
 #[test]
 fn lazy_runs_commit_and_decommit_page_by_page() {
     let src = PageSource::new(4096, Some(6 * 4096), true, NOW);
     let (a, resident) = src.alloc_lazy_run(8, 1).unwrap();
     assert_eq!((resident, src.held_pages()), (1, 1));
-    src.commit(page(&a, 1), 4).unwrap();
+    src.commit(&a, 1, 4).unwrap();
     assert_eq!(src.held_pages(), 5);
     // SAFETY: the run is ours and 8 pages long; 5 are committed.
     unsafe { a.as_ptr().write_bytes(0xCD, 5 * 4096) };
     assert!(matches!(
-        src.commit(page(&a, 5), 2),
+        src.commit(&a, 5, 2),
         Err(Error::MemoryLimit { .. })
     ));
     assert_eq!(src.held_pages(), 5, "a refused commit counts nothing");
-    src.decommit(page(&a, 3), 2);
+    src.decommit(&a, span(3, 2));
     assert_eq!(src.held_pages(), 3);
     // A decommitted page reads as zeros.
     assert!(bytes(&a, 3 * 4096).iter().all(|&x| x == 0xCD));
@@ -212,11 +207,11 @@ fn a_commit_takes_waiting_trimmed_pages_back() {
     let (a, _) = src.alloc_lazy_run(8, 6).unwrap();
     // SAFETY: 6 committed pages of our run.
     unsafe { a.as_ptr().write_bytes(0x77, 6 * 4096) };
-    src.decommit(page(&a, 2), 4);
+    src.decommit(&a, span(2, 4));
     assert_eq!((src.held_pages(), src.cached_pages()), (2, 4));
     // Pages 2..4 come back before the returner discarded them: the commit
     // takes them out of the queue, so no later discard can hit them.
-    src.commit(page(&a, 2), 2).unwrap();
+    src.commit(&a, 2, 2).unwrap();
     assert_eq!((src.held_pages(), src.cached_pages()), (4, 2));
     src.purge_cache();
     assert_eq!(src.cached_pages(), 0);
@@ -233,7 +228,7 @@ fn a_freed_run_takes_its_waiting_top_along() {
     let src = PageSource::new(4096, None, true, delayed(1 << 20));
     let (a, _) = src.alloc_lazy_run(8, 5).unwrap();
     let p = a.as_ptr();
-    src.decommit(page(&a, 3), 2);
+    src.decommit(&a, span(3, 2));
     src.free_run(a, 8, 3);
     // One waiting run of 5 resident pages (3 committed + 2 trimmed).
     assert_eq!((src.held_pages(), src.cached_pages()), (0, 5));
@@ -242,7 +237,7 @@ fn a_freed_run_takes_its_waiting_top_along() {
     let (b, resident) = src.alloc_lazy_run(8, 1).unwrap();
     assert_eq!((b.as_ptr(), resident), (p, 1));
     assert_eq!((src.held_pages(), src.cached_pages()), (1, 4));
-    src.commit(page(&b, 1), 2).unwrap();
+    src.commit(&b, 1, 2).unwrap();
     assert_eq!((src.held_pages(), src.cached_pages()), (3, 2));
     src.free_run(b, 8, 3);
     assert_eq!((src.held_pages(), src.cached_pages()), (0, 5));
@@ -309,4 +304,45 @@ fn a_starved_returner_leaves_the_excess_to_the_freeing_thread() {
     free_six(&starved);
     assert!(starved.cached_pages() <= 8, "{}", starved.cached_pages());
     assert_eq!(starved.held_pages(), 0);
+}
+
+#[test]
+fn a_runs_trimmed_pages_wait_together_and_leave_with_it() {
+    let d = Duration::from_secs(10);
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let mut arena = arena::Arena::new(4096);
+    let run = arena.alloc(8).unwrap();
+    // Pages 6..8 trimmed at 0, page 3 at 5: one entry, due with the oldest.
+    arena.queue_top(run, span(6, 2), at(0));
+    arena.queue_top(run, span(3, 1), at(5));
+    assert_eq!(arena.waiting_pages, 3);
+    let (runs, next) = arena.take_due(at(9), false, d, 1 << 20);
+    assert!(runs.is_empty());
+    assert_eq!((arena.waiting_pages, next), (3, Some(at(10))));
+    // A commit of pages 5..7 takes back page 6 only.
+    assert_eq!(arena.cancel_tops(run, span(5, 2)), 1);
+    assert_eq!(arena.waiting_pages, 2);
+    // At 10 both left go, page 3 before its own delay (never after).
+    let (runs, next) = arena.take_due(at(10), false, d, 1 << 20);
+    assert!(runs.is_empty());
+    assert_eq!((arena.waiting_pages, next), (0, None));
+    assert_eq!(arena.cancel_tops(run, span(0, 8)), 0);
+    // A run freed whole takes its waiting pages along in one step.
+    arena.queue_top(run, span(4, 3), at(20));
+    arena.queue_run(run, 8, 4, at(21));
+    assert_eq!(arena.waiting_pages, 7);
+    let (runs, _) = arena.take_due(at(31), false, d, 1 << 20);
+    assert_eq!(runs.iter().map(|w| w.resident).collect::<Vec<_>>(), [7]);
+    assert_eq!(arena.cancel_tops(run, span(0, 8)), 0);
+}
+
+#[test]
+fn bit_runs_are_the_masks_ranges() {
+    let runs = |m| arena::bit_runs(m).collect::<Vec<_>>();
+    assert_eq!(runs(0), []);
+    assert_eq!(runs(u32::MAX), [(0, 32)]);
+    assert_eq!(runs(0b1011_0110), [(1, 2), (4, 2), (7, 1)]);
+    assert_eq!(span(0, 32), u32::MAX);
+    assert_eq!(span(30, 2), 0b11 << 30);
 }
