@@ -177,45 +177,52 @@ fn run_once(
     bytes: usize,
 ) -> CliResult<Run> {
     let pool = pool(mode, placement)?;
-    let fill_barrier = Barrier::new(threads + 1);
-    let free_barrier = Barrier::new(threads + 1);
+    // The workers alone meet at the barriers, and each times its phases by
+    // its own clock: a phase runs from the first thread's start to the
+    // last one's end (the main thread, a third on a 2-core machine, might
+    // run only after the workers it woke, and see a phase shorter than it
+    // was).
+    let fill_barrier = Barrier::new(threads);
+    let free_barrier = Barrier::new(threads);
     let results = std::thread::scope(|s| -> CliResult<Run> {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 let (pool, fill_barrier, free_barrier) = (&pool, &fill_barrier, &free_barrier);
-                s.spawn(move || -> CliResult<(usize, Instant)> {
+                s.spawn(move || -> CliResult<(usize, [Instant; 4])> {
                     fill_barrier.wait();
+                    let a = Instant::now();
                     let handles = fill(pool, sizes, t * 7919, bytes);
+                    let b = Instant::now();
                     free_barrier.wait();
+                    let c = Instant::now();
                     let handles = handles?;
                     for &h in &handles {
                         pool.free(h)?;
                     }
-                    Ok((handles.len(), Instant::now()))
+                    Ok((handles.len(), [a, b, c, Instant::now()]))
                 })
             })
             .collect();
-        fill_barrier.wait();
-        let t0 = Instant::now();
-        free_barrier.wait();
-        let t1 = Instant::now();
-        let mut last = t1;
         let mut objects = 0;
+        let mut times = Vec::new();
         for w in workers {
-            let (n, end) = w
+            let (n, t) = w
                 .join()
                 .map_err(|_| CliError::Usage("a bench thread panicked".into()))??;
             objects += n;
-            last = last.max(end);
+            times.push(t);
         }
+        let first = |i: usize| times.iter().map(|t| t[i]).min().expect("threads >= 1");
+        let last = |i: usize| times.iter().map(|t| t[i]).max().expect("threads >= 1");
+        let frees_start = first(2);
         pool.flush();
-        let flushed = t1.elapsed();
+        let flushed = frees_start.elapsed();
         wait_returned(&pool)?;
         Ok(Run {
-            store: t1 - t0,
-            free: last - t1,
+            store: last(1) - first(0),
+            free: last(3) - frees_start,
             flushed,
-            returned: t1.elapsed(),
+            returned: frees_start.elapsed(),
             objects,
         })
     })?;

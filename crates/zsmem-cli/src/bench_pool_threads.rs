@@ -42,13 +42,26 @@ struct Phases<'a> {
     start: &'a Barrier,
 }
 
+/// When a thread started and ended a phase.
+type Span = (Instant, Instant);
+
 impl Phases<'_> {
-    /// Wait for all, run `f`, return the end time.
-    fn step(&self, f: impl FnOnce()) -> Instant {
+    /// Wait for the other threads, run `f`; when it started and ended, by
+    /// this thread's clock (a thread that waits for a CPU after the
+    /// barrier counts from when it ran, not from when another woke).
+    fn step(&self, f: impl FnOnce()) -> Span {
         self.start.wait();
+        let t = Instant::now();
         f();
-        Instant::now()
+        (t, Instant::now())
     }
+}
+
+/// A phase's time over all threads: first start to last end.
+fn phase(spans: impl Iterator<Item = Span> + Clone) -> Duration {
+    let first = spans.clone().map(|s| s.0).min().expect("threads >= 1");
+    let last = spans.map(|s| s.1).max().expect("threads >= 1");
+    last - first
 }
 
 /// Time `repeats` rounds of (churn, read) on `threads` threads; `make`
@@ -62,7 +75,7 @@ fn measure<W>(
 where
     W: Worker,
 {
-    let start = Barrier::new(threads + 1);
+    let start = Barrier::new(threads);
     let ph = Phases {
         threads,
         repeats,
@@ -72,7 +85,7 @@ where
         let workers: Vec<_> = (0..ph.threads)
             .map(|_| {
                 let (ph, make) = (&ph, &make);
-                s.spawn(move || -> CliResult<Vec<(Instant, Instant)>> {
+                s.spawn(move || -> CliResult<Vec<(Span, Span)>> {
                     let mut w = make()?;
                     let mut ends = Vec::new();
                     for _ in 0..ph.repeats {
@@ -85,15 +98,7 @@ where
                 })
             })
             .collect();
-        let mut starts = Vec::new();
-        for _ in 0..repeats {
-            start.wait();
-            let a = Instant::now();
-            start.wait();
-            let b = Instant::now();
-            starts.push((a, b));
-        }
-        let mut ends: Vec<Vec<(Instant, Instant)>> = Vec::new();
+        let mut ends: Vec<Vec<(Span, Span)>> = Vec::new();
         for w in workers {
             ends.push(
                 w.join()
@@ -103,11 +108,9 @@ where
         let per_op = |d: Duration| d.as_nanos() as f64 / ops as f64;
         let mut churn = Vec::new();
         let mut read = Vec::new();
-        for (r, &(a, b)) in starts.iter().enumerate() {
-            let last_churn = ends.iter().map(|e| e[r].0).max().expect("threads >= 1");
-            let last_read = ends.iter().map(|e| e[r].1).max().expect("threads >= 1");
-            churn.push(per_op(last_churn - a));
-            read.push(per_op(last_read - b));
+        for r in 0..repeats {
+            churn.push(per_op(phase(ends.iter().map(|e| e[r].0))));
+            read.push(per_op(phase(ends.iter().map(|e| e[r].1))));
         }
         Ok((churn, read))
     })?;

@@ -38,33 +38,36 @@ pub struct ThreadRow {
 }
 
 /// Run `work(thread, threads)` on `threads` threads at once; the wall time
-/// from the common start to the last end.
+/// from the first thread's start to the last one's end, each by the
+/// thread's own clock (a thread that waits for a CPU after the barrier
+/// counts from when it ran, not from when another woke).
 fn timed<F>(threads: usize, work: F) -> CliResult<Duration>
 where
     F: Fn(usize) -> CliResult + Sync,
 {
-    let start = Barrier::new(threads + 1);
+    let start = Barrier::new(threads);
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 let (start, work) = (&start, &work);
-                s.spawn(move || -> CliResult<Instant> {
+                s.spawn(move || -> CliResult<(Instant, Instant)> {
                     start.wait();
+                    let t0 = Instant::now();
                     work(t)?;
-                    Ok(Instant::now())
+                    Ok((t0, Instant::now()))
                 })
             })
             .collect();
-        start.wait();
-        let t0 = Instant::now();
-        let mut last = t0;
+        let mut spans = Vec::new();
         for w in workers {
-            let end = w
-                .join()
-                .map_err(|_| CliError::Usage("a bench thread panicked".into()))??;
-            last = last.max(end);
+            spans.push(
+                w.join()
+                    .map_err(|_| CliError::Usage("a bench thread panicked".into()))??,
+            );
         }
-        Ok(last - t0)
+        let first = spans.iter().map(|s| s.0).min().expect("threads >= 1");
+        let last = spans.iter().map(|s| s.1).max().expect("threads >= 1");
+        Ok(last - first)
     })
 }
 
