@@ -37,6 +37,7 @@
 //! with pages queued is registered with the returner exactly once.
 
 mod arena;
+mod budget;
 pub(crate) use arena::span;
 mod blocks;
 #[cfg(all(test, loom))]
@@ -57,6 +58,7 @@ use crate::size_class::MAX_CHAIN_SIZE;
 use crate::sync::atomic::{AtomicUsize as SyncCount, Ordering as SyncOrdering};
 use crate::sync::{Mutex, MutexGuard};
 use arena::{Arena, Region};
+use budget::Budget;
 
 /// Refuse a page size that is not a power of two at least as large as the
 /// system's: `madvise` gives back whole OS pages, so a smaller page could
@@ -104,14 +106,6 @@ impl Run {
     }
 }
 
-/// What a page source and its siblings hold, against one limit: relaxed
-/// atomics, as they count a quantity and publish no other memory.
-#[derive(Debug, Default)]
-struct Budget {
-    held: AtomicUsize,
-    max_held: AtomicUsize,
-}
-
 /// Where zspages get their pages.
 pub(crate) struct PageSource {
     page_size: usize,
@@ -121,6 +115,9 @@ pub(crate) struct PageSource {
     limit_pages: Option<usize>,
     /// Held pages, shared with this source's siblings (one memory limit).
     budget: Arc<Budget>,
+    /// This source's cell of spare pages in `budget` (`None` with a limit:
+    /// every page is counted on the shared count, so the limit is exact).
+    cell: Option<usize>,
     arena: Mutex<Arena>,
     /// Pages frees queued while another thread held `arena` (applied by
     /// whoever next holds it, before anything else), and the registration
@@ -186,6 +183,7 @@ impl PageSource {
             lazy,
             policy,
             limit_pages,
+            cell: limit_pages.is_none().then(|| budget.cell()),
             budget,
             arena: Mutex::new(Arena::new(page_size)),
             inbox: Mutex::new(Inbox::default()),
@@ -199,12 +197,12 @@ impl PageSource {
 
     /// Pages of live zspages.
     pub(crate) fn held_pages(&self) -> usize {
-        self.budget.held.load(Ordering::Relaxed)
+        self.budget.held()
     }
 
     /// Highest `held_pages` seen (zram's `mem_used_max`).
     pub(crate) fn max_held_pages(&self) -> usize {
-        self.budget.max_held.load(Ordering::Relaxed)
+        self.budget.max_held()
     }
 
     /// Bytes of address space reserved from the OS (resident or not).
@@ -270,7 +268,7 @@ impl PageSource {
         match arena.alloc(pages) {
             Ok(p) => Ok((Run(p), commit)),
             Err(e) => {
-                self.budget.held.fetch_sub(commit, Ordering::Relaxed);
+                self.budget.give(self.cell, commit);
                 Err(e)
             }
         }
@@ -299,9 +297,7 @@ impl PageSource {
     /// delay). One step however many pages: it is on the free path.
     pub(crate) fn recount(&self, run: &Run, mask: u32) {
         debug_assert!(self.lazy);
-        self.budget
-            .held
-            .fetch_add(mask.count_ones() as usize, Ordering::Relaxed);
+        self.budget.recount(mask.count_ones() as usize);
         if !matches!(self.policy, PageReturn::Immediate) {
             // On the free path (a segment's last object went): applied in
             // order with the frees around it, never waiting for the lock.
@@ -315,9 +311,7 @@ impl PageSource {
     /// committing them again.
     pub(crate) fn decommit(&self, run: &Run, mask: u32) {
         debug_assert!(self.lazy && mask != 0);
-        self.budget
-            .held
-            .fetch_sub(mask.count_ones() as usize, Ordering::Relaxed);
+        self.budget.give(self.cell, mask.count_ones() as usize);
         match self.policy {
             PageReturn::Immediate => {
                 for (first, pages) in arena::bit_runs(mask) {
@@ -338,7 +332,9 @@ impl PageSource {
     /// as held (all of them for an eager source), and are its first ones.
     pub(crate) fn free_run(&self, run: Run, pages: usize, committed: usize) {
         debug_assert!(committed <= pages && (self.lazy || committed == pages));
-        self.budget.held.fetch_sub(committed, Ordering::Relaxed);
+        if committed > 0 {
+            self.budget.give(self.cell, committed);
+        }
         if self.closing.load(Ordering::Relaxed) {
             return;
         }
@@ -497,33 +493,13 @@ impl PageSource {
 
     /// Count `pages` as held, or refuse if the limit would be passed.
     fn reserve(&self, pages: usize) -> Result<()> {
-        // Relaxed is enough: the counter guards a quantity, not other memory.
-        let mut held = self.budget.held.load(Ordering::Relaxed);
-        loop {
-            if let Some(limit) = self.limit_pages
-                && held + pages > limit
-            {
-                return Err(Error::MemoryLimit {
-                    limit: limit * self.page_size,
-                    held: held * self.page_size,
-                    needed: pages * self.page_size,
-                });
-            }
-            match self.budget.held.compare_exchange_weak(
-                held,
-                held + pages,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
-                    self.budget
-                        .max_held
-                        .fetch_max(held + pages, Ordering::Relaxed);
-                    return Ok(());
-                }
-                Err(now) => held = now,
-            }
-        }
+        self.budget
+            .take(self.cell, pages, self.limit_pages)
+            .map_err(|held| Error::MemoryLimit {
+                limit: self.limit_pages.unwrap_or(0) * self.page_size,
+                held: held * self.page_size,
+                needed: pages * self.page_size,
+            })
     }
 }
 
