@@ -532,7 +532,8 @@ impl PageSource {
 /// a free. In `zsmem bench free --threads 1,2 --mib 64` (6 runs each), 256
 /// pages put a Deferred free's p99.9 at 1.7-6.3 us; 512 gave 1.5-2.0 us
 /// with two threads at 1.72-1.98x one; 1024 gave 1.3-1.8 us but 1.62-1.84x.
-const RETURN_BATCH: usize = 512;
+/// Under Miri 4, so its few-page tests split rounds into batches too.
+pub(super) const RETURN_BATCH: usize = if cfg!(miri) { 4 } else { 512 };
 
 /// What frees left for the arena lock's next holder, and whether the
 /// source is registered with the returner.

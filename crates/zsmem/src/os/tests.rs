@@ -171,6 +171,49 @@ fn a_batch_of_ranges_discards_exactly_them() {
     }
 }
 
+/// A round gives back more pages than a batch (`RETURN_BATCH`) in several
+/// batches (under Miri, whose batch is 4 pages, a run larger than a batch
+/// goes in one of its own): every page comes back, counted, and reads as
+/// zero when reused.
+#[test]
+fn a_round_larger_than_a_batch_gives_back_every_run() {
+    let src = PageSource::new(4096, None, false, delayed(1 << 20));
+    // Runs of 1..=7 pages, over two batches' worth in all.
+    let sizes: Vec<usize> = (0..)
+        .map(|i| 1 + i % 7)
+        .take(RETURN_BATCH / 2 + 3)
+        .collect();
+    let runs: Vec<(Run, usize)> = sizes
+        .iter()
+        .map(|&n| {
+            let r = src.alloc_run(n).unwrap();
+            // SAFETY: the run is ours, `n` pages committed.
+            unsafe { r.as_ptr().write_bytes(0xAB, n * 4096) };
+            (r, n)
+        })
+        .collect();
+    let total: usize = sizes.iter().sum();
+    assert!(total > 2 * RETURN_BATCH);
+    assert_eq!(src.held_pages(), total);
+    for (r, n) in runs {
+        src.free_run(r, n, n);
+    }
+    assert_eq!(src.cached_pages(), total);
+    src.purge_cache();
+    assert_eq!((src.held_pages(), src.cached_pages()), (0, 0));
+    // Every run comes back (newest first), every page given back: one byte
+    // a page reads as zero.
+    for &n in sizes.iter().rev() {
+        let r = src.alloc_run(n).unwrap();
+        for page in 0..n {
+            assert_eq!(bytes(&r, n * 4096)[page * 4096], 0, "page {page}");
+        }
+        src.free_run(r, n, n);
+    }
+    src.purge_cache();
+    assert_eq!(src.held_pages(), 0);
+}
+
 /// The first `n` bytes of a run.
 fn bytes(run: &Run, n: usize) -> &[u8] {
     // SAFETY: the tests only look at runs they own, within their length.
