@@ -319,12 +319,12 @@ pub(crate) fn between_batches() {
     }
 }
 
-/// Run the returner at idle priority (Linux's `SCHED_IDLE`): it takes a
-/// CPU nothing else wants and yields it to any other thread at once, so
-/// returning pages never slows the threads that free them (two threads
-/// freeing 64 MiB each on a 2-core machine took 2.3 or 4.6 ms from run to
-/// run at normal priority or nice 19, as one thread's 2.3 ms at idle
-/// priority; docs/DESIGN.md). When
+/// Run the returner at idle priority (Linux's `SCHED_IDLE`): it mostly
+/// takes a CPU nothing else wants (two threads freeing 64 MiB each on a
+/// 2-core machine took 2.3 or 4.6 ms from run to run at normal priority or
+/// nice 19, as one thread's 2.3 ms at idle priority; docs/DESIGN.md), and
+/// where the scheduler gives it a wanted CPU all the same it yields after
+/// a batch ([`between_batches`]). When
 /// every CPU stays busy for a source's `delay`, the freeing thread that
 /// passes `max_pages` returns the excess itself ([`Returner::late`]).
 fn lower_priority() {
