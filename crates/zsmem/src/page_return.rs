@@ -243,7 +243,7 @@ impl Returner {
         let mut next: Option<Instant> = None;
         for weak in sources {
             let Some(src) = weak.upgrade() else { continue };
-            if let Some(due) = src.return_due(now, false) {
+            if let Some(due) = src.return_due_yielding(now) {
                 next = Some(next.map_or(due, |n| n.min(due)));
                 keep.push(weak);
             }
@@ -266,7 +266,6 @@ impl Returner {
     /// The thread: rounds over the registered sources until none is left.
     fn run(&self) {
         lower_priority();
-        IS_RETURNER.set(true);
         loop {
             {
                 let mut reg = self.registry.lock();
@@ -299,32 +298,12 @@ impl Returner {
     }
 }
 
-thread_local! {
-    /// This thread is the returner (it yields between batches).
-    static IS_RETURNER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Between two batches of pages given back: the returner thread yields its
-/// CPU. At idle priority it still gets a CPU a thread wants now and then
-/// (Linux's EEVDF picks an eligible idle-priority task, and takes the CPU
-/// back only at a tick, 4 ms apart here), and a round that gave back
-/// 64 MiB in one go held it that long: in a `sched_switch` trace of
-/// `zsmem bench free --threads 2`, 11 of its 293 slices passed 1 ms (the
-/// longest 6 ms), and in most two-thread Deferred runs one freeing thread
-/// took 7.4 ms against the other's 3.3. A freeing thread that returns
-/// pages itself (the valve) does not yield.
-pub(crate) fn between_batches() {
-    if IS_RETURNER.get() {
-        std::thread::yield_now();
-    }
-}
-
 /// Run the returner at idle priority (Linux's `SCHED_IDLE`): it mostly
 /// takes a CPU nothing else wants (two threads freeing 64 MiB each on a
 /// 2-core machine took 2.3 or 4.6 ms from run to run at normal priority or
 /// nice 19, as one thread's 2.3 ms at idle priority; docs/DESIGN.md), and
 /// where the scheduler gives it a wanted CPU all the same it yields after
-/// a batch ([`between_batches`]). When
+/// each batch of pages it gives back (`PageSource::return_due_yielding`). When
 /// every CPU stays busy for a source's `delay`, the freeing thread that
 /// passes `max_pages` returns the excess itself ([`Returner::late`]).
 fn lower_priority() {

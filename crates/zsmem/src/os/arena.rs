@@ -281,10 +281,11 @@ impl Arena {
         (out, oldest.map(|t| t + delay))
     }
 
-    /// Discard the resident pages of `runs` (outside the lock), adjacent
-    /// wholly resident runs as one range, all ranges in one batch.
-    pub(super) fn discard_runs(page_size: usize, runs: &mut [Waiting]) {
-        runs.sort_unstable_by_key(|w| w.ptr.as_ptr() as usize);
+    /// Discard the resident pages of `runs` (outside the lock; sorted by
+    /// address, so adjacent wholly resident runs go as one range), all
+    /// ranges in one batch.
+    pub(super) fn discard_runs(page_size: usize, runs: &[Waiting]) {
+        debug_assert!(runs.is_sorted_by_key(|w| w.ptr.as_ptr() as usize));
         let mut ranges = Vec::new();
         let mut i = 0;
         while i < runs.len() {

@@ -386,7 +386,7 @@ impl PageSource {
                 // The returner has not had a CPU for `delay` (it runs at
                 // idle priority and every CPU is busy): this thread
                 // returns the pages over the bound, as mimalloc's do.
-                self.discard_due(Instant::now(), false, delay, max_pages);
+                self.discard_due(Instant::now(), false, delay, max_pages, false);
             }
         }
     }
@@ -446,11 +446,22 @@ impl PageSource {
     /// returns when the oldest page left will be due, or `None` when none
     /// is left (the source is then no longer registered).
     pub(crate) fn return_due(&self, now: Instant, all: bool) -> Option<std::time::Instant> {
+        self.return_due_paced(now, all, false)
+    }
+
+    /// The returner's [`return_due`](Self::return_due): it yields its CPU
+    /// between batches (docs/DESIGN.md, "The returner runs at idle
+    /// priority").
+    pub(crate) fn return_due_yielding(&self, now: Instant) -> Option<std::time::Instant> {
+        self.return_due_paced(now, false, true)
+    }
+
+    fn return_due_paced(&self, now: Instant, all: bool, yielding: bool) -> Option<Instant> {
         let (delay, max_pages) = match self.policy {
             PageReturn::Immediate => return None,
             PageReturn::Delayed { delay, max_pages } => (delay, max_pages),
         };
-        let next = self.discard_due(now, all, delay, max_pages);
+        let next = self.discard_due(now, all, delay, max_pages, yielding);
         if next.is_some() {
             return next;
         }
@@ -467,24 +478,26 @@ impl PageSource {
     }
 
     /// Give back the runs that are due at `now` (all with `all`) and the
-    /// oldest beyond the page bound; returns when the oldest run left is
-    /// due. Leaves the registration alone.
+    /// oldest beyond the page bound, in batches of at most `RETURN_BATCH`
+    /// pages, each run free for reuse as soon as its batch is back (the
+    /// later batches' runs wait off the queue, counted in
+    /// `returning_pages`), yielding the CPU between batches with
+    /// `yielding`; returns when the oldest run left is due. Leaves the
+    /// registration alone.
     fn discard_due(
         &self,
         now: Instant,
         all: bool,
         delay: std::time::Duration,
         max_pages: usize,
+        yielding: bool,
     ) -> Option<Instant> {
         let mut arena = self.lock();
         let (mut runs, next) = arena.take_due(now, all, delay, max_pages);
         arena.urgent = false;
         drop(arena);
-        // In batches of at most RETURN_BATCH pages, each run free for
-        // reuse as soon as its batch is back, the returner yielding its CPU
-        // between batches (`page_return::between_batches`).
         runs.sort_unstable_by_key(|w| w.ptr.as_ptr() as usize);
-        let mut rest = &mut runs[..];
+        let mut rest = &runs[..];
         while !rest.is_empty() {
             let mut pages = 0;
             let n = rest
@@ -495,7 +508,7 @@ impl PageSource {
                 })
                 .count()
                 .max(1);
-            let (batch, tail) = rest.split_at_mut(n);
+            let (batch, tail) = rest.split_at(n);
             Arena::discard_runs(self.page_size, batch);
             {
                 let mut arena = self.lock();
@@ -505,8 +518,8 @@ impl PageSource {
                 }
             }
             rest = tail;
-            if !rest.is_empty() {
-                crate::page_return::between_batches();
+            if yielding && !rest.is_empty() {
+                std::thread::yield_now();
             }
         }
         next
@@ -524,15 +537,12 @@ impl PageSource {
     }
 }
 
-/// Most pages a returner gives back in one batch before it yields its CPU
-/// (2 MiB of 4 KiB pages, about 0.3 ms of the kernel's work: 64 MiB took
-/// about 10 ms in `zsmem bench free`). Each batch is one `process_madvise`
-/// call and so one TLB shootdown that interrupts the freeing threads'
-/// CPUs: smaller batches give the CPU back sooner but lengthen the tail of
-/// a free. In `zsmem bench free --threads 1,2 --mib 64` (6 runs each), 256
-/// pages put a Deferred free's p99.9 at 1.7-6.3 us; 512 gave 1.5-2.0 us
-/// with two threads at 1.72-1.98x one; 1024 gave 1.3-1.8 us but 1.62-1.84x.
-/// Under Miri 4, so its few-page tests split rounds into batches too.
+/// Most pages given back in one batch, one `process_madvise` call and so
+/// one TLB shootdown on the freeing threads' CPUs, before the returner
+/// yields: smaller batches give the CPU back sooner but lengthen the tail
+/// of a free (docs/DESIGN.md, "The returner runs at idle priority", has
+/// the figures for 256, 512 and 1024). Under Miri 4, so its few-page
+/// tests split rounds into batches too.
 pub(super) const RETURN_BATCH: usize = if cfg!(miri) { 4 } else { 512 };
 
 /// What frees left for the arena lock's next holder, and whether the
