@@ -243,6 +243,7 @@ impl Returner {
         let mut next: Option<Instant> = None;
         for weak in sources {
             let Some(src) = weak.upgrade() else { continue };
+            src.refill(true);
             if let Some(due) = src.return_due_yielding(now) {
                 next = Some(next.map_or(due, |n| n.min(due)));
                 keep.push(weak);

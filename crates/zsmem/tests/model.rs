@@ -186,6 +186,9 @@ fn configs() -> Vec<PoolConfig> {
                 delay: std::time::Duration::from_millis(1),
                 max_pages: 8,
             },
+            // Pre-faulted runs waiting beside freed ones (at most half of
+            // the 8-page bound).
+            prefault_bytes: 4 * 65536,
         },
         // Trimming with pages returned at once (the default's other path).
         PoolConfig {

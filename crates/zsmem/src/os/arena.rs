@@ -18,6 +18,9 @@ pub(super) struct Waiting {
     pub(super) pages: usize,
     pub(super) resident: usize,
     since: Instant,
+    /// Pre-faulted ahead of demand, not freed by a zspage: taking it is
+    /// demand for fresh pages (see `PageSource::refill`).
+    pub(super) prefaulted: bool,
 }
 
 /// Pages of a live run trimmed off it (a zspage's top, a log segment's
@@ -71,6 +74,15 @@ pub(super) struct Arena {
     pub(super) returning_pages: usize,
     /// The returner was woken for passing `max_pages` and has not run yet.
     pub(super) urgent: bool,
+    /// Runs of each length taken fresh or pre-faulted since the last
+    /// refill, and their pages: the demand a refill replaces.
+    demand: [u32; MAX_CHAIN_SIZE + 1],
+    demand_pages: usize,
+    /// The source asked the returner for a refill since the last one.
+    hungry: bool,
+    /// Pages the returner is pre-faulting outside the lock (counted as
+    /// cached: they become resident during the call).
+    pub(super) filling_pages: usize,
 }
 
 // SAFETY: the arena only stores addresses of memory it reserved; it never
@@ -89,7 +101,50 @@ impl Arena {
             waiting_pages: 0,
             returning_pages: 0,
             urgent: false,
+            demand: [0; MAX_CHAIN_SIZE + 1],
+            demand_pages: 0,
+            hungry: false,
+            filling_pages: 0,
         }
+    }
+
+    /// A run of `pages` pages was taken fresh or pre-faulted. True when
+    /// that makes the demand since the last refill reach `min_pages` for
+    /// the first time: the caller asks the returner for a refill.
+    pub(super) fn note_demand(&mut self, pages: usize, min_pages: usize) -> bool {
+        self.demand[pages] = self.demand[pages].saturating_add(1);
+        self.demand_pages += pages;
+        let ask = !self.hungry && self.demand_pages >= min_pages;
+        self.hungry |= ask;
+        ask
+    }
+
+    /// The demand since the last refill (runs by length, and pages), reset.
+    pub(super) fn take_demand(&mut self) -> ([u32; MAX_CHAIN_SIZE + 1], usize) {
+        self.hungry = false;
+        (
+            std::mem::replace(&mut self.demand, [0; MAX_CHAIN_SIZE + 1]),
+            std::mem::take(&mut self.demand_pages),
+        )
+    }
+
+    /// Runs of `pages` pages waiting (freed or pre-faulted).
+    pub(super) fn waiting_runs(&self, pages: usize) -> usize {
+        self.waiting[pages].len()
+    }
+
+    /// Queue a run of `pages` pages the returner pre-faulted (all
+    /// resident), as a freed run waits: taken first by the next zspage of
+    /// its length, returned after the delay if none comes.
+    pub(super) fn queue_prefaulted(&mut self, p: NonNull<u8>, pages: usize, now: Instant) {
+        self.waiting_pages += pages;
+        self.waiting[pages].push_back(Waiting {
+            ptr: p,
+            pages,
+            resident: pages,
+            since: now,
+            prefaulted: true,
+        });
     }
 
     pub(super) fn reserved_bytes(&self) -> usize {
@@ -178,6 +233,7 @@ impl Arena {
             pages,
             resident,
             since: now,
+            prefaulted: false,
         });
     }
 
@@ -362,6 +418,26 @@ impl Region {
         debug_assert_eq!(rc, 0, "madvise(MADV_DONTNEED) on a run of ours failed");
     }
 
+    /// Fault in the pages of every range of `ranges` (runs nobody owns yet)
+    /// for writing, without changing their contents:
+    /// `madvise(MADV_POPULATE_WRITE)` (Linux 5.14), one call per range and
+    /// no page fault per page. False if the kernel does not know the
+    /// advice (then nothing was faulted in, and the caller stops asking).
+    /// Another failure (out of memory) leaves some pages resident: the
+    /// caller counts the ranges as resident all the same, an over-count
+    /// until they are discarded.
+    pub(super) fn populate(ranges: &[(NonNull<u8>, usize)]) -> bool {
+        for &(p, bytes) in ranges {
+            // SAFETY: `p..p+bytes` lies in a live region, owned by the
+            // caller; populating faults pages in and writes nothing.
+            let rc = unsafe { libc::madvise(p.as_ptr().cast(), bytes, libc::MADV_POPULATE_WRITE) };
+            if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Discard every range of `ranges` (each as [`Region::discard`] takes
     /// it). Where the kernel takes `process_madvise(MADV_DONTNEED)` on the
     /// calling process named by `PIDFD_SELF_THREAD_GROUP` (recent kernels;
@@ -459,6 +535,11 @@ impl Region {
         for &(p, bytes) in ranges {
             Region::discard(p, bytes);
         }
+    }
+
+    /// Nothing to fault in: the global allocator's memory is resident.
+    pub(super) fn populate(_ranges: &[(NonNull<u8>, usize)]) -> bool {
+        true
     }
 
     fn release(self) {

@@ -136,7 +136,24 @@ pub(crate) struct PageSource {
     /// The owner is dropping: freed runs skip the queue (the regions are
     /// about to be unmapped).
     closing: std::sync::atomic::AtomicBool,
+    /// Most pages the returner keeps pre-faulted ahead of demand (0: none;
+    /// see [`PageSource::refill`]).
+    prefault_pages: usize,
 }
+
+/// Pages taken fresh (or from the pre-faulted reserve) between two
+/// returner rounds that make a source ask for a refill: a stream of new
+/// zspages, not a few.
+const PREFAULT_MIN_PAGES: usize = 32;
+
+/// The kernel refused `MADV_POPULATE_WRITE` once (before Linux 5.14): no
+/// source pre-faults again.
+static PREFAULT_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Pre-faulting runs only in real builds: Miri has no `mmap` and no
+/// returner thread, and the loom models leave it out (it is the returner's
+/// own work, outside the hand-off they check).
+const PREFAULT_BUILT: bool = !cfg!(miri) && !cfg!(loom);
 
 impl PageSource {
     pub(crate) fn new(
@@ -145,6 +162,19 @@ impl PageSource {
         lazy: bool,
         policy: PageReturn,
     ) -> Arc<Self> {
+        Self::for_pool(page_size, limit_bytes, lazy, policy, 0)
+    }
+
+    /// As [`new`](Self::new), keeping up to `prefault_pages` pages
+    /// pre-faulted ahead of a stream of new zspages (with a delayed
+    /// policy; see [`refill`](Self::refill)). Its siblings do the same.
+    pub(crate) fn for_pool(
+        page_size: usize,
+        limit_bytes: Option<usize>,
+        lazy: bool,
+        policy: PageReturn,
+        prefault_pages: usize,
+    ) -> Arc<Self> {
         Self::with_budget(
             page_size,
             lazy,
@@ -152,6 +182,7 @@ impl PageSource {
             limit_bytes.map(|b| b / page_size),
             Arc::new(Budget::default()),
             Returner::global(),
+            prefault_pages,
         )
     }
 
@@ -167,6 +198,7 @@ impl PageSource {
             self.limit_pages,
             self.budget.clone(),
             self.returner.clone(),
+            self.prefault_pages,
         )
     }
 
@@ -177,6 +209,7 @@ impl PageSource {
         limit_pages: Option<usize>,
         budget: Arc<Budget>,
         returner: Arc<Returner>,
+        prefault_pages: usize,
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| PageSource {
             page_size,
@@ -192,6 +225,11 @@ impl PageSource {
             me: me.clone(),
             returner,
             closing: Default::default(),
+            prefault_pages: if PREFAULT_BUILT && matches!(policy, PageReturn::Delayed { .. }) {
+                prefault_pages
+            } else {
+                0
+            },
         })
     }
 
@@ -214,15 +252,22 @@ impl PageSource {
     /// being returned.
     pub(crate) fn cached_pages(&self) -> usize {
         let a = self.lock();
-        a.waiting_pages + a.returning_pages + self.inbox_pages.load(Ordering::Relaxed)
+        a.waiting_pages
+            + a.returning_pages
+            + a.filling_pages
+            + self.inbox_pages.load(Ordering::Relaxed)
     }
 
     /// Give every waiting page back to the OS now; on return none is
     /// waiting or being returned (pages the returner thread took are
     /// waited for: it discards them outside the lock).
     pub(crate) fn purge_cache(&self) {
-        self.return_due(Instant::now(), true);
         let mut round = 0;
+        // Runs the returner is pre-faulting join the queue first.
+        while self.lock().filling_pages > 0 {
+            crate::sync::spin_wait(&mut round);
+        }
+        self.return_due(Instant::now(), true);
         while self.lock().returning_pages > 0 {
             crate::sync::spin_wait(&mut round);
         }
@@ -253,6 +298,7 @@ impl PageSource {
         let mut arena = self.lock();
         if let Some(w) = arena.take_waiting(pages) {
             if self.reserve(commit).is_ok() {
+                let ask = w.prefaulted && self.note_demand(&mut arena, pages);
                 if w.resident > commit {
                     // Resident pages beyond what the new zspage needs wait
                     // on as its top: returned after the delay unless it
@@ -260,13 +306,23 @@ impl PageSource {
                     let top = arena::span(commit, w.resident - commit);
                     arena.queue_top(w.ptr, top, Instant::now());
                 }
+                drop(arena);
+                if ask {
+                    self.ensure_registered(Instant::now());
+                }
                 return Ok((Run(w.ptr), commit));
             }
             arena.untake_waiting(w);
         }
         self.reserve(commit)?;
         match arena.alloc(pages) {
-            Ok(p) => Ok((Run(p), commit)),
+            Ok(p) => {
+                if self.note_demand(&mut arena, pages) {
+                    drop(arena);
+                    self.ensure_registered(Instant::now());
+                }
+                Ok((Run(p), commit))
+            }
             Err(e) => {
                 self.budget.give(self.cell, commit);
                 Err(e)
@@ -523,6 +579,110 @@ impl PageSource {
             }
         }
         next
+    }
+
+    /// Note a run of `pages` pages taken fresh or from the pre-faulted
+    /// reserve (`arena` locked); true when the caller, after unlocking,
+    /// must ask the returner for a refill.
+    fn note_demand(&self, arena: &mut Arena, pages: usize) -> bool {
+        self.prefault_pages > 0 && arena.note_demand(pages, PREFAULT_MIN_PAGES)
+    }
+
+    /// Pre-fault runs ahead of a stream of new zspages (the returner's
+    /// round, before it returns what is due). For each run length taken
+    /// fresh or from this reserve since the last refill, it makes twice as
+    /// many runs wait resident, less those waiting already, within
+    /// `prefault_pages` and half the return bound in all: fresh address
+    /// space, faulted in with one `MADV_POPULATE_WRITE` per range outside
+    /// the lock, then queued as freed runs are. The next zspages take them
+    /// first, so the thread that stores makes no page fault; what no
+    /// zspage takes is returned after the delay like any waiting run. The
+    /// runs count as cached from the moment they are taken
+    /// (`filling_pages`). Up to `RETURN_BATCH` pages per batch, yielding
+    /// between batches with `yielding`.
+    pub(crate) fn refill(&self, yielding: bool) {
+        let PageReturn::Delayed { max_pages, .. } = self.policy else {
+            return;
+        };
+        if self.prefault_pages == 0
+            || self.closing.load(Ordering::Relaxed)
+            || PREFAULT_REFUSED.load(Ordering::Relaxed)
+        {
+            return;
+        }
+        let mut runs: Vec<(NonNull<u8>, usize)> = Vec::new();
+        {
+            let mut arena = self.lock();
+            let (demand, pages) = arena.take_demand();
+            if pages < PREFAULT_MIN_PAGES {
+                return;
+            }
+            let held = arena.waiting_pages + arena.filling_pages;
+            let mut room = self.prefault_pages.min(max_pages / 2).saturating_sub(held);
+            for (len, &n) in demand.iter().enumerate().skip(1) {
+                let want = (2 * n as usize).saturating_sub(arena.waiting_runs(len));
+                for _ in 0..want {
+                    if len > room {
+                        break;
+                    }
+                    let Ok(p) = arena.alloc(len) else { break };
+                    runs.push((p, len));
+                    room -= len;
+                }
+            }
+            arena.filling_pages += runs.iter().map(|&(_, len)| len).sum::<usize>();
+        }
+        runs.sort_unstable_by_key(|&(p, _)| p.as_ptr() as usize);
+        let mut rest = &runs[..];
+        while !rest.is_empty() {
+            let mut pages = 0;
+            let n = rest
+                .iter()
+                .take_while(|&&(_, len)| {
+                    pages += len;
+                    pages <= RETURN_BATCH
+                })
+                .count()
+                .max(1);
+            let (batch, tail) = rest.split_at(n);
+            if !Region::populate(&self.ranges(batch)) {
+                // An old kernel: nothing was faulted in. The runs go back
+                // to the free lists, and no source asks again.
+                PREFAULT_REFUSED.store(true, Ordering::Relaxed);
+                let mut arena = self.lock();
+                for &(p, len) in rest {
+                    arena.filling_pages -= len;
+                    arena.put_free(p, len);
+                }
+                return;
+            }
+            let mut arena = self.lock();
+            let now = Instant::now();
+            for &(p, len) in batch {
+                arena.filling_pages -= len;
+                arena.queue_prefaulted(p, len, now);
+            }
+            drop(arena);
+            rest = tail;
+            if yielding && !rest.is_empty() {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Runs sorted by address as ranges, adjacent ones merged.
+    fn ranges(&self, runs: &[(NonNull<u8>, usize)]) -> Vec<(NonNull<u8>, usize)> {
+        let mut out: Vec<(NonNull<u8>, usize)> = Vec::new();
+        for &(p, len) in runs {
+            let bytes = len * self.page_size;
+            match out.last_mut() {
+                Some((start, b)) if start.as_ptr() as usize + *b == p.as_ptr() as usize => {
+                    *b += bytes;
+                }
+                _ => out.push((p, bytes)),
+            }
+        }
+        out
     }
 
     /// Count `pages` as held, or refuse if the limit would be passed.

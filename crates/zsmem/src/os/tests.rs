@@ -324,6 +324,7 @@ fn a_starved_returner_leaves_the_excess_to_the_freeing_thread() {
             None,
             Arc::new(Budget::default()),
             Returner::without_thread(),
+            0,
         )
     };
     let free_six = |src: &Arc<PageSource>| {
@@ -388,4 +389,69 @@ fn bit_runs_are_the_masks_ranges() {
     assert_eq!(runs(0b1011_0110), [(1, 2), (4, 2), (7, 1)]);
     assert_eq!(span(0, 32), u32::MAX);
     assert_eq!(span(30, 2), 0b11 << 30);
+}
+
+/// Whether every page of `run`'s first `pages` is resident (`mincore`).
+#[cfg(not(miri))]
+fn resident(run: &Run, pages: usize) -> bool {
+    let mut v = vec![0u8; pages];
+    // SAFETY: the range lies in a live mapping of ours; `v` has a byte per
+    // page.
+    let rc = unsafe { libc::mincore(run.as_ptr().cast(), pages * 4096, v.as_mut_ptr()) };
+    assert_eq!(rc, 0);
+    v.iter().all(|b| b & 1 == 1)
+}
+
+#[test]
+#[cfg(not(miri))]
+fn a_stream_of_new_runs_is_prefaulted_ahead_and_counted() {
+    // A returner that runs only when told: this test plays its rounds.
+    let src = PageSource::with_budget(
+        4096,
+        false,
+        delayed(1024),
+        None,
+        Arc::new(Budget::default()),
+        Returner::without_thread(),
+        48,
+    );
+    // A stream: 8 fresh runs of 4 pages (the smallest demand that asks).
+    let mut runs: Vec<Run> = (0..8).map(|_| src.alloc_run(4).unwrap()).collect();
+    assert_eq!((src.held_pages(), src.cached_pages()), (32, 0));
+    assert!(!resident(&runs[7], 4), "a fresh run is not faulted in yet");
+    src.refill(false);
+    // Twice the demand is wanted (16 runs); 48 pages are allowed: 12 runs,
+    // faulted in, counted as cached.
+    assert_eq!((src.held_pages(), src.cached_pages()), (32, 48));
+    // The next zspages take them, resident already, zero-filled.
+    for _ in 0..2 {
+        let r = src.alloc_run(4).unwrap();
+        assert!(resident(&r, 4));
+        assert!(bytes(&r, 4 * 4096).iter().all(|&b| b == 0));
+        runs.push(r);
+    }
+    assert_eq!((src.held_pages(), src.cached_pages()), (40, 40));
+    // Two runs since the last round are not a stream: nothing is added.
+    src.refill(false);
+    assert_eq!(src.cached_pages(), 40);
+    // What no zspage took goes back with the queue; nothing is lost.
+    for r in runs {
+        src.free_run(r, 4, 4);
+    }
+    assert_eq!((src.held_pages(), src.cached_pages()), (0, 80));
+    src.purge_cache();
+    assert_eq!((src.held_pages(), src.cached_pages()), (0, 0));
+
+    // Without a prefault allowance (or with pages returned at once) a
+    // round faults nothing in.
+    for policy in [delayed(1024), NOW] {
+        let plain = PageSource::new(4096, None, false, policy);
+        let runs: Vec<Run> = (0..16).map(|_| plain.alloc_run(4).unwrap()).collect();
+        plain.refill(false);
+        assert_eq!(plain.cached_pages(), 0);
+        for r in runs {
+            plain.free_run(r, 4, 4);
+        }
+        plain.purge_cache();
+    }
 }
