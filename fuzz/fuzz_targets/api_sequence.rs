@@ -58,6 +58,12 @@ fuzz_target!(|data: &[u8]| {
                 max_pages: usize::from(b.u8()) + 1,
             },
         },
+        // Pages faulted in ahead of new segments: none, a few, the default.
+        prefault_bytes: match b.u8() % 3 {
+            0 => 0,
+            1 => 64 << 10,
+            _ => zsmem::DEFAULT_PREFAULT_BYTES,
+        },
         // Log placement (refused without trim_pages or with the kernel's
         // header: those are Pool::new's errors to check too).
         placement: match b.u8() % 3 {

@@ -816,6 +816,17 @@ static void test_deferred_free(void) {
     cfg.class_shards = 0; /* beyond the old struct: never read */
     CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
     zsmem_pool_destroy(pool);
+    /* Pages faulted in ahead (log placement): 1 MiB a lane by default, 0
+       turns it off; the version before prefault_bytes gets the default. */
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    CHECK(cfg.prefault_bytes == 1 << 20);
+    cfg.log_lanes = 1;
+    cfg.prefault_bytes = 0;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    zsmem_pool_destroy(pool);
+    cfg.size = offsetof(zsmem_pool_config, prefault_bytes);
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    zsmem_pool_destroy(pool);
     CHECK_RC(zsmem_pool_config_default(&cfg), 0);
     /* Log placement: no size classes, objects packed in segments. */
     cfg.log_lanes = 2;

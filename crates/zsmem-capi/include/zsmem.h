@@ -190,6 +190,12 @@ typedef struct zsmem_pool_config {
   // the handle cannot name them (pages above 16 KiB); log placement
   // ignores it.
   size_t class_shards;
+  // Log placement with a return delay: most bytes of pages per lane the
+  // background thread keeps faulted in ahead of new segments, so that
+  // storing threads take no page fault on them (appended; older
+  // programs get the default, 1 MiB). Counted as cached pages, returned
+  // after the delay when unused; 0 turns it off. Size classes ignore it.
+  size_t prefault_bytes;
 } zsmem_pool_config;
 
 // Pool totals, filled by `zsmem_pool_get_stats`. Fields may be appended

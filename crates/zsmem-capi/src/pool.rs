@@ -127,19 +127,26 @@ pub struct zsmem_pool_config {
     /// the handle cannot name them (pages above 16 KiB); log placement
     /// ignores it.
     pub class_shards: usize,
+    /// Log placement with a return delay: most bytes of pages per lane the
+    /// background thread keeps faulted in ahead of new segments, so that
+    /// storing threads take no page fault on them (appended; older
+    /// programs get the default, 1 MiB). Counted as cached pages, returned
+    /// after the delay when unused; 0 turns it off. Size classes ignore it.
+    pub prefault_bytes: usize,
 }
 
 // Versioned structs must have no padding (see `read_sized`).
 const _: () =
-    assert!(size_of::<zsmem_pool_config>() == size_of::<[usize; 9]>() + size_of::<[u32; 8]>());
+    assert!(size_of::<zsmem_pool_config>() == size_of::<[usize; 10]>() + size_of::<[u32; 8]>());
 
 /// The sizes of the earlier versions of `zsmem_pool_config`: the first
 /// ended at `trim_pages`, the second at `free_max_pending_bytes`, the
-/// third at `return_max_pages`.
-pub(crate) const POOL_CONFIG_VERSIONS: [usize; 3] = [
+/// third at `return_max_pages`, the fourth at `class_shards`.
+pub(crate) const POOL_CONFIG_VERSIONS: [usize; 4] = [
     size_of::<[usize; 5]>() + size_of::<[u32; 6]>(),
     size_of::<[usize; 6]>() + size_of::<[u32; 8]>(),
     size_of::<[usize; 8]>() + size_of::<[u32; 8]>(),
+    size_of::<[usize; 9]>() + size_of::<[u32; 8]>(),
 ];
 
 pub(crate) fn default_config() -> zsmem_pool_config {
@@ -189,6 +196,7 @@ pub(crate) fn default_config() -> zsmem_pool_config {
             _ => zsmem_core::DEFAULT_RETURN_MAX_PAGES,
         },
         class_shards: d.class_shards,
+        prefault_bytes: d.prefault_bytes,
     }
 }
 
@@ -282,6 +290,7 @@ pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
         cfg.page_return = page_return;
         cfg.placement = placement;
         cfg.class_shards = c.class_shards;
+        cfg.prefault_bytes = c.prefault_bytes;
         Ok(cfg)
     }
 }

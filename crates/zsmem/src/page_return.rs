@@ -16,6 +16,11 @@
 //! a CPU from the threads that free; when no CPU has been idle for
 //! `delay`, the free that passes the bound returns the excess itself.
 //!
+//! The same thread keeps a log lane's next segments faulted in ahead of a
+//! stream of stores (`PageSource::refill`, `PoolConfig::prefault_bytes`):
+//! runs it faults in wait in the return queue as freed runs do, counted,
+//! taken first, returned after the delay when unused.
+//!
 //! The hand-off: a source with waiting pages is *registered* (a flag under
 //! its inbox lock, and a weak reference in the registry below). The
 //! returner takes the whole registry, asks each source to return what is

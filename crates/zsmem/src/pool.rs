@@ -73,15 +73,19 @@ pub struct PoolConfig {
     /// When freed pages go back to the OS: after a bounded delay by a
     /// background thread (the default), or at once on the freeing thread.
     pub page_return: PageReturn,
-    /// With [`PageReturn::Delayed`]: most bytes of pages per page source
-    /// (a class shard's or a lane's) that the same background thread keeps
-    /// faulted in ahead of a stream of new zspages, so that the threads
-    /// that store write to resident pages instead of taking a page fault
-    /// on each new one (the kernel's zsmalloc gets its pages from the page
-    /// allocator; a process gets them from page faults). They are counted
-    /// as cached pages, taken before fresh ones, and returned after the
-    /// delay when no zspage comes for them; at most half of `max_pages`.
-    /// 0 turns it off (as does [`PageReturn::Immediate`]). Default 1 MiB.
+    /// Log placement with [`PageReturn::Delayed`]: most bytes of pages
+    /// per lane that the returner thread keeps faulted in ahead of a
+    /// stream of new segments, so that the threads that store write to
+    /// resident pages instead of taking a page fault on each new one (the
+    /// kernel's zsmalloc gets its pages from the page allocator; a process
+    /// gets them from page faults). They are counted as cached pages,
+    /// taken before fresh ones, and returned after the delay when no
+    /// segment comes for them; at most half of `max_pages`. 0 turns it off
+    /// (as does [`PageReturn::Immediate`]). Default 1 MiB. Size classes
+    /// ignore it: their zspages have many lengths and fill page by page,
+    /// often over longer than the delay, so runs faulted in ahead were
+    /// mostly returned unused (measured: no faster store, 8% more CPU;
+    /// docs/DESIGN.md, "Pages faulted in ahead").
     pub prefault_bytes: usize,
     /// Where objects go: size classes (zsmalloc's design, the default) or
     /// append-only segments ([`Placement::Log`]).
@@ -509,7 +513,11 @@ impl Pool {
             cfg.memory_limit,
             cfg.trim_pages,
             cfg.page_return,
-            cfg.prefault_bytes / cfg.page_size,
+            // Log placement only: see `PoolConfig::prefault_bytes`.
+            match cfg.placement {
+                Placement::Log { .. } => cfg.prefault_bytes / cfg.page_size,
+                Placement::Classes => 0,
+            },
         );
         let more_pages = (1..shards)
             .chain(0..lanes)

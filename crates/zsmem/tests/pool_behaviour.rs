@@ -384,3 +384,51 @@ fn a_page_store_over_a_deferred_pool_is_not_refused_at_half_its_limit() {
     }
     assert_eq!(refused, 0, "overwrites refused at half the limit");
 }
+
+/// A log lane fed a stream of stores gets its next segments faulted in
+/// ahead by the returner: they are counted as cached pages, within the
+/// bound, and nothing is left once everything is freed.
+#[test]
+#[cfg(not(miri))]
+fn a_log_lanes_next_segments_are_faulted_in_ahead_and_counted() {
+    use std::time::{Duration, Instant};
+    let pool = Pool::new(PoolConfig {
+        // An hour's delay: runs faulted in ahead wait until taken or trimmed.
+        page_return: zsmem::PageReturn::Delayed {
+            delay: Duration::from_secs(3600),
+            max_pages: 1024,
+        },
+        ..PoolConfig::log()
+    })
+    .unwrap();
+    let mut live = Vec::new();
+    let store_mib = |live: &mut Vec<_>| {
+        for _ in 0..1024 {
+            let data = pattern(live.len() as u64, 1024);
+            live.push((pool.store(&data).unwrap(), data));
+        }
+    };
+    // A stream of 1 MiB at a time until the returner has faulted runs in
+    // (it runs at idle priority: poll with a generous limit).
+    let end = Instant::now() + Duration::from_secs(60);
+    while pool.stats().cached_pages == 0 && Instant::now() < end {
+        store_mib(&mut live);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let ahead = pool.stats().cached_pages;
+    assert!(ahead > 0, "no pages were faulted in ahead within a minute");
+    // At most `prefault_bytes` a lane, half of `max_pages` in all.
+    assert!(ahead <= 512, "{ahead} pages ahead");
+    // More stores take them (os::tests checks that they come first; here
+    // the returner may fault more in meanwhile), every byte kept.
+    store_mib(&mut live);
+    pool.check_invariants().unwrap();
+    for (h, data) in live {
+        assert_eq!(pool.read_vec(h).unwrap(), data);
+        pool.free(h).unwrap();
+    }
+    pool.trim();
+    let s = pool.stats();
+    assert_eq!((s.objects, s.pages_held, s.cached_pages), (0, 0, 0));
+    pool.check_invariants().unwrap();
+}
