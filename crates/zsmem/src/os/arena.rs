@@ -119,6 +119,11 @@ impl Arena {
         ask
     }
 
+    /// The source asked for a refill that has not run yet.
+    pub(super) fn asked(&self) -> bool {
+        self.hungry
+    }
+
     /// The demand since the last refill (runs by length, and pages), reset.
     pub(super) fn take_demand(&mut self) -> ([u32; MAX_CHAIN_SIZE + 1], usize) {
         self.hungry = false;

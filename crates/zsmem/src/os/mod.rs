@@ -532,12 +532,13 @@ impl PageSource {
         if next.is_some() {
             return next;
         }
-        // Nothing waited: unregister, unless a free queued meanwhile (it
-        // queued before this look, or it sets the flag after it).
+        // Nothing waited: unregister, unless a free queued meanwhile or an
+        // allocation asked for a refill (it did so before this look, or it
+        // finds the flag clear after it and registers again).
         let mut arena = self.arena.lock();
         let mut inbox = self.inbox.lock();
         self.drain_into(&mut arena, &mut inbox);
-        if arena.waiting_pages > 0 {
+        if arena.waiting_pages > 0 || arena.asked() {
             return Some(now);
         }
         inbox.registered = false;
@@ -615,17 +616,20 @@ impl PageSource {
         let PageReturn::Delayed { max_pages, .. } = self.policy else {
             return;
         };
-        if self.prefault_pages == 0
-            || self.closing.load(Ordering::Relaxed)
-            || PREFAULT_REFUSED.load(Ordering::Relaxed)
-        {
+        if self.prefault_pages == 0 {
             return;
         }
         let mut runs: Vec<(NonNull<u8>, usize)> = Vec::new();
         {
             let mut arena = self.lock();
+            // The demand is taken (and the ask answered) even when nothing
+            // will be faulted in: an ask left standing keeps the source
+            // registered (`return_due_paced`).
             let (demand, pages) = arena.take_demand();
-            if pages < PREFAULT_MIN_PAGES {
+            if pages < PREFAULT_MIN_PAGES
+                || self.closing.load(Ordering::Relaxed)
+                || PREFAULT_REFUSED.load(Ordering::Relaxed)
+            {
                 return;
             }
             let held = arena.waiting_pages + arena.filling_pages;

@@ -455,3 +455,33 @@ fn a_stream_of_new_runs_is_prefaulted_ahead_and_counted() {
         plain.purge_cache();
     }
 }
+
+#[test]
+#[cfg(not(miri))]
+fn an_ask_for_a_refill_keeps_the_source_registered_until_answered() {
+    let returner = Returner::without_thread();
+    let src = PageSource::with_budget(
+        4096,
+        false,
+        delayed(1024),
+        None,
+        Arc::new(Budget::default()),
+        returner.clone(),
+        48,
+    );
+    let runs: Vec<Run> = (0..8).map(|_| src.alloc_run(4).unwrap()).collect();
+    // Nothing waits, but the source asked (a round's look between its
+    // refill and an allocation's ask): the look keeps it registered, or
+    // the ask would be lost until a free registered it again.
+    assert!(src.return_due(Instant::now(), false).is_some());
+    // The round answers it, and keeps the source for the runs now waiting.
+    returner.round();
+    assert_eq!(src.cached_pages(), 48);
+    assert!(returner.registry.lock().sources.len() == 1);
+    for r in runs {
+        src.free_run(r, 4, 4);
+    }
+    src.purge_cache();
+    // Nothing waits and nothing is asked: the look lets it go.
+    assert!(src.return_due(Instant::now(), false).is_none());
+}
