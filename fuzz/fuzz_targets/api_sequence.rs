@@ -58,10 +58,11 @@ fuzz_target!(|data: &[u8]| {
                 max_pages: usize::from(b.u8()) + 1,
             },
         },
-        // Pages faulted in ahead of new segments: none, a few, the default.
+        // Pages faulted in ahead of new segments: none, two segments at
+        // 4 KiB pages (none at 16 KiB and up), the default.
         prefault_bytes: match b.u8() % 3 {
             0 => 0,
-            1 => 64 << 10,
+            1 => 256 << 10,
             _ => zsmem::DEFAULT_PREFAULT_BYTES,
         },
         // Log placement (refused without trim_pages or with the kernel's

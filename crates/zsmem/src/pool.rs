@@ -21,7 +21,7 @@ use crate::compact::{self, CompactionPolicy, CompactionStats, Counters};
 use crate::deferred::{DRAIN_STEP, Push, Shards};
 use crate::error::{Error, HandleFault, Result};
 use crate::handle::{CLASS_BITS, Directory, Handle, Location, PoolTag};
-use crate::lane::{Lane, Owners};
+use crate::lane::{Lane, Owners, SEGMENT_PAGES};
 use crate::os::PageSource;
 use crate::page_return::PageReturn;
 use crate::size_class::{ChainRule, KERNEL_HANDLE_SIZE, SizeClassConfig, SizeClassTable};
@@ -80,12 +80,15 @@ pub struct PoolConfig {
     /// kernel's zsmalloc gets its pages from the page allocator; a process
     /// gets them from page faults). They are counted as cached pages,
     /// taken before fresh ones, and returned after the delay when no
-    /// segment comes for them; at most half of `max_pages`. 0 turns it off
-    /// (as does [`PageReturn::Immediate`]). Default 1 MiB. Size classes
-    /// ignore it: their zspages have many lengths and fill page by page,
-    /// often over longer than the delay, so runs faulted in ahead were
-    /// mostly returned unused (measured: no faster store, 8% more CPU;
-    /// docs/DESIGN.md, "Pages faulted in ahead").
+    /// segment comes for them; at most half of `max_pages`. Less than a
+    /// segment (32 pages: 128 KiB at 4 KiB pages, 2 MiB at 64 KiB) turns
+    /// it off, as does [`PageReturn::Immediate`]. Default 1 MiB. Like
+    /// pages waiting to be returned, they are not held pages: a pool with
+    /// a `memory_limit` may be resident up to this much beyond it per lane
+    /// meanwhile. Size classes ignore it: their zspages have many lengths
+    /// and fill page by page, often over longer than the delay, so runs
+    /// faulted in ahead were mostly returned unused (measured: no faster
+    /// store, 8% more CPU; docs/DESIGN.md, "Pages faulted in ahead").
     pub prefault_bytes: usize,
     /// Where objects go: size classes (zsmalloc's design, the default) or
     /// append-only segments ([`Placement::Log`]).
@@ -513,10 +516,13 @@ impl Pool {
             cfg.memory_limit,
             cfg.trim_pages,
             cfg.page_return,
-            // Log placement only: see `PoolConfig::prefault_bytes`.
+            // Log placement only, a segment at least: see
+            // `PoolConfig::prefault_bytes`.
             match cfg.placement {
-                Placement::Log { .. } => cfg.prefault_bytes / cfg.page_size,
-                Placement::Classes => 0,
+                Placement::Log { .. } if cfg.prefault_bytes / cfg.page_size >= SEGMENT_PAGES => {
+                    cfg.prefault_bytes / cfg.page_size
+                }
+                _ => 0,
             },
         );
         let more_pages = (1..shards)

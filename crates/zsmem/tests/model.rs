@@ -186,9 +186,8 @@ fn configs() -> Vec<PoolConfig> {
                 delay: std::time::Duration::from_millis(1),
                 max_pages: 8,
             },
-            // Pre-faulted runs waiting beside freed ones (at most half of
-            // the 8-page bound).
-            prefault_bytes: 4 * 65536,
+            // Size classes fault nothing in ahead whatever this says.
+            prefault_bytes: zsmem::DEFAULT_PREFAULT_BYTES,
         },
         // Trimming with pages returned at once (the default's other path).
         PoolConfig {
@@ -205,7 +204,8 @@ fn configs() -> Vec<PoolConfig> {
             ..PoolConfig::default()
         },
         // Log placement: two lanes (this thread uses one), segments
-        // sealed, filled at their ends, emptied and cleaned all the time.
+        // sealed, filled at their ends, emptied and cleaned all the time;
+        // by default the returner faults segments in ahead of the stores.
         PoolConfig {
             placement: Placement::Log { lanes: 2 },
             ..PoolConfig::default()

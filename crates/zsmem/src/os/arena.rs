@@ -54,6 +54,28 @@ pub(crate) fn span(first: usize, pages: usize) -> u32 {
     (((1u64 << pages) - 1) << first) as u32
 }
 
+/// Runs a source took fresh or from its pre-faulted reserve since the last
+/// refill.
+#[derive(Debug)]
+pub(super) struct Demand {
+    /// Runs by length in pages (index 0 unused).
+    pub(super) runs: [u32; MAX_CHAIN_SIZE + 1],
+    /// Their pages.
+    pub(super) pages: usize,
+    /// When the first of them was taken.
+    pub(super) since: Instant,
+}
+
+impl Default for Demand {
+    fn default() -> Self {
+        Demand {
+            runs: [0; MAX_CHAIN_SIZE + 1],
+            pages: 0,
+            since: Instant::now(),
+        }
+    }
+}
+
 pub(super) struct Arena {
     page_size: usize,
     regions: Vec<Region>,
@@ -74,12 +96,13 @@ pub(super) struct Arena {
     pub(super) returning_pages: usize,
     /// The returner was woken for passing `max_pages` and has not run yet.
     pub(super) urgent: bool,
-    /// Runs of each length taken fresh or pre-faulted since the last
-    /// refill, and their pages: the demand a refill replaces.
-    demand: [u32; MAX_CHAIN_SIZE + 1],
-    demand_pages: usize,
+    /// Runs taken fresh or pre-faulted since the last refill: the demand
+    /// a refill replaces.
+    demand: Demand,
     /// The source asked the returner for a refill since the last one.
     hungry: bool,
+    /// Moved on by a purge: a refill that began before it stops.
+    pub(super) refill_generation: u64,
     /// Pages the returner is pre-faulting outside the lock (counted as
     /// cached: they become resident during the call).
     pub(super) filling_pages: usize,
@@ -101,9 +124,9 @@ impl Arena {
             waiting_pages: 0,
             returning_pages: 0,
             urgent: false,
-            demand: [0; MAX_CHAIN_SIZE + 1],
-            demand_pages: 0,
+            demand: Demand::default(),
             hungry: false,
+            refill_generation: 0,
             filling_pages: 0,
         }
     }
@@ -112,9 +135,13 @@ impl Arena {
     /// that makes the demand since the last refill reach `min_pages` for
     /// the first time: the caller asks the returner for a refill.
     pub(super) fn note_demand(&mut self, pages: usize, min_pages: usize) -> bool {
-        self.demand[pages] = self.demand[pages].saturating_add(1);
-        self.demand_pages += pages;
-        let ask = !self.hungry && self.demand_pages >= min_pages;
+        let d = &mut self.demand;
+        if d.pages == 0 {
+            d.since = Instant::now();
+        }
+        d.runs[pages] = d.runs[pages].saturating_add(1);
+        d.pages += pages;
+        let ask = !self.hungry && d.pages >= min_pages;
         self.hungry |= ask;
         ask
     }
@@ -124,13 +151,10 @@ impl Arena {
         self.hungry
     }
 
-    /// The demand since the last refill (runs by length, and pages), reset.
-    pub(super) fn take_demand(&mut self) -> ([u32; MAX_CHAIN_SIZE + 1], usize) {
+    /// The demand since the last refill, reset (and the ask answered).
+    pub(super) fn take_demand(&mut self) -> Demand {
         self.hungry = false;
-        (
-            std::mem::replace(&mut self.demand, [0; MAX_CHAIN_SIZE + 1]),
-            std::mem::take(&mut self.demand_pages),
-        )
+        std::mem::take(&mut self.demand)
     }
 
     /// Runs of `pages` pages waiting (freed or pre-faulted).
@@ -139,15 +163,19 @@ impl Arena {
     }
 
     /// Queue a run of `pages` pages the returner pre-faulted (all
-    /// resident), as a freed run waits: taken first by the next zspage of
-    /// its length, returned after the delay if none comes.
-    pub(super) fn queue_prefaulted(&mut self, p: NonNull<u8>, pages: usize, now: Instant) {
+    /// resident), as a freed run waits, dated `since` (or as the newest
+    /// run of its length, if that is later: a queue stays oldest first):
+    /// taken first by the next zspage of its length, returned after the
+    /// delay if none comes.
+    pub(super) fn queue_prefaulted(&mut self, p: NonNull<u8>, pages: usize, since: Instant) {
+        let q = &mut self.waiting[pages];
+        let since = q.back().map_or(since, |w| w.since.max(since));
         self.waiting_pages += pages;
-        self.waiting[pages].push_back(Waiting {
+        q.push_back(Waiting {
             ptr: p,
             pages,
             resident: pages,
-            since: now,
+            since,
             prefaulted: true,
         });
     }
@@ -167,6 +195,17 @@ impl Arena {
     pub(super) fn untake_waiting(&mut self, w: Waiting) {
         self.waiting_pages += w.resident;
         self.waiting[w.pages].push_back(w);
+    }
+
+    /// A discarded run of `pages` pages as [`alloc`](Self::alloc) finds
+    /// one, but never in a new region: `None` when that would take one.
+    pub(super) fn alloc_in_place(&mut self, pages: usize) -> Option<NonNull<u8>> {
+        let free = (pages..=MAX_CHAIN_SIZE).any(|n| !self.free_runs[n].is_empty());
+        let fits = self
+            .regions
+            .last()
+            .is_some_and(|r| self.bump + pages * self.page_size <= r.len);
+        (free || fits).then(|| self.alloc(pages).ok()).flatten()
     }
 
     /// A discarded run of `pages` pages: a free one, a piece of a longer
@@ -274,9 +313,10 @@ impl Arena {
     /// Take what is due for return at `now`: everything with `all`, else
     /// what has waited `delay`, then the oldest until at most `max_pages`
     /// wait. Due trimmed ranges are discarded here, under the lock (a
-    /// commit of their run must not race the discard; they are rare); the
-    /// runs are returned for the caller to discard outside it. Also returns
-    /// when the oldest page left will be due.
+    /// commit of their run must not race the discard; they are few: the
+    /// tops of zspages, and of pre-faulted log segments at the end of a
+    /// stream); the runs are returned for the caller to discard outside
+    /// it. Also returns when the oldest page left will be due.
     pub(super) fn take_due(
         &mut self,
         now: Instant,
@@ -300,7 +340,9 @@ impl Arena {
             false
         });
         // Trimmed ranges of live runs: nobody uses one until it is
-        // committed again, which waits for this lock.
+        // committed again, which waits for this lock. (With log placement
+        // a pre-faulted segment's pages above its commit wait here too: at
+        // the end of a stream of stores, up to a segment's worth a lane.)
         Region::discard_all(&ranges);
         self.waiting_pages -= discarded;
         let mut out = Vec::new();
@@ -427,7 +469,8 @@ impl Region {
     /// for writing, without changing their contents:
     /// `madvise(MADV_POPULATE_WRITE)` (Linux 5.14), one call per range and
     /// no page fault per page. False if the kernel does not know the
-    /// advice (then nothing was faulted in, and the caller stops asking).
+    /// advice: it says so (`EINVAL`) on the first range, before faulting
+    /// anything in, and the caller stops asking.
     /// Another failure (out of memory) leaves some pages resident: the
     /// caller counts the ranges as resident all the same, an over-count
     /// until they are discarded.
@@ -437,6 +480,7 @@ impl Region {
             // caller; populating faults pages in and writes nothing.
             let rc = unsafe { libc::madvise(p.as_ptr().cast(), bytes, libc::MADV_POPULATE_WRITE) };
             if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+                debug_assert_eq!(p, ranges[0].0, "EINVAL comes on the first range");
                 return false;
             }
         }

@@ -259,8 +259,9 @@ impl PageSource {
         self.lock().reserved_bytes()
     }
 
-    /// Pages freed and still resident: waiting in the return queue or
-    /// being returned.
+    /// Pages freed and still resident, waiting in the return queue or
+    /// being returned, and pages being faulted in ahead (resident by the
+    /// end of the call that faults them in).
     pub(crate) fn cached_pages(&self) -> usize {
         let a = self.lock();
         a.waiting_pages
@@ -274,8 +275,17 @@ impl PageSource {
     /// waited for: it discards them outside the lock).
     pub(crate) fn purge_cache(&self) {
         let mut round = 0;
-        // Runs the returner is pre-faulting join the queue first.
-        while self.lock().filling_pages > 0 {
+        // No refill may start or go on (its ask is answered, a running one
+        // stops before its next batch), and the batch being faulted in
+        // joins the queue first, all seen under one lock.
+        loop {
+            let mut arena = self.lock();
+            arena.take_demand();
+            arena.refill_generation += 1;
+            if arena.filling_pages == 0 {
+                break;
+            }
+            drop(arena);
             crate::sync::spin_wait(&mut round);
         }
         self.return_due(Instant::now(), true);
@@ -603,15 +613,20 @@ impl PageSource {
     /// Pre-fault runs ahead of a stream of new zspages (the returner's
     /// round, before it returns what is due). For each run length taken
     /// fresh or from this reserve since the last refill, it makes twice as
-    /// many runs wait resident, less those waiting already, within
-    /// `prefault_pages` and half the return bound in all: fresh address
-    /// space, faulted in with one `MADV_POPULATE_WRITE` per range outside
-    /// the lock, then queued as freed runs are. The next zspages take them
-    /// first, so the thread that stores makes no page fault; what no
-    /// zspage takes is returned after the delay like any waiting run. The
-    /// runs count as cached from the moment they are taken
-    /// (`filling_pages`). Up to `PREFAULT_BATCH` pages per batch, yielding
-    /// between batches with `yielding`.
+    /// many runs wait resident, less those of that length waiting already,
+    /// within `prefault_pages` and half the return bound in all. Runs are
+    /// taken as a new zspage's would be (a free discarded run first, then
+    /// fresh address space of the current region; never a new region,
+    /// which a storing thread maps when it needs one), up to
+    /// `PREFAULT_BATCH` pages at a time: taken under the lock and counted
+    /// as cached at once (`filling_pages`), faulted in with one
+    /// `MADV_POPULATE_WRITE` per range outside it, then queued as freed
+    /// runs are, dated from the first demand of the refill's period so
+    /// that they are due no later than a page freed then. The next zspages
+    /// take them first, so the thread that stores makes no page fault;
+    /// what no zspage takes is returned with the queue. A `purge_cache`
+    /// meanwhile stops the refill before its next batch. Yields between
+    /// batches with `yielding`.
     pub(crate) fn refill(&self, yielding: bool) {
         let PageReturn::Delayed { max_pages, .. } = self.policy else {
             return;
@@ -619,14 +634,13 @@ impl PageSource {
         if self.prefault_pages == 0 {
             return;
         }
-        let mut runs: Vec<(NonNull<u8>, usize)> = Vec::new();
-        {
+        let (mut want, since, generation) = {
             let mut arena = self.lock();
             // The demand is taken (and the ask answered) even when nothing
             // will be faulted in: an ask left standing keeps the source
             // registered (`return_due_paced`).
-            let (demand, pages) = arena.take_demand();
-            if pages < PREFAULT_MIN_PAGES
+            let demand = arena.take_demand();
+            if demand.pages < PREFAULT_MIN_PAGES
                 || self.closing.load(Ordering::Relaxed)
                 || PREFAULT_REFUSED.load(Ordering::Relaxed)
             {
@@ -634,52 +648,60 @@ impl PageSource {
             }
             let held = arena.waiting_pages + arena.filling_pages;
             let mut room = self.prefault_pages.min(max_pages / 2).saturating_sub(held);
-            for (len, &n) in demand.iter().enumerate().skip(1) {
-                let want = (2 * n as usize).saturating_sub(arena.waiting_runs(len));
-                for _ in 0..want {
-                    if len > room {
+            let mut want = Vec::new();
+            for (len, &n) in demand.runs.iter().enumerate().skip(1) {
+                let runs = (2 * n as usize)
+                    .saturating_sub(arena.waiting_runs(len))
+                    .min(room / len);
+                want.extend(std::iter::repeat_n(len, runs));
+                room -= runs * len;
+            }
+            (want, demand.since, arena.refill_generation)
+        };
+        while !want.is_empty() {
+            let mut batch: Vec<(NonNull<u8>, usize)> = Vec::new();
+            {
+                let mut arena = self.lock();
+                if arena.refill_generation != generation || self.closing.load(Ordering::Relaxed) {
+                    return;
+                }
+                let mut pages = 0;
+                while let Some(&len) = want.last() {
+                    if pages + len > PREFAULT_BATCH && pages > 0 {
                         break;
                     }
-                    let Ok(p) = arena.alloc(len) else { break };
-                    runs.push((p, len));
-                    room -= len;
-                }
-            }
-            arena.filling_pages += runs.iter().map(|&(_, len)| len).sum::<usize>();
-        }
-        runs.sort_unstable_by_key(|&(p, _)| p.as_ptr() as usize);
-        let mut rest = &runs[..];
-        while !rest.is_empty() {
-            let mut pages = 0;
-            let n = rest
-                .iter()
-                .take_while(|&&(_, len)| {
+                    want.pop();
+                    let Some(p) = arena.alloc_in_place(len) else {
+                        want.clear();
+                        break;
+                    };
+                    batch.push((p, len));
                     pages += len;
-                    pages <= PREFAULT_BATCH
-                })
-                .count()
-                .max(1);
-            let (batch, tail) = rest.split_at(n);
-            if !Region::populate(&self.ranges(batch)) {
-                // An old kernel: nothing was faulted in. The runs go back
-                // to the free lists, and no source asks again.
-                PREFAULT_REFUSED.store(true, Ordering::Relaxed);
-                let mut arena = self.lock();
-                for &(p, len) in rest {
-                    arena.filling_pages -= len;
-                    arena.put_free(p, len);
                 }
+                arena.filling_pages += pages;
+            }
+            if batch.is_empty() {
                 return;
             }
+            batch.sort_unstable_by_key(|&(p, _)| p.as_ptr() as usize);
+            let populated = Region::populate(&self.ranges(&batch));
             let mut arena = self.lock();
-            let now = Instant::now();
-            for &(p, len) in batch {
+            for &(p, len) in &batch {
                 arena.filling_pages -= len;
-                arena.queue_prefaulted(p, len, now);
+                if populated {
+                    arena.queue_prefaulted(p, len, since);
+                } else {
+                    arena.put_free(p, len);
+                }
             }
             drop(arena);
-            rest = tail;
-            if yielding && !rest.is_empty() {
+            if !populated {
+                // An old kernel: nothing was faulted in. The runs went back
+                // to the free lists, and no source asks again.
+                PREFAULT_REFUSED.store(true, Ordering::Relaxed);
+                return;
+            }
+            if yielding && !want.is_empty() {
                 std::thread::yield_now();
             }
         }

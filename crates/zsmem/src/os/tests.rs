@@ -485,3 +485,30 @@ fn an_ask_for_a_refill_keeps_the_source_registered_until_answered() {
     // Nothing waits and nothing is asked: the look lets it go.
     assert!(src.return_due(Instant::now(), false).is_none());
 }
+
+#[test]
+#[cfg(not(miri))]
+fn a_purge_answers_a_standing_ask_and_stops_a_refill() {
+    let returner = Returner::without_thread();
+    let src = PageSource::with_budget(
+        4096,
+        false,
+        delayed(1024),
+        None,
+        Arc::new(Budget::default()),
+        returner.clone(),
+        48,
+    );
+    // A stream asks for a refill, then everything is freed and purged
+    // (`Pool::trim` on a pool gone idle): the ask is answered with
+    // nothing, so no round refills an idle source afterwards.
+    let runs: Vec<Run> = (0..8).map(|_| src.alloc_run(4).unwrap()).collect();
+    for r in runs {
+        src.free_run(r, 4, 4);
+    }
+    src.purge_cache();
+    assert_eq!(src.cached_pages(), 0);
+    returner.round();
+    assert_eq!((src.held_pages(), src.cached_pages()), (0, 0));
+    assert!(src.return_due(Instant::now(), false).is_none());
+}
