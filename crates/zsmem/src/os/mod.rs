@@ -628,7 +628,7 @@ impl PageSource {
     /// meanwhile stops the refill before its next batch. Yields between
     /// batches with `yielding`.
     pub(crate) fn refill(&self, yielding: bool) {
-        let PageReturn::Delayed { max_pages, .. } = self.policy else {
+        let PageReturn::Delayed { delay, max_pages } = self.policy else {
             return;
         };
         if self.prefault_pages == 0 {
@@ -640,7 +640,10 @@ impl PageSource {
             // will be faulted in: an ask left standing keeps the source
             // registered (`return_due_paced`).
             let demand = arena.take_demand();
+            // A round later than the delay (no idle CPU for that long)
+            // would fault in runs due at once: none is wanted then.
             if demand.pages < PREFAULT_MIN_PAGES
+                || demand.since + delay <= Instant::now()
                 || self.closing.load(Ordering::Relaxed)
                 || PREFAULT_REFUSED.load(Ordering::Relaxed)
             {

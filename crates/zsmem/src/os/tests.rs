@@ -512,3 +512,32 @@ fn a_purge_answers_a_standing_ask_and_stops_a_refill() {
     assert_eq!((src.held_pages(), src.cached_pages()), (0, 0));
     assert!(src.return_due(Instant::now(), false).is_none());
 }
+
+#[test]
+#[cfg(not(miri))]
+fn a_round_later_than_the_delay_faults_nothing_in() {
+    // Runs faulted in ahead are dated from the demand that asked for
+    // them; a round that comes after the delay (no idle CPU for that long)
+    // would make runs due on arrival, so it makes none.
+    let src = PageSource::with_budget(
+        4096,
+        false,
+        PageReturn::Delayed {
+            delay: Duration::from_millis(1),
+            max_pages: 1024,
+        },
+        None,
+        Arc::new(Budget::default()),
+        Returner::without_thread(),
+        48,
+    );
+    let runs: Vec<Run> = (0..8).map(|_| src.alloc_run(4).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(5));
+    src.refill(false);
+    assert_eq!(src.cached_pages(), 0);
+    for r in runs {
+        src.free_run(r, 4, 4);
+    }
+    src.purge_cache();
+    assert_eq!((src.held_pages(), src.cached_pages()), (0, 0));
+}
