@@ -25,10 +25,11 @@
 //! its inbox lock, and a weak reference in the registry below). The
 //! returner takes the whole registry, asks each source to return what is
 //! due, and keeps the sources that still have pages waiting (or a refill
-//! asked for); a source that reports an empty queue clears its flag under the same locks that checked
-//! the queue and its inbox, so the next enqueue registers it again (never
-//! twice: the flag is set by whoever registers). The thread starts on the first
-//! registration and ends after a second with nothing registered. Under Miri
+//! asked for); a source that reports an empty queue clears its flag under
+//! the same locks that checked the queue and its inbox, so the next enqueue
+//! registers it again (never twice: the flag is set by whoever registers).
+//! The thread starts on the first registration and ends after a second
+//! with nothing registered. Under Miri
 //! there is no thread: the freeing thread returns what is due itself.
 
 #[cfg(not(loom))]

@@ -10,6 +10,11 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::size_class::MAX_CHAIN_SIZE;
 
+/// Pages taken fresh (or from the pre-faulted reserve) between two
+/// returner rounds that make a source ask for a refill: a stream of new
+/// zspages, not a few.
+pub(super) const PREFAULT_MIN_PAGES: usize = 32;
+
 /// A freed run waiting to be returned; its first `resident` pages are
 /// resident (all of them for an eager source).
 #[derive(Debug)]
@@ -52,6 +57,30 @@ pub(super) fn bit_runs(mask: u32) -> impl Iterator<Item = (usize, usize)> {
 pub(crate) fn span(first: usize, pages: usize) -> u32 {
     debug_assert!(first + pages <= MAX_CHAIN_SIZE && MAX_CHAIN_SIZE <= 32);
     (((1u64 << pages) - 1) << first) as u32
+}
+
+/// The resident pages of runs sorted by address, `(start, resident,
+/// pages)` each with its resident pages first, as byte ranges: a run
+/// wholly resident joins the next one when they touch, and runs with
+/// nothing resident give no range (for one `madvise` per range).
+pub(super) fn ranges(
+    page_size: usize,
+    runs: impl IntoIterator<Item = (NonNull<u8>, usize, usize)>,
+) -> Vec<(NonNull<u8>, usize)> {
+    let mut out: Vec<(NonNull<u8>, usize)> = Vec::new();
+    let mut whole = false;
+    for (p, resident, pages) in runs {
+        let bytes = resident * page_size;
+        match out.last_mut() {
+            Some((start, b)) if whole && start.as_ptr() as usize + *b == p.as_ptr() as usize => {
+                *b += bytes;
+            }
+            _ => out.push((p, bytes)),
+        }
+        whole = resident == pages;
+    }
+    out.retain(|&(_, b)| b > 0);
+    out
 }
 
 /// Runs a source took fresh or from its pre-faulted reserve since the last
@@ -97,10 +126,9 @@ pub(super) struct Arena {
     /// The returner was woken for passing `max_pages` and has not run yet.
     pub(super) urgent: bool,
     /// Runs taken fresh or pre-faulted since the last refill: the demand
-    /// a refill replaces.
+    /// a refill replaces. The source has asked for a refill, not answered
+    /// yet, while it holds `PREFAULT_MIN_PAGES` or more.
     demand: Demand,
-    /// The source asked the returner for a refill since the last one.
-    hungry: bool,
     /// Moved on by a purge: a refill that began before it stops.
     pub(super) refill_generation: u64,
     /// Pages the returner is pre-faulting outside the lock (counted as
@@ -125,35 +153,32 @@ impl Arena {
             returning_pages: 0,
             urgent: false,
             demand: Demand::default(),
-            hungry: false,
             refill_generation: 0,
             filling_pages: 0,
         }
     }
 
     /// A run of `pages` pages was taken fresh or pre-faulted. True when
-    /// that makes the demand since the last refill reach `min_pages` for
-    /// the first time: the caller asks the returner for a refill.
-    pub(super) fn note_demand(&mut self, pages: usize, min_pages: usize) -> bool {
+    /// that makes the demand since the last refill reach
+    /// `PREFAULT_MIN_PAGES`: the caller asks the returner for a refill.
+    pub(super) fn note_demand(&mut self, pages: usize) -> bool {
         let d = &mut self.demand;
         if d.pages == 0 {
             d.since = Instant::now();
         }
         d.runs[pages] = d.runs[pages].saturating_add(1);
+        let before = d.pages;
         d.pages += pages;
-        let ask = !self.hungry && d.pages >= min_pages;
-        self.hungry |= ask;
-        ask
+        before < PREFAULT_MIN_PAGES && d.pages >= PREFAULT_MIN_PAGES
     }
 
     /// The source asked for a refill that has not run yet.
     pub(super) fn asked(&self) -> bool {
-        self.hungry
+        self.demand.pages >= PREFAULT_MIN_PAGES
     }
 
-    /// The demand since the last refill, reset (and the ask answered).
+    /// The demand since the last refill, reset (which answers the ask).
     pub(super) fn take_demand(&mut self) -> Demand {
-        self.hungry = false;
         std::mem::take(&mut self.demand)
     }
 
@@ -389,25 +414,10 @@ impl Arena {
     /// ranges in one batch.
     pub(super) fn discard_runs(page_size: usize, runs: &[Waiting]) {
         debug_assert!(runs.is_sorted_by_key(|w| w.ptr.as_ptr() as usize));
-        let mut ranges = Vec::new();
-        let mut i = 0;
-        while i < runs.len() {
-            let start = runs[i].ptr;
-            let mut bytes = runs[i].resident * page_size;
-            let mut j = i + 1;
-            while j < runs.len()
-                && runs[j - 1].resident == runs[j - 1].pages
-                && start.as_ptr() as usize + bytes == runs[j].ptr.as_ptr() as usize
-            {
-                bytes += runs[j].resident * page_size;
-                j += 1;
-            }
-            if bytes > 0 {
-                ranges.push((start, bytes));
-            }
-            i = j;
-        }
-        Region::discard_all(&ranges);
+        Region::discard_all(&ranges(
+            page_size,
+            runs.iter().map(|w| (w.ptr, w.resident, w.pages)),
+        ));
     }
 }
 

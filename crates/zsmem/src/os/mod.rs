@@ -39,7 +39,9 @@
 //! and ranges, in the arena or the inbox, plus those being discarded or
 //! faulted in ahead;
 //! queued trimmed ranges never overlap and each lies in one run; a source
-//! with pages queued is registered with the returner exactly once.
+//! with pages queued, or whose demand since its last refill holds
+//! `PREFAULT_MIN_PAGES` (an ask not yet answered), is registered with the
+//! returner exactly once.
 
 mod arena;
 mod budget;
@@ -62,7 +64,7 @@ use crate::page_return::{PageReturn, Returner};
 use crate::size_class::MAX_CHAIN_SIZE;
 use crate::sync::atomic::{AtomicUsize as SyncCount, Ordering as SyncOrdering};
 use crate::sync::{Mutex, MutexGuard};
-use arena::{Arena, Region};
+use arena::{Arena, PREFAULT_MIN_PAGES, Region};
 use budget::Budget;
 
 /// Refuse a page size that is not a power of two at least as large as the
@@ -145,11 +147,6 @@ pub(crate) struct PageSource {
     /// see [`PageSource::refill`]).
     prefault_pages: usize,
 }
-
-/// Pages taken fresh (or from the pre-faulted reserve) between two
-/// returner rounds that make a source ask for a refill: a stream of new
-/// zspages, not a few.
-const PREFAULT_MIN_PAGES: usize = 32;
 
 /// Most pages faulted in per call before the returner yields (two log
 /// segments: about 60 us on this project's machine), so that where the
@@ -607,7 +604,7 @@ impl PageSource {
     /// reserve (`arena` locked); true when the caller, after unlocking,
     /// must ask the returner for a refill.
     fn note_demand(&self, arena: &mut Arena, pages: usize) -> bool {
-        self.prefault_pages > 0 && arena.note_demand(pages, PREFAULT_MIN_PAGES)
+        self.prefault_pages > 0 && arena.note_demand(pages)
     }
 
     /// Pre-fault runs ahead of a stream of new zspages (the returner's
@@ -644,13 +641,15 @@ impl PageSource {
             // would fault in runs due at once: none is wanted then.
             if demand.pages < PREFAULT_MIN_PAGES
                 || demand.since + delay <= Instant::now()
-                || self.closing.load(Ordering::Relaxed)
                 || PREFAULT_REFUSED.load(Ordering::Relaxed)
             {
                 return;
             }
-            let held = arena.waiting_pages + arena.filling_pages;
-            let mut room = self.prefault_pages.min(max_pages / 2).saturating_sub(held);
+            let queued = arena.waiting_pages + arena.filling_pages;
+            let mut room = self
+                .prefault_pages
+                .min(max_pages / 2)
+                .saturating_sub(queued);
             let mut want = Vec::new();
             for (len, &n) in demand.runs.iter().enumerate().skip(1) {
                 let runs = (2 * n as usize)
@@ -687,7 +686,10 @@ impl PageSource {
                 return;
             }
             batch.sort_unstable_by_key(|&(p, _)| p.as_ptr() as usize);
-            let populated = Region::populate(&self.ranges(&batch));
+            let populated = Region::populate(&arena::ranges(
+                self.page_size,
+                batch.iter().map(|&(p, len)| (p, len, len)),
+            ));
             let mut arena = self.lock();
             for &(p, len) in &batch {
                 arena.filling_pages -= len;
@@ -708,21 +710,6 @@ impl PageSource {
                 std::thread::yield_now();
             }
         }
-    }
-
-    /// Runs sorted by address as ranges, adjacent ones merged.
-    fn ranges(&self, runs: &[(NonNull<u8>, usize)]) -> Vec<(NonNull<u8>, usize)> {
-        let mut out: Vec<(NonNull<u8>, usize)> = Vec::new();
-        for &(p, len) in runs {
-            let bytes = len * self.page_size;
-            match out.last_mut() {
-                Some((start, b)) if start.as_ptr() as usize + *b == p.as_ptr() as usize => {
-                    *b += bytes;
-                }
-                _ => out.push((p, bytes)),
-            }
-        }
-        out
     }
 
     /// Count `pages` as held, or refuse if the limit would be passed.

@@ -13,6 +13,24 @@ fn delayed(max_pages: usize) -> PageReturn {
     }
 }
 
+/// An eager 4 KiB source served by `returner` (one without a thread: the
+/// test plays its rounds), keeping up to `prefault_pages` faulted in ahead.
+fn served_by(
+    returner: &Arc<Returner>,
+    policy: PageReturn,
+    prefault_pages: usize,
+) -> Arc<PageSource> {
+    PageSource::with_budget(
+        4096,
+        false,
+        policy,
+        None,
+        Arc::new(Budget::default()),
+        returner.clone(),
+        prefault_pages,
+    )
+}
+
 #[test]
 fn runs_are_reused_split_and_counted() {
     let src = PageSource::new(4096, None, false, NOW);
@@ -314,16 +332,12 @@ fn a_starved_returner_leaves_the_excess_to_the_freeing_thread() {
     // A returner that never runs a round: the idle-priority thread on a
     // machine whose CPUs all stay busy.
     let source = |delay| {
-        PageSource::with_budget(
-            4096,
-            false,
+        served_by(
+            &Returner::without_thread(),
             PageReturn::Delayed {
                 delay,
                 max_pages: 8,
             },
-            None,
-            Arc::new(Budget::default()),
-            Returner::without_thread(),
             0,
         )
     };
@@ -406,15 +420,7 @@ fn resident(run: &Run, pages: usize) -> bool {
 #[cfg(not(miri))]
 fn a_stream_of_new_runs_is_prefaulted_ahead_and_counted() {
     // A returner that runs only when told: this test plays its rounds.
-    let src = PageSource::with_budget(
-        4096,
-        false,
-        delayed(1024),
-        None,
-        Arc::new(Budget::default()),
-        Returner::without_thread(),
-        48,
-    );
+    let src = served_by(&Returner::without_thread(), delayed(1024), 48);
     // A stream: 8 fresh runs of 4 pages (the smallest demand that asks).
     let mut runs: Vec<Run> = (0..8).map(|_| src.alloc_run(4).unwrap()).collect();
     assert_eq!((src.held_pages(), src.cached_pages()), (32, 0));
@@ -460,15 +466,7 @@ fn a_stream_of_new_runs_is_prefaulted_ahead_and_counted() {
 #[cfg(not(miri))]
 fn an_ask_for_a_refill_keeps_the_source_registered_until_answered() {
     let returner = Returner::without_thread();
-    let src = PageSource::with_budget(
-        4096,
-        false,
-        delayed(1024),
-        None,
-        Arc::new(Budget::default()),
-        returner.clone(),
-        48,
-    );
+    let src = served_by(&returner, delayed(1024), 48);
     let runs: Vec<Run> = (0..8).map(|_| src.alloc_run(4).unwrap()).collect();
     // Nothing waits, but the source asked (a round's look between its
     // refill and an allocation's ask): the look keeps it registered, or
@@ -490,15 +488,7 @@ fn an_ask_for_a_refill_keeps_the_source_registered_until_answered() {
 #[cfg(not(miri))]
 fn a_purge_answers_a_standing_ask_and_stops_a_refill() {
     let returner = Returner::without_thread();
-    let src = PageSource::with_budget(
-        4096,
-        false,
-        delayed(1024),
-        None,
-        Arc::new(Budget::default()),
-        returner.clone(),
-        48,
-    );
+    let src = served_by(&returner, delayed(1024), 48);
     // A stream asks for a refill, then everything is freed and purged
     // (`Pool::trim` on a pool gone idle): the ask is answered with
     // nothing, so no round refills an idle source afterwards.
@@ -519,16 +509,12 @@ fn a_round_later_than_the_delay_faults_nothing_in() {
     // Runs faulted in ahead are dated from the demand that asked for
     // them; a round that comes after the delay (no idle CPU for that long)
     // would make runs due on arrival, so it makes none.
-    let src = PageSource::with_budget(
-        4096,
-        false,
+    let src = served_by(
+        &Returner::without_thread(),
         PageReturn::Delayed {
             delay: Duration::from_millis(1),
             max_pages: 1024,
         },
-        None,
-        Arc::new(Budget::default()),
-        Returner::without_thread(),
         48,
     );
     let runs: Vec<Run> = (0..8).map(|_| src.alloc_run(4).unwrap()).collect();
