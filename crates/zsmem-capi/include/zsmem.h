@@ -196,6 +196,14 @@ typedef struct zsmem_pool_config {
   // programs get the default, 1 MiB). Counted as cached pages, returned
   // after the delay when unused; 0 turns it off. Size classes ignore it.
   size_t prefault_bytes;
+  // Size classes: most freed slots each class keeps parked for its next
+  // allocations, 0 to 1024 (appended; older programs get the default,
+  // 16). A parked slot's handle is dead at once, like any freed one; the
+  // slot stays in its zspage (only zspages that keep a live object) and
+  // the class's next allocation takes it back, which makes a free
+  // followed by a store cheaper. Compaction frees parked slots first. 0
+  // frees every slot at once (the kernel's way).
+  size_t parked_slots;
 } zsmem_pool_config;
 
 // Pool totals, filled by `zsmem_pool_get_stats`. Fields may be appended

@@ -178,6 +178,9 @@ pub(crate) fn step(
 ) -> Migration {
     let started = Instant::now();
     let mut total = Migration::default();
+    // Parked slots are free slots: compaction fills and empties zspages
+    // with them freed.
+    class.unpark_all(src);
     while total.objects < max_moves && class.compaction_due(1) {
         // Without trimming, a zspage's worth of free slots means at least
         // two non-full zspages: a destination and a source. With trimming,

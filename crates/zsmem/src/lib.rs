@@ -71,8 +71,8 @@ pub use error::{Error, HandleFault, Result};
 pub use handle::Handle;
 pub use page_return::{DEFAULT_RETURN_DELAY, DEFAULT_RETURN_MAX_PAGES, PageReturn};
 pub use pool::{
-    DEFAULT_CHAIN_SIZE, DEFAULT_PREFAULT_BYTES, FreeMode, MAX_CLASS_SHARDS, Placement, Pool,
-    PoolConfig, default_class_shards,
+    DEFAULT_CHAIN_SIZE, DEFAULT_PARKED_SLOTS, DEFAULT_PREFAULT_BYTES, FreeMode, MAX_CLASS_SHARDS,
+    MAX_PARKED_SLOTS, Placement, Pool, PoolConfig, default_class_shards,
 };
 pub use size_class::{ChainRule, ClassInfo, SizeClassConfig, SizeClassTable};
 pub use stats::{ClassStats, PoolStats, Waste};

@@ -153,8 +153,10 @@ fn configs() -> Vec<PoolConfig> {
     vec![
         PoolConfig::default(),
         PoolConfig::kernel(),
+        // One parked slot: a second free in a row frees its slot.
         PoolConfig {
             chain_size: 2,
+            parked_slots: 1,
             ..PoolConfig::default()
         },
         PoolConfig {
@@ -188,6 +190,9 @@ fn configs() -> Vec<PoolConfig> {
             },
             // Size classes fault nothing in ahead whatever this says.
             prefault_bytes: zsmem::DEFAULT_PREFAULT_BYTES,
+            // Few parked slots, often freed for good by the frequent
+            // automatic compaction.
+            parked_slots: 3,
         },
         // Trimming with pages returned at once (the default's other path).
         PoolConfig {

@@ -45,6 +45,9 @@ fn fullest_zspage_is_filled_first_and_stats_match_the_kernel_formula() {
         compaction: zsmem::CompactionPolicy::Off,
         // Every object in its own class (no adaptive spacing).
         class_grid: 1,
+        // Every free frees its slot (a parked slot counts as used in its
+        // zspage's fullness group).
+        parked_slots: 0,
         ..PoolConfig::default()
     })
     .unwrap();

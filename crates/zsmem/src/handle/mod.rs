@@ -44,6 +44,10 @@
 //!                 DYING, len - 1 are 0; generation is the next object's
 //!  retired entry: the word 0 (generation 0): on no free list, never
 //!                 handed out again
+//!  parked entry:  LIVE 0, bit 62 set (`PARKED`), place = the freed
+//!                 object's; generation is the next object's; on no free
+//!                 list: the slot and its place wait for the class's next
+//!                 allocation (see `HandleTable::park`)
 //! ```
 //!
 //! `obj_bits` is fixed per table (the class's `ceil(log2(objs per zspage))`,
@@ -94,6 +98,12 @@ const LIVE: u64 = 1 << 63;
 /// Set on a live entry whose object a deferred free has taken: the handle is
 /// dead for every caller; the slot is freed when its batch is drained.
 const DYING: u64 = 1 << 62;
+/// The same bit on an entry that is not live: the entry is parked. Its
+/// object was freed (the handle is dead, as for a free entry: the
+/// generation moved on), but the slot keeps the object's place for the
+/// class's next allocation. No lock-free mark changes it (a mark changes
+/// only live words).
+const PARKED: u64 = DYING;
 const GEN_SHIFT: u32 = 48;
 const LEN_SHIFT: u32 = 32;
 const PLACE_MASK: u64 = (1 << LEN_SHIFT) - 1;
@@ -341,6 +351,8 @@ struct Chunk {
     /// moves, which would invalidate the directory's pointer into it. A
     /// fixed-size array, so the pointer is thin.
     entries: Arc<[Entry; CHUNK]>,
+    /// Entries held: live or parked (a chunk with a parked entry is not
+    /// released).
     live: u32,
     free_head: u32,
 }
@@ -392,6 +404,8 @@ pub(crate) struct HandleTable {
     /// Every chunk index below this one is present or retired.
     absent_hint: usize,
     live: usize,
+    /// Parked entries (not counted in `live`).
+    parked: usize,
     /// Retired entries of present chunks.
     retired_slots: usize,
     /// Retired chunk indices.
@@ -430,6 +444,7 @@ impl HandleTable {
             room_hint: 0,
             absent_hint: 0,
             live: 0,
+            parked: 0,
             retired_slots: 0,
             retired_chunks: 0,
             max_chunks: 1 << (SLOT_BITS - CHUNK_BITS),
@@ -689,8 +704,99 @@ impl HandleTable {
             );
             chunk.free_head = i as u32;
         }
-        chunk.live -= 1;
         self.live -= 1;
+        self.entry_freed(c);
+    }
+
+    /// Park a slot that `claim` just resolved: its handle is dead (the
+    /// generation moves on, so a use of it is refused as freed), and the
+    /// slot keeps the object's place, for [`HandleTable::revive`] to hand
+    /// out with the next allocation. Returns false, with nothing changed,
+    /// when the generation was the last (the slot is then removed, and
+    /// retired).
+    pub(crate) fn park(&mut self, slot: u32) -> bool {
+        let (c, i) = split(slot);
+        let e = &self.chunks[c]
+            .as_ref()
+            .expect("a live slot's chunk is present")
+            .entries[i];
+        let word = e.word.load(Ordering::Relaxed);
+        // Claimed: no lock-free mark changes a dying word.
+        debug_assert!(word & LIVE != 0 && word & DYING != 0);
+        let generation = generation_of(word);
+        if generation == MAX_GENERATION {
+            return false;
+        }
+        // Release, as in `remove`: a mark that reads this word and reports
+        // the handle freed sees the free complete.
+        e.word.store(
+            PARKED | (u64::from(generation + 1) << GEN_SHIFT) | (word & PLACE_MASK),
+            Ordering::Release,
+        );
+        self.live -= 1;
+        self.parked += 1;
+        true
+    }
+
+    /// Hand out parked `slot` again, for a new object of `len` bytes at the
+    /// place it kept; returns the handle and the place.
+    pub(crate) fn revive(&mut self, class: usize, slot: u32, len: usize) -> (Handle, Location) {
+        let (c, i) = split(slot);
+        let e = &self.chunks[c]
+            .as_ref()
+            .expect("a parked slot's chunk is present")
+            .entries[i];
+        let word = e.word.load(Ordering::Relaxed);
+        debug_assert_eq!(word & (LIVE | PARKED), PARKED, "slot {slot} is not parked");
+        let generation = generation_of(word);
+        // A store, as in `insert`: no lock-free mark changes a word that is
+        // not live.
+        e.word.store(
+            live_word(generation, len, place_of(word)),
+            Ordering::Relaxed,
+        );
+        self.parked -= 1;
+        self.live += 1;
+        let loc = Location {
+            len,
+            ..self.location(word)
+        };
+        (Handle::new(class, slot, generation), loc)
+    }
+
+    /// Free parked `slot` for good; returns the place it kept.
+    pub(crate) fn unpark(&mut self, slot: u32) -> Location {
+        let (c, i) = split(slot);
+        let chunk = self.chunks[c]
+            .as_mut()
+            .expect("a parked slot's chunk is present");
+        let e = &chunk.entries[i];
+        let word = e.word.load(Ordering::Relaxed);
+        debug_assert_eq!(word & (LIVE | PARKED), PARKED, "slot {slot} is not parked");
+        // The generation moved on when the slot was parked.
+        e.word.store(
+            free_word(generation_of(word), chunk.free_head),
+            Ordering::Release,
+        );
+        chunk.free_head = i as u32;
+        self.parked -= 1;
+        self.entry_freed(c);
+        self.location(word)
+    }
+
+    /// The place parked `slot` keeps.
+    pub(crate) fn parked_place(&self, slot: u32) -> Option<Location> {
+        let word = self.entry(slot)?.word.load(Ordering::Relaxed);
+        (word & (LIVE | PARKED) == PARKED).then(|| self.location(word))
+    }
+
+    /// An entry of chunk `c` was freed or retired: the chunk holds one
+    /// fewer; keep it as the spare, release it, or mark its room.
+    fn entry_freed(&mut self, c: usize) {
+        let chunk = self.chunks[c]
+            .as_mut()
+            .expect("a held slot's chunk is present");
+        chunk.live -= 1;
         let emptied = chunk.live == 0;
         let has_free = chunk.free_head != NIL;
         // An emptied chunk is kept as the spare only when no other chunk
@@ -742,7 +848,8 @@ impl HandleTable {
         }
     }
 
-    /// Point a live slot at the object's new place (compaction).
+    /// Point a live (or parked) slot at the object's new place
+    /// (compaction, or a zspage renumbered when another is released).
     pub(crate) fn relocate(&mut self, slot: u32, zspage: u32, obj: u16) {
         let place = u64::from(self.pack(zspage, obj));
         let (c, i) = split(slot);
@@ -756,7 +863,7 @@ impl HandleTable {
         let update = e
             .word
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
-                debug_assert!(w & LIVE != 0);
+                debug_assert!(w & (LIVE | PARKED) != 0, "slot {slot} holds no object");
                 Some((w & !PLACE_MASK) | place)
             });
         debug_assert!(update.is_ok(), "the update function always applies");
@@ -768,8 +875,14 @@ impl HandleTable {
         (word & LIVE != 0).then(|| self.location(word))
     }
 
+    /// Live objects (parked slots are not counted).
     pub(crate) fn live(&self) -> usize {
         self.live
+    }
+
+    /// Parked slots.
+    pub(crate) fn parked(&self) -> usize {
+        self.parked
     }
 
     /// Heap bytes the table holds.
@@ -792,7 +905,7 @@ impl HandleTable {
                 self.chunks.len()
             ));
         }
-        let (mut live, mut retired_slots, mut retired_chunks) = (0, 0, 0);
+        let (mut live, mut parked, mut retired_slots, mut retired_chunks) = (0, 0, 0, 0);
         for (c, chunk) in self.chunks.iter().enumerate() {
             let room_bit = self
                 .with_room
@@ -846,15 +959,22 @@ impl HandleTable {
                 i = place_of(w);
             }
             let chunk_live = words.iter().filter(|&&w| w & LIVE != 0).count();
+            let chunk_parked = words
+                .iter()
+                .filter(|&&w| w & (LIVE | PARKED) == PARKED)
+                .count();
             let retired = words.iter().filter(|&&w| w == RETIRED).count();
             let free = on_free.iter().filter(|&&f| f).count();
-            if chunk_live != chunk.live as usize || chunk_live + free + retired != CHUNK {
+            if chunk_live + chunk_parked != chunk.live as usize
+                || chunk_live + chunk_parked + free + retired != CHUNK
+            {
                 return Err(format!(
-                    "chunk {c}: {chunk_live} live entries, counter {}, {free} free, \
-                     {retired} retired",
+                    "chunk {c}: {chunk_live} live and {chunk_parked} parked entries, \
+                     counter {}, {free} free, {retired} retired",
                     chunk.live
                 ));
             }
+            let chunk_live = chunk_live + chunk_parked;
             if chunk_live == 0 && self.directory.is_none() && self.spare != Some(c) {
                 return Err(format!("chunk {c} is empty but was not released"));
             }
@@ -877,11 +997,15 @@ impl HandleTable {
                     generation_of(words[i])
                 ));
             }
-            live += chunk_live;
+            live += chunk_live - chunk_parked;
+            parked += chunk_parked;
             retired_slots += retired;
         }
-        if live != self.live {
-            return Err(format!("{live} live entries, counter {}", self.live));
+        if (live, parked) != (self.live, self.parked) {
+            return Err(format!(
+                "{live} live and {parked} parked entries, counters {} and {}",
+                self.live, self.parked
+            ));
         }
         if (retired_slots, retired_chunks) != (self.retired_slots, self.retired_chunks) {
             return Err(format!(

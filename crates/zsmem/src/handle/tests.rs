@@ -477,3 +477,83 @@ fn a_full_table_costs_under_9_bytes_an_entry() {
         t.live()
     );
 }
+
+#[test]
+fn a_parked_slot_is_dead_keeps_its_place_and_is_revived_with_a_new_generation() {
+    let mut t = HandleTable::new(None, OBJ_BITS);
+    let a = t.insert(5, loc(100)).unwrap();
+    let other = t.insert(5, loc(200)).unwrap();
+    t.claim(a).unwrap();
+    assert!(t.park(a.slot()));
+    t.check().unwrap();
+    assert_eq!((t.live(), t.parked()), (1, 1));
+    // Dead for every use, as after any free; the place is kept.
+    assert_eq!(fault(t.get(a)), HandleFault::Freed);
+    assert_eq!(fault(t.claim(a)), HandleFault::Freed);
+    assert_eq!(
+        t.parked_place(a.slot()).map(|l| (l.zspage, l.obj)),
+        Some((3, 7))
+    );
+    assert_eq!(t.parked_place(other.slot()), None);
+    // A lock-free mark (deferred free) refuses it too.
+    let d = Arc::new(Directory::new(1));
+    let mut dt = HandleTable::new(Some(d.clone()), OBJ_BITS);
+    let x = dt.insert(5, loc(10)).unwrap();
+    dt.claim(x).unwrap();
+    assert!(dt.park(x.slot()));
+    assert!(d.mark_dying(x.tagged(1)).is_err());
+    // Revived: the same slot and place, the next generation, the new length.
+    let (b, l) = t.revive(5, a.slot(), 300);
+    assert_eq!((b.slot(), b.generation()), (a.slot(), a.generation() + 1));
+    assert_eq!((l.zspage, l.obj, l.len), (3, 7, 300));
+    assert_eq!(t.get(b).unwrap(), l);
+    assert_eq!(fault(t.get(a)), HandleFault::Stale);
+    assert_eq!((t.live(), t.parked()), (2, 0));
+    t.check().unwrap();
+}
+
+#[test]
+fn an_unparked_slot_is_free_and_a_parked_one_keeps_its_chunk() {
+    let mut t = HandleTable::new(None, OBJ_BITS).without_spare();
+    let a = t.insert(5, loc(100)).unwrap();
+    t.claim(a).unwrap();
+    assert!(t.park(a.slot()));
+    // The chunk's only entry is parked: the chunk stays.
+    t.check().unwrap();
+    assert!(t.parked_place(a.slot()).is_some());
+    // Compaction may move a parked slot's object, as a live one's.
+    t.relocate(a.slot(), 1, 2);
+    assert_eq!(
+        t.parked_place(a.slot()).map(|l| (l.zspage, l.obj)),
+        Some((1, 2))
+    );
+    let l = t.unpark(a.slot());
+    assert_eq!((l.zspage, l.obj), (1, 2));
+    assert_eq!((t.live(), t.parked()), (0, 0));
+    // Freed for good: its chunk is released, the handle stays dead.
+    t.check().unwrap();
+    assert_eq!(fault(t.get(a)), HandleFault::Freed);
+    let b = t.insert(5, loc(10)).unwrap();
+    assert!(b.generation() > a.generation());
+    t.check().unwrap();
+}
+
+#[test]
+fn a_slot_at_its_last_generation_is_not_parked_but_retired() {
+    let mut t = HandleTable::new(None, OBJ_BITS);
+    let mut h = t.insert(5, loc(100)).unwrap();
+    // Park and revive until the generation is the last.
+    while h.generation() < MAX_GENERATION {
+        t.claim(h).unwrap();
+        assert!(t.park(h.slot()));
+        h = t.revive(5, h.slot(), 100).0;
+    }
+    t.check().unwrap();
+    t.claim(h).unwrap();
+    assert!(!t.park(h.slot()), "the last generation is never parked");
+    t.remove(h.slot());
+    t.check().unwrap();
+    assert_eq!(fault(t.get(h)), HandleFault::Freed);
+    // The next object gets another slot.
+    assert_ne!(t.insert(5, loc(1)).unwrap().slot(), h.slot());
+}
