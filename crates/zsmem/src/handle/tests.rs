@@ -540,8 +540,14 @@ fn an_unparked_slot_is_free_and_a_parked_one_keeps_its_chunk() {
 
 #[test]
 fn a_slot_at_its_last_generation_is_not_parked_but_retired() {
-    let mut t = HandleTable::new(None, OBJ_BITS);
+    let mut t = HandleTable::new(None, OBJ_BITS).without_spare();
+    // A chunk made again starts at its base generation: start near the end.
+    let h = t.insert(5, loc(1)).unwrap();
+    t.claim(h).unwrap();
+    t.remove(h.slot());
+    t.base_gen[0] = MAX_GENERATION - 3;
     let mut h = t.insert(5, loc(100)).unwrap();
+    assert_eq!(h.generation(), MAX_GENERATION - 3);
     // Park and revive until the generation is the last.
     while h.generation() < MAX_GENERATION {
         t.claim(h).unwrap();
