@@ -828,16 +828,16 @@ static void test_deferred_free(void) {
     CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
     zsmem_pool_destroy(pool);
     /* Parked slots (size classes): 16 by default, 0 turns them off, more
-       than 1024 is refused; the version before parked_slots gets the
+       than 64 is refused; the version before parked_slots gets the
        default. */
     CHECK_RC(zsmem_pool_config_default(&cfg), 0);
     CHECK(cfg.parked_slots == 16);
     cfg.parked_slots = 0;
     CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
     zsmem_pool_destroy(pool);
-    cfg.parked_slots = 1025;
+    cfg.parked_slots = 65;
     CHECK_RC(zsmem_pool_new(&cfg, &pool), -EINVAL);
-    CHECK_MSG("zsmem_pool_new: invalid configuration: parked_slots 1025 is more than 1024");
+    CHECK_MSG("zsmem_pool_new: invalid configuration: parked_slots 65 is more than 64");
     cfg.size = offsetof(zsmem_pool_config, parked_slots);
     CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
     zsmem_pool_destroy(pool);

@@ -61,8 +61,10 @@ pub const ZSMEM_FREE_DEFERRED: u32 = 1;
 /// from 1 page moving up to 32 objects per free, page trimming on. The
 /// kernel's zsmalloc configuration is the defaults with `chain_size = 8`,
 /// `chain_rule = ZSMEM_CHAIN_RULE_MIN_WASTE`,
-/// `kernel_handle_header = 1`, `compaction = ZSMEM_COMPACTION_OFF` and
-/// `trim_pages = 0`. Frees happen at once (`ZSMEM_FREE_CLASS_LOCK`).
+/// `kernel_handle_header = 1`, `compaction = ZSMEM_COMPACTION_OFF`,
+/// `trim_pages = 0`, `return_delay_us = 0`, `class_shards = 1`,
+/// `prefault_bytes = 0` and `parked_slots = 0`. Frees happen at once
+/// (`ZSMEM_FREE_CLASS_LOCK`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct zsmem_pool_config {
@@ -134,7 +136,7 @@ pub struct zsmem_pool_config {
     /// after the delay when unused; 0 turns it off. Size classes ignore it.
     pub prefault_bytes: usize,
     /// Size classes: most freed slots each class keeps parked for its next
-    /// allocations, 0 to 1024 (appended; older programs get the default,
+    /// allocations, 0 to 64 (appended; older programs get the default,
     /// 16). A parked slot's handle is dead at once, like any freed one; the
     /// slot stays in its zspage (only zspages that keep a live object) and
     /// the class's next allocation takes it back, which makes a free

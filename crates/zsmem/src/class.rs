@@ -588,12 +588,17 @@ impl Class {
     }
 
     /// Whether zspage `id`, one object emptier, would be in a group at
-    /// least as full as the fullest zspage with room: where the kernel's
+    /// least as full as the fullest other zspage with room: where the kernel's
     /// rule (fullest first) would put the next object anyway, so parking
     /// the slot for it does not change which zspages fill and which drain.
     fn as_full_as_any(&self, id: u32) -> bool {
         let z = self.zspage(id);
-        let candidates = self.nonempty & ((1 << GROUP_FULL) - 1);
+        let mut candidates = self.nonempty & ((1 << GROUP_FULL) - 1);
+        // Another zspage: this one alone in its group is no rival.
+        let own = usize::from(self.nodes[id as usize].group);
+        if own < GROUP_FULL && self.counts[own] == 1 {
+            candidates &= !(1 << own);
+        }
         candidates == 0
             || fullness_group(z.inuse() - 1, z.objs()) >= 15 - candidates.leading_zeros() as usize
     }

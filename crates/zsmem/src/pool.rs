@@ -124,7 +124,7 @@ pub struct PoolConfig {
 }
 
 /// Most [`PoolConfig::parked_slots`].
-pub const MAX_PARKED_SLOTS: usize = 1024;
+pub const MAX_PARKED_SLOTS: usize = 64;
 
 /// Slots a class keeps parked by default ([`PoolConfig::parked_slots`]).
 pub const DEFAULT_PARKED_SLOTS: usize = 16;

@@ -23,7 +23,11 @@ pub struct ClassStats {
     pub index: usize,
     /// Object slot size in bytes.
     pub size: usize,
-    /// Zspages in the fullness groups 10%, 20%, ..., 90%, 99%, 100%.
+    /// Zspages in the fullness groups 10%, 20%, ..., 90%, 99%, 100%. A
+    /// zspage's group counts its parked slots (`PoolConfig::parked_slots`)
+    /// as used, as the allocator does; `obj_used` and `freeable` count them
+    /// as free. With `parked_slots: 0` (the kernel's configuration) the two
+    /// agree as in the kernel's debugfs.
     pub fullness: [usize; 11],
     /// Object slots in all zspages of the class.
     pub obj_allocated: usize,

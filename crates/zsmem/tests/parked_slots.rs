@@ -73,7 +73,7 @@ fn a_parked_slot_is_free_in_every_figure_and_taken_by_the_next_store() {
 
 #[test]
 fn a_zspage_goes_back_with_its_last_live_object_and_its_parked_slots() {
-    for parked in [1, 16, 1024] {
+    for parked in [1, 16, zsmem::MAX_PARKED_SLOTS] {
         let pool = pool(parked);
         let per = pool.size_classes().physical_for(1000).objs_per_zspage;
         let hs: Vec<_> = (0..per)
@@ -171,4 +171,24 @@ fn the_kernels_configuration_parks_nothing_and_too_many_is_an_error() {
     })
     .unwrap_err();
     assert!(err.to_string().contains("parked_slots"), "{err}");
+}
+
+#[test]
+fn the_zspage_new_objects_go_to_parks_even_when_a_free_drops_its_group() {
+    let pool = pool(16);
+    let per = pool.size_classes().physical_for(1000).objs_per_zspage;
+    // A use count one above a group boundary (the kernel's groups: 10 *
+    // inuse / objs + 1).
+    let group = |inuse: usize| 10 * inuse / per + 1;
+    let n = (2..per).find(|&n| group(n) != group(n - 1)).unwrap();
+    let hs: Vec<_> = (0..n)
+        .map(|i| pool.store(&pattern(i as u64, 1000)).unwrap())
+        .collect();
+    // The class's only zspage: the next store goes there in any case, so
+    // the free parks and the zspage keeps its group.
+    pool.free(hs[0]).unwrap();
+    let c = class_of_1000(&pool);
+    assert_eq!((c.obj_allocated, c.obj_used), (per, n - 1));
+    assert_eq!(c.fullness[group(n) - 1], 1, "{:?}", c.fullness);
+    pool.check_invariants().unwrap();
 }
