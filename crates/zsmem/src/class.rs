@@ -16,7 +16,8 @@
 //! classes commit every page of a zspage when it is made.
 //!
 //! **Parked slots.** A free may *park* its object's slot instead of freeing
-//! it (at most `max_parked` per class, see `PoolConfig::parked_slots`):
+//! it (at most `max_parked` per class, see `PoolConfig::parked_slots`, and
+//! only as many as allocations have lately taken back, `park_budget`):
 //! the handle is dead at once (its entry's generation moves on, as for any
 //! free), but the slot stays allocated in its zspage and keeps its place in
 //! the handle entry, and the class's next allocation takes it back as it
@@ -29,7 +30,15 @@
 //! for good too, so the zspage goes back to the OS as before, and parked
 //! slots never hold a page that live objects do not. Compaction frees
 //! every parked slot of the class for good before it moves anything
-//! ([`Class::unpark_all`]). A parked slot counts as a free slot in every
+//! ([`Class::unpark_all`]). Parked slots that no allocation takes cost a
+//! little more than plain frees (parked, then freed), and the free of a
+//! zspage's last live object pays for all of its: so a class parks at most
+//! `park_budget` slots at once, one more after each allocation that takes
+//! one back (up to `max_parked`) and half as many after parked slots had
+//! to be freed unused. A stream of frees with no allocations between them
+//! (a process exiting, a file deleted) parks one slot at a time; a free and
+//! store cycle parks as deep as its bursts. A parked slot counts as a free
+//! slot in every
 //! figure (objects, stored bytes, free and trimmable slots) and as used in
 //! its zspage's use count and fullness group.
 //!
@@ -90,6 +99,8 @@ pub(crate) struct Migration {
 struct Node {
     zspage: Zspage,
     group: u8,
+    /// Parked slots in the zspage (counted in its use count).
+    parked: u16,
     prev: u32,
     next: u32,
 }
@@ -117,6 +128,10 @@ pub(crate) struct Class {
     parked: Vec<u32>,
     /// Most slots parked at once (0: none).
     max_parked: usize,
+    /// Slots that may be parked now, 1..=`max_parked`: one more after an
+    /// allocation takes a parked slot, half after parked slots are freed
+    /// unused.
+    park_budget: usize,
 }
 
 impl Class {
@@ -147,6 +162,7 @@ impl Class {
             bytes_stored: 0,
             parked: Vec::new(),
             max_parked,
+            park_budget: max_parked.min(1),
         }
     }
 
@@ -422,6 +438,7 @@ impl Class {
         self.nodes.push(Node {
             zspage,
             group: 0,
+            parked: 0,
             prev: NIL,
             next: NIL,
         });
@@ -478,6 +495,8 @@ impl Class {
     ) -> Result<Handle> {
         if let Some(slot) = self.parked.pop() {
             let (handle, loc) = self.handles.revive(class_index, slot, len);
+            self.nodes[loc.zspage as usize].parked -= 1;
+            self.park_budget = (self.park_budget + 1).min(self.max_parked);
             if let Some(d) = data {
                 let size = self.info.size;
                 self.zspage_mut(loc.zspage).write(loc.obj, size, 0, d);
@@ -566,11 +585,12 @@ impl Class {
             if !self.keeps_live_object(loc.zspage) {
                 // Its zspage's last live object: its parked slots go too.
                 self.unpark_in(loc.zspage, src);
-            } else if self.parked.len() < self.max_parked
+            } else if self.parked.len() < self.park_budget
                 && self.as_full_as_any(loc.zspage)
                 && self.handles.park(h.slot())
             {
                 self.parked.push(h.slot());
+                self.nodes[loc.zspage as usize].parked += 1;
                 self.bytes_stored -= loc.len;
                 return Ok(loc.len);
             }
@@ -582,9 +602,8 @@ impl Class {
     /// Whether zspage `id` holds a live object besides one about to be
     /// freed: more objects in use than that one and its parked slots.
     fn keeps_live_object(&self, id: u32) -> bool {
-        let inuse = self.zspage(id).inuse();
-        // At most every parked slot is in it: no need to count them.
-        inuse > 1 + self.parked.len() || inuse > 1 + self.parked_in(id)
+        let n = &self.nodes[id as usize];
+        n.zspage.inuse() > 1 + usize::from(n.parked)
     }
 
     /// Whether zspage `id`, one object emptier, would be in a group at
@@ -603,19 +622,14 @@ impl Class {
             || fullness_group(z.inuse() - 1, z.objs()) >= 15 - candidates.leading_zeros() as usize
     }
 
-    /// Parked slots in zspage `id`.
-    fn parked_in(&self, id: u32) -> usize {
-        self.parked
-            .iter()
-            .filter(|&&slot| self.handles.parked_place(slot).map(|l| l.zspage) == Some(id))
-            .count()
-    }
-
     /// Free the parked slots of zspage `id` for good (its last live object
     /// is being freed). The zspage keeps that object, so none empties it.
     fn unpark_in(&mut self, id: u32, src: &PageSource) {
+        if self.nodes[id as usize].parked > 0 {
+            self.shrink_park_budget();
+        }
         let mut k = 0;
-        while k < self.parked.len() {
+        while self.nodes[id as usize].parked > 0 && k < self.parked.len() {
             let slot = self.parked[k];
             if self.handles.parked_place(slot).map(|l| l.zspage) == Some(id) {
                 self.parked.swap_remove(k);
@@ -628,14 +642,28 @@ impl Class {
 
     /// Free every parked slot for good (before compaction moves objects).
     pub(crate) fn unpark_all(&mut self, src: &PageSource) {
+        if !self.parked.is_empty() {
+            self.shrink_park_budget();
+        }
         while let Some(slot) = self.parked.pop() {
             self.release_parked(slot, src);
         }
     }
 
+    /// Slots parked now.
+    pub(crate) fn parked_count(&self) -> usize {
+        self.parked.len()
+    }
+
+    /// Parked slots had to be freed unused: park half as many from now.
+    fn shrink_park_budget(&mut self) {
+        self.park_budget = (self.park_budget / 2).max(1);
+    }
+
     /// Free parked `slot` (taken off the list) for good.
     fn release_parked(&mut self, slot: u32, src: &PageSource) {
         let loc = self.handles.unpark(slot);
+        self.nodes[loc.zspage as usize].parked -= 1;
         let z = self.zspage_mut(loc.zspage);
         debug_assert_eq!(z.owner(loc.obj), Some(slot));
         z.put(loc.obj);
@@ -840,29 +868,37 @@ impl Class {
             return Err("a slot is parked twice".into());
         }
         if self.parked.len() > self.max_parked
+            || self.park_budget > self.max_parked
             || self.parked.len() != owned
             || owned != self.handles.parked()
         {
             return Err(format!(
-                "{} slots listed as parked (at most {}), {owned} owned by parked entries, \
-                 {} parked in the handle table",
+                "{} slots listed as parked (at most {}, budget {}), {owned} owned by parked \
+                 entries, {} parked in the handle table",
                 self.parked.len(),
                 self.max_parked,
+                self.park_budget,
                 self.handles.parked()
             ));
         }
+        let mut per_zspage = vec![0; self.nodes.len()];
         for &slot in &self.parked {
             let Some(l) = self.handles.parked_place(slot) else {
                 return Err(format!("slot {slot} is listed as parked but is not"));
             };
-            if l.zspage as usize >= self.nodes.len() {
-                return Err(format!("parked slot {slot} names no zspage"));
-            }
-            if self.zspage(l.zspage).inuse() <= self.parked_in(l.zspage) {
+            *per_zspage
+                .get_mut(l.zspage as usize)
+                .ok_or_else(|| format!("parked slot {slot} names no zspage"))? += 1;
+        }
+        for ((id, n), counted) in self.nodes.iter().enumerate().zip(per_zspage) {
+            if usize::from(n.parked) != counted {
                 return Err(format!(
-                    "zspage {} holds parked slots and no live object",
-                    l.zspage
+                    "zspage {id} counts {} parked slots, the list {counted}",
+                    n.parked
                 ));
+            }
+            if counted > 0 && n.zspage.inuse() <= counted {
+                return Err(format!("zspage {id} holds parked slots and no live object"));
             }
         }
         Ok(())

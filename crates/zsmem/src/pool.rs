@@ -118,8 +118,11 @@ pub struct PoolConfig {
     /// alloc+write+free). Slots are parked only in zspages that keep a
     /// live object, and compaction frees them first, so they hold no page
     /// that live objects do not; in every figure a parked slot is a free
-    /// one. Default 16; 0 is the kernel's behaviour (every free frees its
-    /// slot). Deferred frees and log placement do not park.
+    /// one (`ClassStats::parked` counts them). A class parks at most as
+    /// many at once as its allocations have lately taken back (one to
+    /// start), so a long run of frees with no allocation between them
+    /// parks one at a time. Default 16; 0 is the kernel's behaviour (every
+    /// free frees its slot). Deferred frees and log placement do not park.
     pub parked_slots: usize,
 }
 
@@ -1180,6 +1183,7 @@ impl Pool {
                     let obj_used = c.objects();
                     st.obj_allocated += obj_allocated;
                     st.obj_used += obj_used;
+                    st.parked += c.parked_count();
                     st.pages_used += c.resident_pages();
                     st.freeable +=
                         (obj_allocated - obj_used) / info.objs_per_zspage * info.pages_per_zspage;

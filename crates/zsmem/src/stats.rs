@@ -33,6 +33,10 @@ pub struct ClassStats {
     pub obj_allocated: usize,
     /// Objects in use.
     pub obj_used: usize,
+    /// Freed slots parked for the class's next allocations
+    /// (`PoolConfig::parked_slots`): free in `obj_used`, `freeable` and
+    /// `partial_bytes`, used in `fullness`.
+    pub parked: usize,
     /// Pages the class's zspages hold: all their pages, or with
     /// `trim_pages` the committed ones.
     pub pages_used: usize,
@@ -62,6 +66,7 @@ impl ClassStats {
             fullness: [0; 11],
             obj_allocated: 0,
             obj_used: 0,
+            parked: 0,
             pages_used: 0,
             pages_per_zspage: info.pages_per_zspage,
             objs_per_zspage: info.objs_per_zspage,

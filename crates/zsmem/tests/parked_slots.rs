@@ -29,6 +29,19 @@ fn fault<T: std::fmt::Debug>(r: zsmem::Result<T>) -> HandleFault {
     }
 }
 
+/// Store a 1000-byte anchor, then store and free one object beside it
+/// `times` times and store once more: each store after the first takes
+/// back the slot the free before it parked, which lets the class park one
+/// slot more at once. Returns the anchor and the last object, live.
+fn churn(pool: &Pool, times: usize) -> [zsmem::Handle; 2] {
+    let anchor = pool.store(&[1; 1000]).unwrap();
+    for i in 0..times {
+        let h = pool.store(&pattern(i as u64, 1000)).unwrap();
+        pool.free(h).unwrap();
+    }
+    [anchor, pool.store(&[2; 1000]).unwrap()]
+}
+
 /// The class statistics of the class holding 1000-byte objects.
 fn class_of_1000(pool: &Pool) -> zsmem::ClassStats {
     let size = pool.size_classes().physical_for(1000).size;
@@ -47,6 +60,7 @@ fn a_parked_slot_is_free_in_every_figure_and_taken_by_the_next_store() {
         .collect();
     let before = pool.stats();
     pool.free(hs[1]).unwrap();
+    assert_eq!(class_of_1000(&pool).parked, 1);
     let s = pool.stats();
     assert_eq!(s.objects, before.objects - 1);
     assert_eq!(s.bytes_stored, before.bytes_stored - 1000);
@@ -61,6 +75,7 @@ fn a_parked_slot_is_free_in_every_figure_and_taken_by_the_next_store() {
     // The next store takes the slot back: no new zspage.
     let n = pool.store(&[7; 1000]).unwrap();
     assert_eq!(pool.read_vec(n).unwrap(), vec![7; 1000]);
+    assert_eq!(class_of_1000(&pool).parked, 0);
     assert_eq!(class_of_1000(&pool).obj_allocated, 3 * per);
     assert_eq!(pool.stats().pages_held, before.pages_held);
     // The old handle names the slot's earlier object: still refused.
@@ -79,13 +94,20 @@ fn a_zspage_goes_back_with_its_last_live_object_and_its_parked_slots() {
         let hs: Vec<_> = (0..per)
             .map(|i| pool.store(&pattern(i as u64, 1000)).unwrap())
             .collect();
-        // Every free but the last parks its slot (up to `parked`).
+        let warm = churn(&pool, parked);
+        // The frees park their slots (up to `parked`).
         for &h in &hs[..per - 1] {
             pool.free(h).unwrap();
             pool.check_invariants().unwrap();
         }
-        assert_eq!(class_of_1000(&pool).obj_allocated, per);
+        assert_eq!(class_of_1000(&pool).parked, parked.min(per - 1));
+        // Its zspage and the anchor's.
+        assert_eq!(class_of_1000(&pool).obj_allocated, 2 * per);
         pool.free(hs[per - 1]).unwrap();
+        assert_eq!(class_of_1000(&pool).obj_allocated, per);
+        for h in warm {
+            pool.free(h).unwrap();
+        }
         let s = pool.stats();
         assert_eq!((s.objects, s.pages_held), (0, 0), "{parked} parked slots");
         assert_eq!(class_of_1000(&pool).obj_allocated, 0);
@@ -109,10 +131,14 @@ fn compaction_frees_parked_slots_first() {
             let hs: Vec<_> = (0..4 * per)
                 .map(|i| pool.store(&pattern(i as u64, 1000)).unwrap())
                 .collect();
+            let [_, last] = churn(&pool, parked);
+            pool.free(last).unwrap();
             for (_, &h) in hs.iter().enumerate().filter(|(i, _)| i % per != 0) {
                 pool.free(h).unwrap();
             }
+            assert_eq!(class_of_1000(&pool).parked, parked.min(per - 1));
             pool.compact();
+            assert_eq!(class_of_1000(&pool).parked, 0);
             pool.check_invariants().unwrap();
             for (i, &h) in hs.iter().enumerate().filter(|(i, _)| i % per == 0) {
                 assert_eq!(pool.read_vec(h).unwrap(), pattern(i as u64, 1000));
@@ -127,7 +153,8 @@ fn compaction_frees_parked_slots_first() {
         })
         .collect();
     assert_eq!(layouts[0], layouts[1]);
-    assert_eq!(layouts[0].1, 4);
+    // The four objects and the anchor.
+    assert_eq!(layouts[0].1, 5);
 }
 
 #[test]
@@ -190,5 +217,52 @@ fn the_zspage_new_objects_go_to_parks_even_when_a_free_drops_its_group() {
     let c = class_of_1000(&pool);
     assert_eq!((c.obj_allocated, c.obj_used), (per, n - 1));
     assert_eq!(c.fullness[group(n) - 1], 1, "{:?}", c.fullness);
+    pool.check_invariants().unwrap();
+}
+
+#[test]
+fn a_class_parks_as_many_slots_as_its_stores_take_back() {
+    let pool = pool(16);
+    let per = pool.size_classes().physical_for(1000).objs_per_zspage;
+    let mut hs: Vec<_> = (0..3 * per)
+        .map(|i| pool.store(&pattern(i as u64, 1000)).unwrap())
+        .collect();
+    // Rounds of 8 frees then 8 stores: each store that takes a parked slot
+    // lets one more be parked, up to 8 (the burst) here.
+    let mut parked_per_round = Vec::new();
+    for round in 0..6 {
+        let gone: Vec<_> = hs.drain(..8).collect();
+        for h in gone {
+            pool.free(h).unwrap();
+        }
+        parked_per_round.push(class_of_1000(&pool).parked);
+        pool.check_invariants().unwrap();
+        for i in 0..8 {
+            hs.push(pool.store(&pattern(1000 + round * 8 + i, 1000)).unwrap());
+        }
+    }
+    // The last rounds' stores took 8 parked slots each: 16 may be parked.
+    assert_eq!(parked_per_round, [1, 2, 4, 8, 8, 8]);
+    // A long run of frees with no store between parks up to 16; each
+    // zspage that goes back with parked slots no store took halves that.
+    let mut peak = 0;
+    for h in hs.drain(..) {
+        pool.free(h).unwrap();
+        peak = peak.max(class_of_1000(&pool).parked);
+    }
+    assert_eq!(peak, 16);
+    assert_eq!(class_of_1000(&pool).parked, 0);
+    let hs: Vec<_> = (0..3 * per)
+        .map(|i| pool.store(&pattern(i as u64, 1000)).unwrap())
+        .collect();
+    for &h in &hs[..20] {
+        pool.free(h).unwrap();
+    }
+    assert!(class_of_1000(&pool).parked <= 8);
+    for &h in &hs[20..] {
+        pool.free(h).unwrap();
+    }
+    let s = pool.stats();
+    assert_eq!((s.objects, s.pages_held), (0, 0));
     pool.check_invariants().unwrap();
 }
