@@ -127,11 +127,11 @@ pub(crate) struct Class {
     /// Parked slots, last parked last.
     parked: Vec<u32>,
     /// Most slots parked at once (0: none).
-    max_parked: usize,
+    max_parked: u8,
     /// Slots that may be parked now, 1..=`max_parked`: one more after an
     /// allocation takes a parked slot, half after parked slots are freed
     /// unused.
-    park_budget: usize,
+    park_budget: u8,
 }
 
 impl Class {
@@ -161,8 +161,9 @@ impl Class {
             ),
             bytes_stored: 0,
             parked: Vec::new(),
-            max_parked,
-            park_budget: max_parked.min(1),
+            // At most `MAX_PARKED_SLOTS` (64), checked by `Pool::new`.
+            max_parked: max_parked.min(usize::from(u8::MAX)) as u8,
+            park_budget: max_parked.min(1) as u8,
         }
     }
 
@@ -585,7 +586,7 @@ impl Class {
             if !self.keeps_live_object(loc.zspage) {
                 // Its zspage's last live object: its parked slots go too.
                 self.unpark_in(loc.zspage, src);
-            } else if self.parked.len() < self.park_budget
+            } else if self.parked.len() < usize::from(self.park_budget)
                 && self.as_full_as_any(loc.zspage)
                 && self.handles.park(h.slot())
             {
@@ -867,7 +868,7 @@ impl Class {
         if listed.len() != self.parked.len() {
             return Err("a slot is parked twice".into());
         }
-        if self.parked.len() > self.max_parked
+        if self.parked.len() > usize::from(self.max_parked)
             || self.park_budget > self.max_parked
             || self.parked.len() != owned
             || owned != self.handles.parked()
