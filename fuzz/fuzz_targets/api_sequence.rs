@@ -17,7 +17,6 @@ use zsmem::{
     ChainRule, CompactionPolicy, FreeMode, Handle, PageReturn, Placement, Pool, PoolConfig,
 };
 
-
 fuzz_target!(|data: &[u8]| {
     let mut b = Bytes(data);
     let cfg = PoolConfig {
@@ -75,6 +74,14 @@ fuzz_target!(|data: &[u8]| {
         },
         // 0 and 17 are refused.
         class_shards: usize::from(b.u8() % 18),
+        // Parked slots: none, one, the default, and past the maximum
+        // (refused).
+        parked_slots: [
+            0,
+            1,
+            zsmem::DEFAULT_PARKED_SLOTS,
+            zsmem::MAX_PARKED_SLOTS + 1,
+        ][usize::from(b.u8() % 4)],
     };
     let Ok(pool) = Pool::new(cfg) else { return };
     let page = pool.max_object_size();
@@ -84,7 +91,9 @@ fuzz_target!(|data: &[u8]| {
     let mut steps = 0;
     while !b.0.is_empty() && steps < 2000 {
         steps += 1;
-        let pick = |order: &Vec<u64>, i: u16| (!order.is_empty()).then(|| order[usize::from(i) % order.len()]);
+        let pick = |order: &Vec<u64>, i: u16| {
+            (!order.is_empty()).then(|| order[usize::from(i) % order.len()])
+        };
         match b.u8() % 9 {
             8 => {
                 pool.compact();
@@ -106,7 +115,9 @@ fuzz_target!(|data: &[u8]| {
                         live.insert(h.to_raw(), bytes);
                         order.push(h.to_raw());
                     }
-                    Err(_) => assert!(len == 0 || len > page || pool.config().memory_limit.is_some()),
+                    Err(_) => {
+                        assert!(len == 0 || len > page || pool.config().memory_limit.is_some())
+                    }
                 }
             }
             2 => {
