@@ -171,6 +171,7 @@ pub fn run(a: &StatsArgs) -> CliResult {
                 c.partial_bytes.to_string(),
                 c.bytes_stored.to_string(),
                 c.metadata_bytes.to_string(),
+                c.parked.to_string(),
             ]
         });
         return print_csv(
@@ -186,6 +187,7 @@ pub fn run(a: &StatsArgs) -> CliResult {
                 "partial_bytes",
                 "bytes_stored",
                 "metadata_bytes",
+                "parked",
             ],
             rows,
         );
@@ -220,14 +222,15 @@ pub fn run(a: &StatsArgs) -> CliResult {
     print!("{}", format_kernel_classes(&classes));
     let mib = |b: usize| crate::output::mib(b as u64);
     println!(
-        "\nobjects {}  stored {:.2} MiB  pages held {} ({:.2} MiB)  huge objects {}  pages compacted {}  cached pages {}",
+        "\nobjects {}  stored {:.2} MiB  pages held {} ({:.2} MiB)  huge objects {}  pages compacted {}  cached pages {}  parked slots {}",
         totals.objects,
         mib(totals.bytes_stored),
         totals.pages_held,
         mib(totals.bytes_held()),
         totals.huge_objects,
         totals.pages_compacted,
-        totals.cached_pages
+        totals.cached_pages,
+        classes.iter().map(|c| c.parked).sum::<usize>()
     );
     let pct = |b: usize| 100.0 * b as f64 / totals.bytes_stored.max(1) as f64;
     let w = totals.waste;
