@@ -23,7 +23,7 @@
 //! the handle entry, and the class's next allocation takes it back as it
 //! is (last parked, first taken). A free followed by an allocation then
 //! touches neither the zspage's free bitmap, its owner entry, its use
-//! count, its fullness group, nor the handle table's free list: about 40%
+//! count, its fullness group, nor the handle table's free list: about 30%
 //! of the instructions of an alloc+free pair in a profile (docs/DESIGN.md,
 //! "Parked slots"). A slot is parked only in a zspage that keeps a live
 //! object: the free of a zspage's last live object frees its parked slots

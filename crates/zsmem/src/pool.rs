@@ -114,7 +114,7 @@ pub struct PoolConfig {
     /// handle entry, and the class's next allocation takes it back as it
     /// is: a free followed by a store skips the zspage's bitmap, use count
     /// and fullness group and the handle table's free list (measured with
-    /// `zsmem bench pool --sizes 1K`: about a quarter off an
+    /// `zsmem bench pool --sizes 1K`: about a fifth off an
     /// alloc+write+free). Slots are parked only in zspages that keep a
     /// live object, and compaction frees them first, so they hold no page
     /// that live objects do not; in every figure a parked slot is a free
