@@ -38,9 +38,8 @@
 //! to be freed unused. A stream of frees with no allocations between them
 //! (a process exiting, a file deleted) parks one slot at a time; a free and
 //! store cycle parks as deep as its bursts. A parked slot counts as a free
-//! slot in every
-//! figure (objects, stored bytes, free and trimmable slots) and as used in
-//! its zspage's use count and fullness group.
+//! slot in every figure (objects, stored bytes, free and trimmable slots)
+//! and as used in its zspage's use count and fullness group.
 //!
 //! Invariants (checked by [`Class::check`]):
 //! - every live zspage is on exactly the list of the group its use count
