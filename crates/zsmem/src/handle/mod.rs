@@ -377,13 +377,14 @@ struct Chunk {
 /// `base_gen` (20 bytes), as every released one does.
 ///
 /// Invariants (checked by [`HandleTable::check`]): a present chunk's free
-/// list holds exactly its entries that are neither live nor retired, and
-/// `live` counts the live ones; no free entry is dying; a retired entry is
-/// exactly [`RETIRED`]; every other entry's generation is at least its
-/// chunk's `base_gen`, which is not 0; bit `c` of `with_room` is set
-/// exactly when chunk `c` is present and has a free slot; no present chunk
-/// is empty (without a directory); `live`, `retired_slots` and
-/// `retired_chunks` are the sums over chunks.
+/// list holds exactly its entries that are neither live, parked nor
+/// retired, and its count is its live and parked ones; no free entry is
+/// dying; a retired entry is exactly [`RETIRED`]; every other entry's
+/// generation is at least its chunk's `base_gen`, which is not 0; bit `c`
+/// of `with_room` is set exactly when chunk `c` is present and has a free
+/// slot; no present chunk is empty (without a directory); `live`,
+/// `parked`, `retired_slots` and `retired_chunks` are the sums over
+/// chunks.
 #[derive(Debug)]
 pub(crate) struct HandleTable {
     chunks: Vec<Option<Chunk>>,
