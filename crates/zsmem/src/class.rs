@@ -48,7 +48,8 @@
 //! - each allocated object's owner slot is a live or parked handle entry
 //!   pointing back at that zspage and object; every live handle entry is
 //!   such an owner, and the parked ones are exactly the `parked` list, at
-//!   most `max_parked`, each in a zspage that holds a live object;
+//!   most `max_parked`, each in a zspage that holds a live object and
+//!   counts them (`Node::parked`);
 //! - `bytes_stored` is the sum of the live objects' lengths;
 //! - `resident_pages` and `resident_slots` are the sums over live zspages.
 
@@ -76,6 +77,11 @@ pub(crate) fn fullness_group(inuse: usize, objs: usize) -> usize {
         // 1 of 127 used, 0% by integer division, in "10%".
         (10 * inuse as u32 / objs as u32) as usize + 1
     }
+}
+
+/// The fullest of the groups whose bits are set in `groups`, if any.
+fn fullest(groups: u16) -> Option<usize> {
+    (groups != 0).then(|| 15 - groups.leading_zeros() as usize)
 }
 
 /// What one migration did.
@@ -217,15 +223,19 @@ impl Class {
         }
     }
 
+    /// Bit g set when group g holds a zspage with room (not full).
+    fn groups_with_room(&self) -> u16 {
+        self.nonempty & ((1 << GROUP_FULL) - 1)
+    }
+
     /// The first zspage of the fullest group that is not full.
     pub(crate) fn fullest_with_room(&self) -> Option<u32> {
-        let candidates = self.nonempty & ((1 << GROUP_FULL) - 1);
-        (candidates != 0).then(|| self.heads[15 - candidates.leading_zeros() as usize])
+        fullest(self.groups_with_room()).map(|g| self.heads[g])
     }
 
     /// The first zspage of the emptiest non-empty group, skipping `not`.
     pub(crate) fn emptiest_except(&self, not: u32) -> Option<u32> {
-        let mut groups = self.nonempty & ((1 << GROUP_FULL) - 1) & !1;
+        let mut groups = self.groups_with_room() & !1;
         while groups != 0 {
             let g = groups.trailing_zeros() as usize;
             let head = self.heads[g];
@@ -612,14 +622,13 @@ impl Class {
     /// the slot for it does not change which zspages fill and which drain.
     fn as_full_as_any(&self, id: u32) -> bool {
         let z = self.zspage(id);
-        let mut candidates = self.nonempty & ((1 << GROUP_FULL) - 1);
+        let mut rivals = self.groups_with_room();
         // Another zspage: this one alone in its group is no rival.
         let own = usize::from(self.nodes[id as usize].group);
         if own < GROUP_FULL && self.counts[own] == 1 {
-            candidates &= !(1 << own);
+            rivals &= !(1 << own);
         }
-        candidates == 0
-            || fullness_group(z.inuse() - 1, z.objs()) >= 15 - candidates.leading_zeros() as usize
+        fullest(rivals).is_none_or(|g| fullness_group(z.inuse() - 1, z.objs()) >= g)
     }
 
     /// Free the parked slots of zspage `id` for good (its last live object

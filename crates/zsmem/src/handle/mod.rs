@@ -625,6 +625,12 @@ impl HandleTable {
         self.chunks.get(c)?.as_ref().map(|ch| &ch.entries[i])
     }
 
+    /// The entry of a slot that holds an object, live or parked (its chunk
+    /// is present: a chunk with a held entry is never released).
+    fn held(&self, slot: u32) -> &Entry {
+        self.entry(slot).expect("a held slot's chunk is present")
+    }
+
     /// Resolve a handle whose class has already been checked.
     pub(crate) fn get(&self, h: Handle) -> Result<Location> {
         let e = self.find(h)?;
@@ -716,11 +722,7 @@ impl HandleTable {
     /// when the generation was the last (the slot is then removed, and
     /// retired).
     pub(crate) fn park(&mut self, slot: u32) -> bool {
-        let (c, i) = split(slot);
-        let e = &self.chunks[c]
-            .as_ref()
-            .expect("a live slot's chunk is present")
-            .entries[i];
+        let e = self.held(slot);
         let word = e.word.load(Ordering::Relaxed);
         // Claimed: no lock-free mark changes a dying word.
         debug_assert!(word & LIVE != 0 && word & DYING != 0);
@@ -742,11 +744,7 @@ impl HandleTable {
     /// Hand out parked `slot` again, for a new object of `len` bytes at the
     /// place it kept; returns the handle and the place.
     pub(crate) fn revive(&mut self, class: usize, slot: u32, len: usize) -> (Handle, Location) {
-        let (c, i) = split(slot);
-        let e = &self.chunks[c]
-            .as_ref()
-            .expect("a parked slot's chunk is present")
-            .entries[i];
+        let e = self.held(slot);
         let word = e.word.load(Ordering::Relaxed);
         debug_assert_eq!(word & (LIVE | PARKED), PARKED, "slot {slot} is not parked");
         let generation = generation_of(word);
@@ -853,8 +851,7 @@ impl HandleTable {
     /// (compaction, or a zspage renumbered when another is released).
     pub(crate) fn relocate(&mut self, slot: u32, zspage: u32, obj: u16) {
         let place = u64::from(self.pack(zspage, obj));
-        let (c, i) = split(slot);
-        let e = &self.chunks[c].as_ref().expect("live slot").entries[i];
+        let e = self.held(slot);
         // A read-modify-write, not a store: a lock-free mark may set DYING
         // between a load and a store, and a store of the older word would
         // undo it (the object would then never be freed, or freed twice).

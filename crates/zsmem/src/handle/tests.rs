@@ -478,13 +478,19 @@ fn a_full_table_costs_under_9_bytes_an_entry() {
     );
 }
 
+/// A new object of `len` bytes at `loc`, freed by parking its slot.
+fn parked(t: &mut HandleTable, len: usize) -> Handle {
+    let h = t.insert(5, loc(len)).unwrap();
+    t.claim(h).unwrap();
+    assert!(t.park(h.slot()));
+    h
+}
+
 #[test]
 fn a_parked_slot_is_dead_keeps_its_place_and_is_revived_with_a_new_generation() {
     let mut t = HandleTable::new(None, OBJ_BITS);
-    let a = t.insert(5, loc(100)).unwrap();
     let other = t.insert(5, loc(200)).unwrap();
-    t.claim(a).unwrap();
-    assert!(t.park(a.slot()));
+    let a = parked(&mut t, 100);
     t.check().unwrap();
     assert_eq!((t.live(), t.parked()), (1, 1));
     // Dead for every use, as after any free; the place is kept.
@@ -498,9 +504,7 @@ fn a_parked_slot_is_dead_keeps_its_place_and_is_revived_with_a_new_generation() 
     // A lock-free mark (deferred free) refuses it too.
     let d = Arc::new(Directory::new(1));
     let mut dt = HandleTable::new(Some(d.clone()), OBJ_BITS);
-    let x = dt.insert(5, loc(10)).unwrap();
-    dt.claim(x).unwrap();
-    assert!(dt.park(x.slot()));
+    let x = parked(&mut dt, 10);
     assert!(d.mark_dying(x.tagged(1)).is_err());
     // Revived: the same slot and place, the next generation, the new length.
     let (b, l) = t.revive(5, a.slot(), 300);
@@ -515,9 +519,7 @@ fn a_parked_slot_is_dead_keeps_its_place_and_is_revived_with_a_new_generation() 
 #[test]
 fn an_unparked_slot_is_free_and_a_parked_one_keeps_its_chunk() {
     let mut t = HandleTable::new(None, OBJ_BITS).without_spare();
-    let a = t.insert(5, loc(100)).unwrap();
-    t.claim(a).unwrap();
-    assert!(t.park(a.slot()));
+    let a = parked(&mut t, 100);
     // The chunk's only entry is parked: the chunk stays.
     t.check().unwrap();
     assert!(t.parked_place(a.slot()).is_some());
