@@ -133,6 +133,46 @@ pub struct CompareArgs {
     /// `zsmem replay`) while the first contestant runs, to this file.
     #[arg(long)]
     pub record_trace: Option<std::path::PathBuf>,
+    /// The workload: untar-rm (reference 004's: write a tree, delete it
+    /// directory by directory) or churn (swap-like: every slot filled with
+    /// the input's pages, then random overwrites and discards; CPU time per
+    /// call reported for every contestant).
+    #[arg(long, value_enum, default_value_t = Workload::UntarRm)]
+    pub workload: Workload,
+    /// With --workload churn: uniform (every slot alike), hot-cold (80% of
+    /// the calls on a fifth of the slots) or phase (uniform, with half the
+    /// slots discarded at once halfway and written again).
+    #[arg(long, default_value = "uniform", value_parser = crate::compare_churn::parse_variant)]
+    pub variant: zsmem_lab::workloads::churn::Variant,
+    /// With --workload churn: slots (default: one per page of the input).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=u64::from(u32::MAX)))]
+    pub slots: Option<usize>,
+    /// With --workload churn: calls after the fill (default: 4 per slot).
+    #[arg(long)]
+    pub ops: Option<u64>,
+    /// With --workload churn: readings of the figures over the calls.
+    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+    pub readings: usize,
+    /// With --workload churn: share of the calls that discard a slot.
+    #[arg(long, default_value_t = 0.2)]
+    pub discard_share: f64,
+    /// With --workload churn: share of the pages written that are
+    /// zero-filled.
+    #[arg(long, default_value_t = 0.0)]
+    pub zero_share: f64,
+    /// With --workload churn: share of the pages written that are random
+    /// bytes (incompressible).
+    #[arg(long, default_value_t = 0.0)]
+    pub incompressible_share: f64,
+}
+
+/// `compare`'s workloads.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// Reference 004's untar/rm.
+    UntarRm,
+    /// Swap-like churn.
+    Churn,
 }
 
 impl Default for CompareArgs {
@@ -154,6 +194,14 @@ impl Default for CompareArgs {
             no_report: false,
             histograms: false,
             page_size: zsmem_lab::corpus::PAGE_SIZE,
+            workload: Workload::UntarRm,
+            variant: zsmem_lab::workloads::churn::Variant::Uniform,
+            slots: None,
+            ops: None,
+            readings: 8,
+            discard_share: 0.2,
+            zero_share: 0.0,
+            incompressible_share: 0.0,
         }
     }
 }
@@ -272,6 +320,13 @@ pub fn run(a: &CompareArgs) -> CliResult {
             )));
         }
     }
+    if a.workload == Workload::Churn
+        && (a.fs.is_some() || a.record_trace.is_some() || a.remove.is_some() || a.rounds != 1)
+    {
+        return Err(CliError::Usage(
+            "--workload churn: not with --fs, --record-trace, --remove or --rounds".into(),
+        ));
+    }
     if let Some(fs) = &a.fs {
         crate::compare_fs::check_fs(fs)?;
         if a.record_trace.is_some() || a.pid.is_some() {
@@ -326,6 +381,9 @@ pub fn run(a: &CompareArgs) -> CliResult {
             "{}: no pages to store (no regular file with contents)",
             shown(&source)
         )));
+    }
+    if a.workload == Workload::Churn {
+        return crate::compare_churn::run(a, &tree, &source, &cfg);
     }
     eprintln!(
         "workload: untar/rm, {} rounds, on {source}: {} files, {} pages of {} KiB ({:.1} MiB), loaded in {:.1}s",
@@ -531,7 +589,7 @@ fn probe_report_dir(dir: &std::path::Path) -> CliResult {
 
 /// One table per contestant (its steps), the legend of the columns, the
 /// summary and the compaction costs; all sizes in MiB.
-fn print_tables(
+pub(crate) fn print_tables(
     results: &[RunResult],
     skipped: &[(String, String)],
     page_size: usize,

@@ -8,6 +8,7 @@ pub mod bench_store;
 pub mod bench_threads;
 pub mod classes;
 pub mod compare;
+pub mod compare_churn;
 pub mod compare_fs;
 pub mod disk;
 pub mod output;

@@ -64,4 +64,8 @@ impl<C: PageContestant> PageContestant for CompactEveryStep<C> {
     fn op_time(&self) -> Option<std::time::Duration> {
         self.inner.op_time()
     }
+
+    fn waiting_pages(&mut self) -> Option<u64> {
+        self.inner.waiting_pages()
+    }
 }

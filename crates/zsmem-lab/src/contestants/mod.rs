@@ -211,6 +211,12 @@ pub trait PageContestant {
     fn op_time(&self) -> Option<std::time::Duration> {
         None
     }
+    /// Pages freed but not yet given back to the OS right now (a return
+    /// queue's), without waiting for any delay; `None` where the
+    /// contestant keeps no such queue or cannot tell.
+    fn waiting_pages(&mut self) -> Option<u64> {
+        None
+    }
 }
 
 /// Memory an object allocator holds, in bytes.

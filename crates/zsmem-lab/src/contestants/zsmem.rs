@@ -268,6 +268,10 @@ impl PageContestant for ZsmemContestant {
         self.store.compact();
         Ok(())
     }
+
+    fn waiting_pages(&mut self) -> Option<u64> {
+        Some(self.store.pool().stats().cached_pages as u64)
+    }
 }
 
 /// A zsmem pool as an object contestant.

@@ -4,10 +4,12 @@
 //! | module | concern |
 //! |---|---|
 //! | [`untar_rm`] | untar/rm and its rounds, with latency histograms |
+//! | [`churn`] | swap-like churn: fill, then random overwrites and discards, with CPU per call |
 //! | [`ext4`] | untar/rm as the reference ran it: files written into ext4 on each contestant's block device |
 //! | [`trace`] | size traces: `alloc ID SIZE` / `free ID`, recorded from a workload, replayed on a pool |
 //! | [`procmem`] | a running process's anonymous memory as pages (what zswap stores) |
 
+pub mod churn;
 pub mod ext4;
 pub mod procmem;
 pub mod trace;

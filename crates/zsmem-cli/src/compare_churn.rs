@@ -1,0 +1,244 @@
+//! `zsmem compare --workload churn`: swap-like churn (fill, then random
+//! overwrites and discards) on every contestant, with the CPU time each
+//! takes per call, side by side.
+
+use serde::Serialize;
+use zsmem_lab::contestants::kernel_zram::ZramError;
+use zsmem_lab::contestants::{LabError, PageConfig};
+use zsmem_lab::corpus::FileTree;
+use zsmem_lab::report::{ReportContext, write_report};
+use zsmem_lab::text::shown_path;
+use zsmem_lab::workloads::churn::{Churn, ChurnResult, Variant};
+
+use crate::compare::{CompareArgs, make, print_tables};
+use crate::output::{Format, print_csv, print_json, print_table, table};
+use crate::{CliError, CliResult, progress};
+
+/// `--variant`'s value.
+pub fn parse_variant(s: &str) -> Result<Variant, String> {
+    Variant::ALL
+        .iter()
+        .find(|(n, _)| *n == s)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            format!(
+                "unknown churn variant `{s}`: use {}",
+                Variant::ALL.map(|(n, _)| n).join(", ")
+            )
+        })
+}
+
+/// The workload `a` asks for.
+pub fn workload(a: &CompareArgs) -> Churn {
+    Churn {
+        variant: a.variant,
+        slots: a.slots,
+        ops: a.ops,
+        readings: a.readings,
+        discard_share: a.discard_share,
+        zero_share: a.zero_share,
+        incompressible_share: a.incompressible_share,
+        seed: a.seed,
+        ..Churn::default()
+    }
+}
+
+#[derive(Serialize)]
+struct JsonRun<'a> {
+    contestant: &'a str,
+    config: &'a str,
+    steps: Vec<JsonStep<'a>>,
+    calls: u64,
+    cpu_s: f64,
+    cpu_ns_per_call: f64,
+    cpu_measure: &'a str,
+    waiting_after_burst: Option<u64>,
+    wall_s: f64,
+}
+
+#[derive(Serialize)]
+struct JsonStep<'a> {
+    label: &'a str,
+    used: u64,
+    figures: &'a zsmem_lab::contestants::Figures,
+}
+
+/// Run the churn on every contestant of `a` over `tree`.
+pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> CliResult {
+    let work = workload(a);
+    work.validate()
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    let slots = work.slots_for(tree);
+    let ops = work.ops_for(tree);
+    eprintln!(
+        "workload: churn ({}), {slots} slots of {} KiB filled from {source}, then {ops} calls \
+         ({:.0}% discards, {:.0}% zero-filled and {:.0}% incompressible pages written)",
+        work.variant.name(),
+        cfg.page_size / 1024,
+        work.discard_share * 100.0,
+        work.zero_share * 100.0,
+        work.incompressible_share * 100.0,
+    );
+    let mut results: Vec<ChurnResult> = Vec::new();
+    let mut skipped: Vec<(String, String)> = Vec::new();
+    for name in &a.contestants {
+        let mut c = match make(name, cfg, slots) {
+            Ok(c) => c,
+            Err(LabError::Zram(ZramError::Unavailable(why)) | LabError::Skipped(why)) => {
+                eprintln!("skipping {name}: {why}");
+                skipped.push((name.clone(), why));
+                continue;
+            }
+            Err(e) => return Err(CliError::Usage(e.to_string())),
+        };
+        let bar = progress::bar(ops, name, "calls");
+        let r = work
+            .run(tree, c.as_mut(), |done| bar.set_position(done))
+            .map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+        bar.finish_and_clear();
+        eprintln!(
+            "  {name}: done in {:.1}s, {:.2} µs CPU a call",
+            r.run.wall.as_secs_f64(),
+            r.cpu_ns_per_call() / 1000.0
+        );
+        results.push(r);
+    }
+    match a.format {
+        Format::Json => {
+            let runs: Vec<JsonRun> = results
+                .iter()
+                .map(|r| JsonRun {
+                    contestant: &r.run.contestant,
+                    config: &r.run.config,
+                    steps: r
+                        .run
+                        .steps
+                        .iter()
+                        .map(|s| JsonStep {
+                            label: &s.label,
+                            used: s.figures.pool,
+                            figures: &s.figures,
+                        })
+                        .collect(),
+                    calls: r.calls,
+                    cpu_s: r.cpu.as_secs_f64(),
+                    cpu_ns_per_call: r.cpu_ns_per_call(),
+                    cpu_measure: r.cpu_measure,
+                    waiting_after_burst: r.waiting_after_burst,
+                    wall_s: r.run.wall.as_secs_f64(),
+                })
+                .collect();
+            print_json(&serde_json::json!({
+                "workload": "churn", "churn": work, "source": source, "slots": slots,
+                "page_size": cfg.page_size, "codec": a.codec,
+                "skipped": skipped, "runs": runs,
+                "all_in_terms": zsmem_lab::allin::explain(),
+            }))?;
+        }
+        Format::Csv => {
+            let rows = results.iter().flat_map(|r| {
+                r.run.steps.iter().map(move |s| {
+                    let f = &s.figures;
+                    vec![
+                        r.run.contestant.clone(),
+                        s.label.clone(),
+                        f.orig.to_string(),
+                        f.compr.to_string(),
+                        f.pool.to_string(),
+                        f.all_in.to_string(),
+                        format!("{:.6}", f.overhead_ratio()),
+                        format!("{:.6}", f.all_in_ratio()),
+                        format!("{:.1}", r.cpu_ns_per_call()),
+                    ]
+                })
+            });
+            print_csv(
+                &[
+                    "contestant",
+                    "step",
+                    "orig",
+                    "compr",
+                    "used",
+                    "all_in",
+                    "overhead_ratio",
+                    "all_in_ratio",
+                    "cpu_ns_per_call",
+                ],
+                rows,
+            )?;
+        }
+        Format::Table => {
+            let runs: Vec<_> = results.iter().map(|r| r.run.clone()).collect();
+            print_tables(&runs, &skipped, cfg.page_size)?;
+            print_cpu(&results)?;
+        }
+    }
+    if !a.no_report {
+        let ctx = ReportContext {
+            title: format!("zsmem compare: churn ({})", work.variant.name()),
+            source: source.to_string(),
+            workload: format!(
+                "churn ({}): {slots} slots filled, then {ops} calls, {:.0}% of them discards",
+                work.variant.name(),
+                work.discard_share * 100.0
+            ),
+            generated_by: std::env::args().collect::<Vec<_>>().join(" "),
+            codec: a.codec.clone(),
+            page_size: cfg.page_size,
+            skipped,
+        };
+        let runs: Vec<_> = results.iter().map(|r| r.run.clone()).collect();
+        let index = write_report(&a.report, &ctx, &runs).map_err(|e| {
+            CliError::Usage(format!(
+                "cannot write the report to {}: {e}",
+                shown_path(&a.report)
+            ))
+        })?;
+        eprintln!("report: {}", index.display());
+    }
+    Ok(())
+}
+
+/// CPU per call, each contestant's and its ratio to the kernel's zram of
+/// the same run.
+fn print_cpu(results: &[ChurnResult]) -> CliResult {
+    let kernel = results
+        .iter()
+        .find(|r| r.run.contestant == "kernel-zram")
+        .map(ChurnResult::cpu_ns_per_call);
+    let mut t = table(
+        &[
+            "contestant",
+            "calls",
+            "CPU\ns",
+            "CPU a\ncall µs",
+            "x kernel\nzram",
+            "waiting\nafter burst",
+        ],
+        1,
+    );
+    for r in results {
+        let per = r.cpu_ns_per_call();
+        t.add_row(vec![
+            r.run.contestant.clone(),
+            r.calls.to_string(),
+            format!("{:.2}", r.cpu.as_secs_f64()),
+            format!("{:.2}", per / 1000.0),
+            kernel
+                .filter(|&k| k > 0.0)
+                .map_or("-".into(), |k| format!("{:.2}", per / k)),
+            r.waiting_after_burst
+                .map_or("-".into(), |p| format!("{p} pages")),
+        ]);
+    }
+    println!();
+    print_table(&t)?;
+    println!(
+        "CPU a call: the process's user + system time (every thread, zsmem's page returner \
+         included; the kernel's zram compresses in the calling thread) over the churn's calls, \
+         readings included, divided by the calls; for system, jemalloc and mimalloc the sum of \
+         the calls' times inside their child process. waiting after burst: pages freed and not \
+         yet given back right after the phase variant's burst of discards, before any delay."
+    );
+    Ok(())
+}
