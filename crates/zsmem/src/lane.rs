@@ -46,7 +46,9 @@ use crate::error::{Error, Result};
 use crate::handle::{Directory, Handle, HandleTable, Location};
 use crate::os::{PageSource, Run};
 
+mod extents;
 mod owner_list;
+use extents::Extents;
 use owner_list::OwnerList;
 
 /// Pages of one segment (the page source's longest run).
@@ -121,6 +123,11 @@ struct Segment {
     live_bytes: usize,
     /// Handle slot of every object appended, in order; some are dead.
     owners: OwnerList,
+    /// Dead ranges below `end` on resident pages, for new objects.
+    extents: Extents,
+    /// Its longest extent's length in units, as keyed in `Lane::fits` (0:
+    /// not there).
+    largest: u32,
 }
 
 /// One lane's state; everything here runs under the lane's lock.
@@ -162,6 +169,9 @@ pub(crate) struct Lane {
     sparse_victims: usize,
     /// Live objects stored for [`Owners`] (not in the handle table).
     owned: usize,
+    /// `(longest extent in units, segment)` of every segment with free
+    /// extents: an object takes the shortest extent that holds it.
+    fits: std::collections::BTreeSet<(u32, u32)>,
 }
 
 /// What a lane holds beyond its objects' bytes, by cause.
@@ -203,7 +213,39 @@ impl Lane {
             freeable_bytes: 0,
             sparse_victims: 0,
             owned: 0,
+            fits: std::collections::BTreeSet::new(),
         }
+    }
+
+    /// Key segment `id` in `fits` by its longest extent now.
+    fn refit(&mut self, id: u32) {
+        let seg = self.seg(id);
+        let (old, new) = (seg.largest, seg.extents.largest());
+        if old == new {
+            return;
+        }
+        if old > 0 {
+            self.fits.remove(&(old, id));
+        }
+        if new > 0 {
+            self.fits.insert((new, id));
+        }
+        self.seg_mut(id).largest = new;
+    }
+
+    /// Room for `need` bytes in a segment's free extent (best fit over the
+    /// segments' longest extents, then within the segment), not in
+    /// `exclude`; its pages are resident.
+    fn take_extent(&mut self, need: usize, exclude: Option<u32>) -> Option<(u32, usize)> {
+        let units = (need >> self.unit_shift) as u32;
+        let id = self
+            .fits
+            .range((units, 0)..)
+            .map(|&(_, id)| id)
+            .find(|&id| Some(id) != exclude)?;
+        let at = self.seg_mut(id).extents.take(units)?;
+        self.refit(id);
+        Some((id, (at as usize) << self.unit_shift))
     }
 
     /// What segment `id` adds to `freeable_bytes` and `sparse_victims`.
@@ -279,6 +321,9 @@ impl Lane {
         which: usize,
         src: &PageSource,
     ) -> Result<(u32, usize)> {
+        if let Some(found) = self.take_extent(need, exclude) {
+            return Ok(found);
+        }
         let room = |l: &Lane, id: u32| l.segment_bytes() - l.seg(id).end;
         let hole = self
             .holes
@@ -366,6 +411,8 @@ impl Lane {
             live_objs: 0,
             live_bytes: 0,
             owners: OwnerList::default(),
+            extents: Extents::default(),
+            largest: 0,
         };
         if id as usize == self.segs.len() {
             self.segs.push(Some(Box::new(seg)));
@@ -407,12 +454,20 @@ impl Lane {
             return;
         }
         let n = dead.count_ones() as usize;
+        let page_units = (self.page_size >> self.unit_shift) as u32;
         self.update(id, |l| {
+            l.resident_pages -= n;
             let seg = l.seg_mut(id);
             seg.punched |= dead;
             seg.resident -= n;
-            l.resident_pages -= n;
+            let mut rest = dead;
+            while rest != 0 {
+                let p = rest.trailing_zeros();
+                rest &= rest - 1;
+                seg.extents.cut(p * page_units, (p + 1) * page_units);
+            }
         });
+        self.refit(id);
         src.decommit(&self.seg(id).run, dead);
     }
 
@@ -423,6 +478,9 @@ impl Lane {
         self.sparse_victims -= sparse;
         let seg = self.segs[id as usize].take().expect("a live segment");
         debug_assert_eq!(seg.live_objs, 0);
+        if seg.largest > 0 {
+            self.fits.remove(&(seg.largest, id));
+        }
         for open in &mut self.open {
             if *open == Some(id) {
                 *open = None;
@@ -465,19 +523,60 @@ impl Lane {
         // If this fails the committed pages stay for the next object.
         let handle = self.handles.insert(self.index, loc)?;
         self.place_at(id, off, len, handle.slot(), data);
+        self.prune_owners(id, None);
         Ok(handle)
     }
 
     /// Append an object of `data.len()` bytes for `owner` (`< 2^31`), who
     /// records the place returned and gives it back to read, free, and
     /// (through [`Owners`]) to let cleaning move the object.
-    pub(crate) fn alloc_owned(&mut self, owner: u32, data: &[u8], src: &PageSource) -> Result<u64> {
+    pub(crate) fn alloc_owned(
+        &mut self,
+        owner: u32,
+        data: &[u8],
+        owners: Option<&dyn Owners>,
+        src: &PageSource,
+    ) -> Result<u64> {
         debug_assert_eq!(owner & EXTERNAL, 0);
         let need = self.placed(data.len());
         let (id, off) = self.make_room(need, None, NEW, src)?;
         self.place_at(id, off, data.len(), owner | EXTERNAL, Some(data));
         self.owned += 1;
+        self.prune_owners(id, owners);
         Ok(self.encode(id, off))
+    }
+
+    /// Drop the owner list entries of segment `id` whose objects are dead
+    /// or elsewhere, once the list has grown to twice its live objects (so
+    /// a segment whose free extents take object after object keeps a list
+    /// the size of its contents; amortised, a few entries per object
+    /// placed). An owner that is busy, or that `owners` cannot be asked
+    /// about, keeps its entry.
+    fn prune_owners(&mut self, id: u32, owners: Option<&dyn Owners>) {
+        let seg = self.seg(id);
+        if seg.owners.runs() < 2 * seg.live_objs.max(16) {
+            return;
+        }
+        let mut seen = std::collections::HashSet::with_capacity(seg.live_objs);
+        let mut list = std::mem::take(&mut self.seg_mut(id).owners);
+        list.retain(EXTERNAL, |owner| {
+            let here = if owner & EXTERNAL == 0 {
+                self.handles
+                    .live_entry(owner)
+                    .is_some_and(|l| l.zspage == id)
+            } else if let Some(owners) = owners {
+                let mut here = false;
+                let asked = owners.relocate(owner & !EXTERNAL, &mut |place, len| {
+                    here = self.decode(place, len).is_some_and(|l| l.zspage == id);
+                    None
+                });
+                here || !asked
+            } else {
+                true
+            };
+            here && seen.insert(owner)
+        });
+        self.seg_mut(id).owners = list;
     }
 
     /// Count an object of `len` bytes at `off` of segment `id` (room made
@@ -504,7 +603,8 @@ impl Lane {
         let pages = self.pages_of(off, len);
         self.update(id, |l| {
             let seg = l.seg_mut(id);
-            seg.end = off + need;
+            // Below `end` in a free extent, or appended.
+            seg.end = seg.end.max(off + need);
             seg.live_objs += 1;
             seg.live_bytes += need;
             seg.owners.push(owner, EXTERNAL);
@@ -635,8 +735,13 @@ impl Lane {
             // The open one too: a lane with no object holds no page.
             self.release(loc.zspage, src);
         } else {
+            let units = (self.placed(loc.len) >> self.unit_shift) as u32;
+            self.seg_mut(loc.zspage)
+                .extents
+                .insert(u32::from(loc.obj), units);
             let pages = self.pages_of(usize::from(loc.obj) << self.unit_shift, loc.len);
             self.punch(loc.zspage, pages, src);
+            self.refit(loc.zspage);
         }
     }
 
@@ -650,6 +755,7 @@ impl Lane {
             }
         }
         self.open = [None; 2];
+        self.fits.clear();
     }
 
     /// Committed bytes of a sealed segment that hold no live object.
@@ -873,8 +979,13 @@ impl Lane {
                 .segs
                 .iter()
                 .flatten()
-                .map(|s| std::mem::size_of::<Segment>() + s.owners.heap_bytes())
+                .map(|s| {
+                    std::mem::size_of::<Segment>() + s.owners.heap_bytes() + s.extents.heap_bytes()
+                })
                 .sum::<usize>()
+            // A B-tree's nodes hold up to 11 keys of 8 bytes and, inside,
+            // 12 child pointers: count 24 bytes a key, its worst fill.
+            + self.fits.len() * 24
             + self.handles.metadata_bytes()
     }
 
@@ -915,6 +1026,7 @@ impl Lane {
             }
             let mut page_objs = [0u16; SEGMENT_PAGES];
             let mut seen = std::collections::HashSet::new();
+            let mut live = Vec::new();
             let (mut objs, mut bytes) = (0, 0);
             for slot in seg.owners.iter() {
                 let entry = if slot & EXTERNAL == 0 {
@@ -942,6 +1054,7 @@ impl Lane {
                 objs += 1;
                 bytes += self.placed(loc.len);
                 stored += loc.len;
+                live.push((off, off + self.placed(loc.len)));
                 for p in self.pages_of(off, loc.len) {
                     page_objs[p] += 1;
                     if seg.punched & (1 << p) != 0 {
@@ -968,9 +1081,53 @@ impl Lane {
             if objs == 0 {
                 return Err(ctx("a segment is empty".into()));
             }
+            seg.extents.check().map_err(ctx)?;
+            live.sort_unstable();
+            if let Some(w) = live.windows(2).find(|w| w[0].1 > w[1].0) {
+                return Err(ctx(format!("objects at {:?} and {:?} overlap", w[0], w[1])));
+            }
+            for (at, n) in seg.extents.iter() {
+                let (from, to) = (
+                    (at as usize) << self.unit_shift,
+                    ((at + n) as usize) << self.unit_shift,
+                );
+                if to > seg.end {
+                    return Err(ctx(format!(
+                        "free extent {from}..{to} past end {}",
+                        seg.end
+                    )));
+                }
+                let i = live.partition_point(|&(_, e)| e <= from);
+                if live.get(i).is_some_and(|&(s, _)| s < to) {
+                    return Err(ctx(format!("free extent {from}..{to} under a live object")));
+                }
+                if self
+                    .pages_of(from, to - from)
+                    .any(|p| seg.punched & (1 << p) != 0)
+                {
+                    return Err(ctx(format!(
+                        "free extent {from}..{to} on a page given back"
+                    )));
+                }
+            }
+            let largest = seg.extents.largest();
+            if seg.largest != largest || (largest > 0 && !self.fits.contains(&(largest, id))) {
+                return Err(ctx(format!(
+                    "longest extent {largest}, keyed as {}",
+                    seg.largest
+                )));
+            }
             resident += seg.resident;
             placed += bytes;
             objects += objs;
+        }
+        let keyed = self.segs.iter().flatten().filter(|s| s.largest > 0).count();
+        if keyed != self.fits.len() {
+            return Err(format!(
+                "lane {}: {} segments keyed by their extents, {keyed} have some",
+                self.index,
+                self.fits.len()
+            ));
         }
         let (dead, sparse) = (0..self.segs.len() as u32)
             .filter(|&id| self.segs[id as usize].is_some())

@@ -894,7 +894,7 @@ impl Pool {
             ));
         };
         debug_assert!(self.owners.get().is_some() && lanes > 0);
-        self.in_my_lane(|lane, src| lane.alloc_owned(owner, data, src))
+        self.in_my_lane(|lane, src| lane.alloc_owned(owner, data, self.owners(), src))
     }
 
     /// Run `f` on this thread's lane (made at its first use), locked alone,

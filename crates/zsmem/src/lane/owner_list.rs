@@ -9,7 +9,9 @@
 //!
 //! The list is a stack: cleaning reads and pops the last entry. Entries of
 //! dead objects stay until cleaning pops them (it asks each owner whether
-//! its object is still here), so an owner may appear more than once.
+//! its object is still here) or the list is pruned, so an owner may appear
+//! more than once. Objects placed in a segment's free extents are pushed
+//! too, in any order: the list says who may own an object here, not where.
 
 /// `first..=last` upwards, or downwards when `last < first`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,9 +117,23 @@ impl OwnerList {
         self.runs.capacity() * std::mem::size_of::<Run>()
     }
 
-    #[cfg(test)]
-    fn runs(&self) -> usize {
+    /// Runs kept (what the list costs, 8 bytes each).
+    pub(super) fn runs(&self) -> usize {
         self.runs.len()
+    }
+
+    /// Keep only the entries `keep` accepts, in order.
+    pub(super) fn retain(&mut self, boundary: u32, mut keep: impl FnMut(u32) -> bool) {
+        let old = std::mem::take(&mut self.runs);
+        for r in old {
+            for i in 0..r.len() {
+                let owner = r.at(i);
+                if keep(owner) {
+                    self.push(owner, boundary);
+                }
+            }
+        }
+        self.runs.shrink_to_fit();
     }
 }
 

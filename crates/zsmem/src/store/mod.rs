@@ -402,19 +402,31 @@ impl PageStore {
         self.check_index(index)?;
         self.check_page(page.len())?;
         let now = self.now_secs();
-        let new = match same_filled(page) {
-            Some(word) => Slot::same(word, now),
+        let (old, new) = match same_filled(page) {
+            Some(word) => {
+                let new = Slot::same(word, now);
+                (
+                    std::mem::replace(&mut *self.slots.get_or_make(index).lock(), new),
+                    new,
+                )
+            }
             None => self.store_object(index, page, now).inspect_err(|_| {
                 add(&self.counters.failed_writes, 1);
             })?,
         };
-        let old = std::mem::replace(&mut *self.slots.get_or_make(index).lock(), new);
         self.account(&new, 1);
         self.release(old);
         Ok(())
     }
 
-    fn store_object(&self, index: usize, page: &[u8], now: u32) -> Result<Slot> {
+    /// Compress `page` and store it in slot `index`; returns the slot's
+    /// old and new contents. The slot is locked before the object is
+    /// stored (slot locks come before lane locks): with log placement the
+    /// object names the slot as its owner from the moment it is placed,
+    /// and cleaning, which asks the slot where its object is, must find it
+    /// busy until the slot holds the new place (else it would drop the
+    /// owner entry of an object it cannot see yet).
+    fn store_object(&self, index: usize, page: &[u8], now: u32) -> Result<(Slot, Slot)> {
         SCRATCH.with(|scratch| {
             let mut buf = scratch.borrow_mut();
             buf.resize(self.page_size, 0);
@@ -426,8 +438,11 @@ impl PageStore {
                 Some(n) if n < self.huge_threshold => (&buf[..n], false),
                 _ => (page, true),
             };
+            let slot = self.slots.get_or_make(index);
+            let mut held = slot.lock();
             let value = self.in_allocator(|| self.pool_store(index, bytes))?;
-            Ok(Slot::stored_at(value, bytes.len(), huge, codec, now))
+            let new = Slot::stored_at(value, bytes.len(), huge, codec, now);
+            Ok((std::mem::replace(&mut *held, new), new))
         })
     }
 
