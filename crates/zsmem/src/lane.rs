@@ -547,14 +547,15 @@ impl Lane {
     }
 
     /// Drop the owner list entries of segment `id` whose objects are dead
-    /// or elsewhere, once the list has grown to twice its live objects (so
-    /// a segment whose free extents take object after object keeps a list
-    /// the size of its contents; amortised, a few entries per object
-    /// placed). An owner that is busy, or that `owners` cannot be asked
+    /// or elsewhere, once the list has grown by a quarter of its live
+    /// objects (at least 8) past them: a segment whose free extents take
+    /// object after object keeps a list the size of its contents (under
+    /// churn, where each run is one owner, 8 bytes an object plus at most a
+    /// quarter; amortised, 5 owners asked per object placed). An owner that is busy, or that `owners` cannot be asked
     /// about, keeps its entry.
     fn prune_owners(&mut self, id: u32, owners: Option<&dyn Owners>) {
         let seg = self.seg(id);
-        if seg.owners.runs() < 2 * seg.live_objs.max(16) {
+        if seg.owners.runs() < seg.live_objs + (seg.live_objs / 4).max(8) {
             return;
         }
         let mut seen = std::collections::HashSet::with_capacity(seg.live_objs);

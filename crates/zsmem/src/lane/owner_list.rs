@@ -4,8 +4,9 @@
 //! Owners come in runs: a page store writes a file's pages into
 //! consecutive slots, a fresh handle table hands out consecutive slots, and
 //! cleaning, which moves the last appended object first, appends a run
-//! backwards. A run of any length costs 8 bytes where a plain list costs 4
-//! bytes an object (0.5% of a pool of 800-byte objects).
+//! backwards. A run of any length costs 8 bytes, a single owner 4 and a
+//! bit (where a plain list costs 4 bytes an object, 0.5% of a pool of
+//! 800-byte objects).
 //!
 //! The list is a stack: cleaning reads and pops the last entry. Entries of
 //! dead objects stay until cleaning pops them (it asks each owner whether
@@ -13,127 +14,173 @@
 //! more than once. Objects placed in a segment's free extents are pushed
 //! too, in any order: the list says who may own an object here, not where.
 
-/// `first..=last` upwards, or downwards when `last < first`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Run {
-    first: u32,
-    last: u32,
-}
-
-impl Run {
-    fn len(self) -> usize {
-        self.first.abs_diff(self.last) as usize + 1
+/// Whether `owner` continues a run that ends at `last` and started at
+/// `first` (`first == last`: a single owner, which either direction
+/// continues), on the same side of `boundary` (owners of two kinds never
+/// share a run).
+fn continues(first: u32, last: u32, owner: u32, boundary: u32) -> bool {
+    if (owner & boundary) != (last & boundary) {
+        return false;
     }
-
-    /// The run's `i`-th entry (`i < len`).
-    fn at(self, i: usize) -> u32 {
-        if self.last >= self.first {
-            self.first + i as u32
-        } else {
-            self.first - i as u32
-        }
-    }
-
-    /// Extend by `owner` if it continues the run: the next one up or down
-    /// (a single-entry run takes either direction) and on the same side of
-    /// `boundary` (owners of two kinds never share a run).
-    fn extend(&mut self, owner: u32, boundary: u32) -> bool {
-        if (owner & boundary) != (self.last & boundary) {
-            return false;
-        }
-        let up = self.last.checked_add(1) == Some(owner);
-        let down = self.last.checked_sub(1) == Some(owner);
-        let ok = if self.first == self.last {
-            up || down
-        } else if self.last > self.first {
-            up
-        } else {
-            down
-        };
-        if ok {
-            self.last = owner;
-        }
-        ok
+    let up = last.checked_add(1) == Some(owner);
+    let down = last.checked_sub(1) == Some(owner);
+    if first == last {
+        up || down
+    } else if last > first {
+        up
+    } else {
+        down
     }
 }
 
+/// An owner list: a single owner costs 4 bytes (and a bit), a run of any
+/// length 8 (its first and last owners, the first's bit set). Under swap-like
+/// churn, where a segment's objects belong to slots at random, most items
+/// are single owners: 4 bytes an object where 8-byte runs cost 8.
 #[derive(Debug, Default)]
 pub(super) struct OwnerList {
-    runs: Vec<Run>,
+    /// Items in order: a single owner, or a run's first and last owners.
+    v: Vec<u32>,
+    /// Bit `i` set: `v[i]` is a run's first owner and `v[i + 1]` its last.
+    pairs: Vec<u64>,
+    /// Runs in `v` (so items are `v.len() - runs`).
+    runs: usize,
 }
 
 impl OwnerList {
+    fn pair_at(&self, i: usize) -> bool {
+        self.pairs
+            .get(i / 64)
+            .is_some_and(|w| w >> (i % 64) & 1 == 1)
+    }
+
+    fn set_pair(&mut self, i: usize, on: bool) {
+        if self.pairs.len() <= i / 64 {
+            if !on {
+                return;
+            }
+            self.pairs.resize(i / 64 + 1, 0);
+        }
+        if on {
+            self.pairs[i / 64] |= 1 << (i % 64);
+        } else {
+            self.pairs[i / 64] &= !(1 << (i % 64));
+        }
+    }
+
+    /// The last item's first owner and its index, if any.
+    fn last_item(&self) -> Option<(u32, usize)> {
+        let n = self.v.len();
+        if n >= 2 && self.pair_at(n - 2) {
+            Some((self.v[n - 2], n - 2))
+        } else {
+            self.v.last().map(|&o| (o, n - 1))
+        }
+    }
+
     /// Append `owner`; `boundary` is a bit no run may cross (the mark of
     /// an external owner).
     pub(super) fn push(&mut self, owner: u32, boundary: u32) {
-        if let Some(r) = self.runs.last_mut()
-            && r.extend(owner, boundary)
-        {
-            return;
+        if let Some((first, at)) = self.last_item() {
+            let last = *self.v.last().expect("an item");
+            if continues(first, last, owner, boundary) {
+                if at + 1 == self.v.len() {
+                    // A single owner becomes a run.
+                    self.set_pair(at, true);
+                    self.runs += 1;
+                    self.grow();
+                    self.v.push(owner);
+                } else {
+                    *self.v.last_mut().expect("an item") = owner;
+                }
+                return;
+            }
         }
-        if self.runs.len() == self.runs.capacity() {
-            // By a quarter, not double: a sealed segment's list is cut to
-            // fit, and most lists stay a few runs long.
-            self.runs.reserve_exact((self.runs.len() / 4).max(2));
+        self.grow();
+        self.v.push(owner);
+    }
+
+    /// Room for one more owner: by a quarter, not double, since a sealed
+    /// segment's list is cut to fit and most lists stay short.
+    fn grow(&mut self) {
+        if self.v.len() == self.v.capacity() {
+            self.v.reserve_exact((self.v.len() / 4).max(2));
         }
-        self.runs.push(Run {
-            first: owner,
-            last: owner,
-        });
     }
 
     /// The last entry appended and not popped.
     pub(super) fn last(&self) -> Option<u32> {
-        self.runs.last().map(|r| r.last)
+        self.v.last().copied()
     }
 
     /// Drop the last entry.
     pub(super) fn pop(&mut self) {
-        let Some(r) = self.runs.last_mut() else {
+        let Some((first, at)) = self.last_item() else {
             return;
         };
-        if r.first == r.last {
-            self.runs.pop();
-        } else if r.last > r.first {
-            r.last -= 1;
+        if at + 1 == self.v.len() {
+            self.v.pop();
+            return;
+        }
+        let last = self.v[at + 1];
+        let next = if last > first { last - 1 } else { last + 1 };
+        if next == first {
+            // Down to its first owner: a single owner again.
+            self.set_pair(at, false);
+            self.runs -= 1;
+            self.v.pop();
         } else {
-            r.last += 1;
+            self.v[at + 1] = next;
         }
     }
 
     /// Every entry, first appended first.
     pub(super) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.runs
-            .iter()
-            .flat_map(|&r| (0..r.len()).map(move |i| r.at(i)))
+        let mut i = 0;
+        std::iter::from_fn(move || {
+            let first = *self.v.get(i)?;
+            if self.pair_at(i) {
+                let last = self.v[i + 1];
+                i += 2;
+                Some(if last >= first {
+                    Box::new(first..=last) as Box<dyn Iterator<Item = u32>>
+                } else {
+                    Box::new((last..=first).rev())
+                })
+            } else {
+                i += 1;
+                Some(Box::new(std::iter::once(first)))
+            }
+        })
+        .flatten()
     }
 
     pub(super) fn shrink_to_fit(&mut self) {
-        self.runs.shrink_to_fit();
+        self.v.shrink_to_fit();
+        self.pairs.truncate(self.v.len().div_ceil(64));
+        self.pairs.shrink_to_fit();
     }
 
     /// Heap bytes.
     pub(super) fn heap_bytes(&self) -> usize {
-        self.runs.capacity() * std::mem::size_of::<Run>()
+        self.v.capacity() * std::mem::size_of::<u32>()
+            + self.pairs.capacity() * std::mem::size_of::<u64>()
     }
 
-    /// Runs kept (what the list costs, 8 bytes each).
+    /// Items kept: single owners and runs.
     pub(super) fn runs(&self) -> usize {
-        self.runs.len()
+        self.v.len() - self.runs
     }
 
     /// Keep only the entries `keep` accepts, in order.
     pub(super) fn retain(&mut self, boundary: u32, mut keep: impl FnMut(u32) -> bool) {
-        let old = std::mem::take(&mut self.runs);
-        for r in old {
-            for i in 0..r.len() {
-                let owner = r.at(i);
-                if keep(owner) {
-                    self.push(owner, boundary);
-                }
+        let old = std::mem::take(self);
+        for owner in old.iter() {
+            if keep(owner) {
+                self.push(owner, boundary);
             }
         }
-        self.runs.shrink_to_fit();
+        self.shrink_to_fit();
     }
 }
 
@@ -175,7 +222,14 @@ mod tests {
         }
         assert_eq!(l.runs(), 2, "a backward run after a forward one");
         assert_eq!(l.iter().count(), 990 + 501);
-        assert!(l.heap_bytes() <= 4 * 8);
+        assert!(l.heap_bytes() <= 48, "{} bytes, {:?}", l.heap_bytes(), l);
+        let mut l = OwnerList::default();
+        for o in [7, 3, 11, 5, 9] {
+            l.push(o, B);
+        }
+        assert_eq!(l.runs(), 5, "single owners");
+        l.shrink_to_fit();
+        assert!(l.heap_bytes() <= 5 * 4 + 8, "{} bytes", l.heap_bytes());
     }
 
     #[test]
