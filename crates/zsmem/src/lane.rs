@@ -1285,6 +1285,72 @@ mod tests {
     }
 
     #[test]
+    fn a_freed_objects_room_takes_the_next_objects_that_fit() {
+        let src = source(None);
+        let mut l = Lane::new(1, 0, PAGE, None);
+        let hs: Vec<Handle> = (0..100)
+            .map(|i| l.alloc(1000, Some(&[i as u8; 1000]), &src).unwrap())
+            .collect();
+        let end = |l: &Lane| l.seg(0).end;
+        let (pages, end0) = (l.resident_pages(), end(&l));
+        // Objects 20 and 21 (bytes 20,000..22,000) share their pages with
+        // live neighbours: one free extent of 2,000 bytes, no page back.
+        l.free(hs[20], &src).unwrap();
+        l.free(hs[21], &src).unwrap();
+        l.check(None).unwrap();
+        assert_eq!(
+            l.seg(0).extents.iter().collect::<Vec<_>>(),
+            vec![(10_000, 1000)]
+        );
+        // The best fit first: a 1,500-byte object at its start, then 500
+        // bytes after it; nothing appended, no page committed.
+        let a = l.alloc(1500, Some(&[0xA; 1500]), &src).unwrap();
+        let b = l.alloc(500, Some(&[0xB; 500]), &src).unwrap();
+        let at = |l: &Lane, h: Handle| usize::from(l.resolve(h).unwrap().obj) << l.unit_shift;
+        assert_eq!((at(&l, a), at(&l, b)), (20_000, 21_500));
+        assert_eq!((l.resident_pages(), end(&l)), (pages, end0));
+        l.check(None).unwrap();
+        // No room left below the end: the next object is appended.
+        let c = l.alloc(100, Some(&[0xC; 100]), &src).unwrap();
+        assert_eq!(at(&l, c), end0);
+        assert_eq!(read(&l, a), vec![0xA; 1500]);
+        assert_eq!(read(&l, b), vec![0xB; 500]);
+        for (i, &h) in hs.iter().enumerate().filter(|&(i, _)| i != 20 && i != 21) {
+            assert_eq!(read(&l, h), vec![i as u8; 1000]);
+        }
+        l.check(None).unwrap();
+    }
+
+    #[test]
+    fn a_page_given_back_leaves_the_free_extents() {
+        let src = source(None);
+        let mut l = Lane::new(1, 0, PAGE, None);
+        let hs: Vec<Handle> = (0..100)
+            .map(|i| l.alloc(1000, Some(&[i as u8; 1000]), &src).unwrap())
+            .collect();
+        // Objects 3..=8 (bytes 3,000..9,000): page 1 (4,096..8,192) goes
+        // back; the extents keep 3,000..4,096 and 8,192..9,000 only.
+        for &h in &hs[3..9] {
+            l.free(h, &src).unwrap();
+            l.check(None).unwrap();
+        }
+        assert_eq!(l.seg(0).punched, 1 << 1);
+        assert_eq!(
+            l.seg(0).extents.iter().collect::<Vec<_>>(),
+            vec![(1500, 548), (4096, 404)]
+        );
+        // A 1,000-byte object fits the first (1,096 bytes), never the page
+        // given back; the next one fits nowhere and is appended.
+        let at = |l: &Lane, h: Handle| usize::from(l.resolve(h).unwrap().obj) << l.unit_shift;
+        let n = l.alloc(1000, Some(&[1; 1000]), &src).unwrap();
+        assert_eq!(at(&l, n), 3000);
+        let m = l.alloc(1000, Some(&[2; 1000]), &src).unwrap();
+        assert_eq!(at(&l, m), 100_000);
+        assert_eq!(l.seg(0).punched, 1 << 1);
+        l.check(None).unwrap();
+    }
+
+    #[test]
     fn whole_dead_pages_go_back_without_copying() {
         for policy in [
             PageReturn::Immediate,

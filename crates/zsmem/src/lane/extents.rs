@@ -196,6 +196,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 2 } else { 256 }))]
         /// Any sequence of inserts of free ranges, takes and cuts leaves
         /// the same free units as a bitmap does, kept sorted and merged.
         #[test]
