@@ -319,3 +319,73 @@ fn bench_store_takes_a_page_size() {
     );
     assert!(v["kernel_skipped"].is_string() || v["kernel"].is_object());
 }
+
+#[test]
+fn compare_churn_reports_every_reading_and_the_cpu_a_call() {
+    for variant in ["uniform", "hot-cold", "phase"] {
+        let out = zsmem(&[
+            "compare",
+            "--workload",
+            "churn",
+            "--variant",
+            variant,
+            "--scale",
+            "0.02",
+            "--ops",
+            "3000",
+            "--readings",
+            "3",
+            "--contestants",
+            "zsmem,zsmem-classes",
+            "--format",
+            "json",
+            "--no-report",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["workload"], "churn");
+        let runs = v["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2);
+        for r in runs {
+            let labels: Vec<&str> = r["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["label"].as_str().unwrap())
+                .collect();
+            assert_eq!(labels.first(), Some(&"fill"), "{labels:?}");
+            assert_eq!(labels.last(), Some(&"op 3000"), "{labels:?}");
+            assert_eq!(labels.contains(&"-half"), variant == "phase", "{labels:?}");
+            assert!(r["calls"].as_u64().unwrap() >= 3000);
+            assert!(r["cpu_ns_per_call"].as_f64().unwrap() > 0.0);
+            assert_eq!(r["waiting_after_burst"].is_u64(), variant == "phase", "{r}");
+            // Every reading holds data, and the pool at least its bytes.
+            for s in r["steps"].as_array().unwrap() {
+                let f = &s["figures"];
+                assert!(f["compr"].as_u64().unwrap() > 0);
+                assert!(f["all_in"].as_u64().unwrap() >= f["compr"].as_u64().unwrap());
+            }
+        }
+    }
+}
+
+#[test]
+fn compare_churn_refuses_what_it_cannot_do() {
+    for args in [
+        &["--workload", "churn", "--rounds", "2"][..],
+        &["--workload", "churn", "--discard-share", "1.5"],
+        &["--workload", "churn", "--variant", "sideways"],
+        &["--workload", "churn", "--slots", "0"],
+    ] {
+        let mut all = vec!["compare", "--scale", "0.02", "--no-report"];
+        all.extend_from_slice(args);
+        let out = zsmem(&all);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
