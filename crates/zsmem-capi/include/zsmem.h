@@ -286,7 +286,9 @@ typedef struct zsmem_store_config {
   // `sizeof(zsmem_store_config)` as the caller compiled it; set by
   // `zsmem_store_config_default`. Lets later versions append fields.
   size_t size;
-  // Number of slots, at least 1 (zram's disksize / page size).
+  // Number of slots, at least 1 (zram's disksize / page size). At most
+  // 2^31 (2147483648, 8 TiB of 4 KiB pages) when the pool places by log
+  // (`log_lanes` > 0): each object's slot is named in 31 bits there.
   size_t slots;
   // One of `ZSMEM_CODEC_*`.
   uint32_t codec;

@@ -694,6 +694,19 @@ fn bad_store_configurations_are_einval() {
         -EINVAL
     );
     assert!(s.is_null());
+    // Log placement names at most 2^31 slots (issue 32).
+    let mut log_pool = pcfg;
+    log_pool.log_lanes = 1;
+    let mut c = store_config();
+    c.slots = (1 << 31) + 1;
+    // SAFETY: valid pointers.
+    assert_eq!(unsafe { zsmem_store_new(&c, &log_pool, &mut s) }, -EINVAL);
+    assert!(
+        last_error().contains("at most 2147483648"),
+        "{}",
+        last_error()
+    );
+    assert!(s.is_null());
 }
 
 /// Issue 32: the init functions refused every earlier struct size, so a

@@ -56,6 +56,11 @@ pub(crate) const SEGMENT_PAGES: usize = crate::size_class::MAX_CHAIN_SIZE;
 /// (a page store's slot), not a handle table slot.
 const EXTERNAL: u32 = 1 << 31;
 
+/// Owners an [`Owners`] may have: an owner is named in the 31 bits below
+/// [`EXTERNAL`], so owner 2^31 would read back as handle slot 0. A page
+/// store refuses more slots than this with log placement.
+pub(crate) const MAX_OWNERS: usize = EXTERNAL as usize;
+
 /// Where the objects stored with [`Lane::alloc_owned`] are recorded: a
 /// page store's slots, each holding its object's place (the slot is the
 /// handle, so such objects need no handle table entry).
@@ -468,11 +473,14 @@ impl Lane {
         Ok(handle)
     }
 
-    /// Append an object of `data.len()` bytes for `owner` (`< 2^31`), who
-    /// records the place returned and gives it back to read, free, and
-    /// (through [`Owners`]) to let cleaning move the object.
+    /// Append an object of `data.len()` bytes for `owner` (below
+    /// [`MAX_OWNERS`]), who records the place returned and gives it back
+    /// to read, free, and (through [`Owners`]) to let cleaning move the
+    /// object.
     pub(crate) fn alloc_owned(&mut self, owner: u32, data: &[u8], src: &PageSource) -> Result<u64> {
-        debug_assert_eq!(owner & EXTERNAL, 0);
+        // Invariant: kept by `PageStore::new`, which refuses more than
+        // MAX_OWNERS slots over a log-placed pool.
+        debug_assert!((owner as usize) < MAX_OWNERS);
         let need = self.placed(data.len());
         let (id, off) = self.make_room(need, None, NEW, src)?;
         self.place_at(id, off, data.len(), owner | EXTERNAL, Some(data));
