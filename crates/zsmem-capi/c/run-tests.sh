@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Build libzsmem with cargo, then build and run the C tests and the example
 # three ways: against libzsmem.a, against libzsmem.so, and against an
-# install into a temporary prefix found through pkg-config. With valgrind
-# installed, the tests and the example run under it too (memcheck; a
-# definite leak or a memory error fails).
+# install into a temporary prefix found through pkg-config; and a test
+# built against each earlier header in old-headers/ run against today's
+# libzsmem.so. With valgrind installed, the tests and the example run under
+# it too (memcheck; a definite leak or a memory error fails).
 #
 #   crates/zsmem-capi/c/run-tests.sh [--release]
 #
@@ -32,8 +33,12 @@ echo "-- cargo build -p zsmem-capi (${profile})"
 # next to cargo's output, as install.sh does in a prefix.
 ln -sfn libzsmem.so "$libdir/libzsmem.so.0"
 
-echo "-- building the C tests and example (static and shared)"
-make -s -C "$here" LIBDIR="$libdir" OUT="$out" static shared
+echo "-- building the C tests and example (static and shared), and against each earlier header"
+make -s -C "$here" LIBDIR="$libdir" OUT="$out" static shared old-headers
+old_headers=()
+for h in "$here"/old-headers/*/zsmem.h; do
+  old_headers+=("$out/test_old_header-$(basename "$(dirname "$h")")")
+done
 
 failed=0
 run() {
@@ -48,6 +53,10 @@ run "$out/test_zsmem-static"
 run "$out/test_zsmem-shared"
 run "$out/example-static" >/dev/null
 run "$out/example-shared"
+# Programs built against an older header, run against today's library.
+for t in "${old_headers[@]}"; do
+  run "$t"
+done
 
 # The static build must not need the shared library.
 if readelf -d "$out/test_zsmem-static" | grep -q 'NEEDED.*libzsmem'; then
@@ -104,6 +113,9 @@ if [[ ${ZSMEM_NO_VALGRIND:-0} != 1 ]] && command -v valgrind >/dev/null 2>&1; th
   # Fewer operations per thread: valgrind runs threads one at a time.
   run env ZSMEM_TEST_OPS=3000 "${vg[@]}" "$out/test_zsmem-shared"
   run "${vg[@]}" "$out/example-static" >/dev/null
+  for t in "${old_headers[@]}"; do
+    run "${vg[@]}" "$t" >/dev/null
+  done
 else
   echo "skipping valgrind: not installed (or ZSMEM_NO_VALGRIND=1)"
 fi

@@ -561,6 +561,29 @@ static void test_huge_slot_counts(void) {
     }
 }
 
+/* Issue 32: with log placement a segment names each object's slot in 31
+ * bits. Stores of 2^31 to 2^32 - 1 slots were accepted, and the objects of
+ * the slots at or above 2^31 were never moved nor their segments given
+ * back. Refused now, the message naming the limit. */
+static void test_log_slot_limit(void) {
+#if SIZE_MAX > UINT32_MAX
+    size_t counts[] = {((size_t)1 << 31) + 1, (size_t)UINT32_MAX};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        zsmem_pool_config cfg;
+        zsmem_store_config scfg;
+        zsmem_store *store = NULL;
+        zsmem_pool_config_default(&cfg);
+        zsmem_store_config_default(&scfg);
+        cfg.log_lanes = 1;
+        scfg.slots = counts[i];
+        CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), -EINVAL);
+        CHECK(store == NULL);
+        CHECK(strstr(zsmem_last_error_message(), "at most 2147483648") != NULL);
+        zsmem_store_destroy(store); /* NULL, or the store wrongly made */
+    }
+#endif
+}
+
 /* Issue 16: calls after destroy said "a bug in zsmem", a double destroy or
  * stats after destroy hung, and destroy while another thread used the pool
  * crashed. Pointers are now looked up in a registry, never dereferenced. */
@@ -1037,6 +1060,7 @@ int main(void) {
         {"store", test_store},
         {"store_memory_limit", test_store_memory_limit},
         {"huge_slot_counts", test_huge_slot_counts},
+        {"log_slot_limit", test_log_slot_limit},
         {"use_after_destroy", test_use_after_destroy},
         {"destroy_while_in_use", test_destroy_while_in_use},
         {"errors_and_messages", test_errors_and_messages},

@@ -286,7 +286,9 @@ typedef struct zsmem_store_config {
   // `sizeof(zsmem_store_config)` as the caller compiled it; set by
   // `zsmem_store_config_default`. Lets later versions append fields.
   size_t size;
-  // Number of slots, at least 1 (zram's disksize / page size).
+  // Number of slots, at least 1 (zram's disksize / page size). At most
+  // 2^31 (2147483648, 8 TiB of 4 KiB pages) when the pool places by log
+  // (`log_lanes` > 0): each object's slot is named in 31 bits there.
   size_t slots;
   // One of `ZSMEM_CODEC_*`.
   uint32_t codec;
@@ -386,9 +388,12 @@ const char *zsmem_strerror(int code);
 const char *zsmem_last_error_message(void);
 
 // Fill `*config` with the defaults, for a struct of `size` bytes (pass
-// `sizeof *config`; the `zsmem_pool_config_default` macro does). Returns 0,
-// or `-EINVAL` if `config` is NULL or `size` is not a struct size this
-// library knows.
+// `sizeof *config`; the `zsmem_pool_config_default` macro does). A program
+// built against an earlier header (every one since the first) passes its
+// struct's smaller size: only those bytes, the fields it knows, are
+// written, and the fields appended since get their defaults in
+// `zsmem_pool_new`. Returns 0, or `-EINVAL` if `config` is NULL or `size`
+// is not the size of any version of the struct.
 //
 // # Safety
 // `config` is NULL or points to `size` writable bytes, aligned for the
@@ -546,9 +551,12 @@ int zsmem_pool_class_stats(const struct zsmem_pool *pool,
                            size_t count);
 
 // Fill `*config` with the defaults, for a struct of `size` bytes (pass
-// `sizeof *config`; the `zsmem_store_config_default` macro does). Returns
-// 0, or `-EINVAL` if `config` is NULL or `size` is not a struct size this
-// library knows.
+// `sizeof *config`; the `zsmem_store_config_default` macro does). A
+// program built against an earlier header (every one since the first)
+// passes its struct's smaller size: only those bytes, the fields it
+// knows, are written, and the fields appended since get their defaults
+// in `zsmem_store_new`. Returns 0, or `-EINVAL` if `config` is NULL or
+// `size` is not the size of any version of the struct.
 //
 // # Safety
 // `config` is NULL or points to `size` writable bytes, aligned for the

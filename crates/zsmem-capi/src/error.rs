@@ -216,31 +216,47 @@ pub extern "C" fn zsmem_last_error_message() -> *const c_char {
 const MAX_STRUCT_SIZE: usize = 4096;
 
 /// Fill a versioned struct (one whose first field is its `size_t size`)
-/// with `defaults`, for a caller whose struct is `size` bytes long: the
-/// bytes past this library's struct, if the caller's is longer, are
-/// zeroed, and `size` is stored.
+/// with `defaults`, for a caller whose struct is `size` bytes long, and
+/// store `size`. A caller built against an older header passes one of
+/// `versions` (the sizes of the struct's earlier versions, each a prefix
+/// of this one): only its `size` bytes are written, the fields of that
+/// version. A longer struct than this library's gets the defaults and the
+/// bytes past them zeroed (fields of a newer header, left at 0, which
+/// [`read_sized`] accepts). Any other size is `EINVAL`.
 ///
 /// # Safety
 /// A non-NULL `p` must be valid for writes of `size` bytes and aligned for
-/// `T`; `T` must be `repr(C)`, start with a `usize`, and have no padding.
+/// `T` (every version starts with the same `usize`, so has its alignment);
+/// `T` must be `repr(C)`, start with a `usize`, and have no padding.
 pub(crate) unsafe fn init_sized<T: Copy>(
     p: *mut T,
     size: usize,
+    versions: &[usize],
     defaults: T,
     what: &str,
 ) -> Result<(), Fail> {
     let p = out_ptr(p, what)?;
     let ours = std::mem::size_of::<T>();
-    if !(ours..=MAX_STRUCT_SIZE).contains(&size) {
+    let filled = if versions.contains(&size) && size < ours {
+        size
+    } else if (ours..=MAX_STRUCT_SIZE).contains(&size) {
+        ours
+    } else {
+        let earlier: Vec<String> = versions.iter().map(usize::to_string).collect();
         return Err(Fail::invalid(format!(
-            "{what} size {size} is not that of any version of this struct (this library's is {ours}): pass sizeof of the struct"
+            "{what} size {size} is not that of any version of this struct (this library's is {ours}, earlier versions' are {}): pass sizeof of the struct",
+            earlier.join(", ")
         )));
-    }
-    // SAFETY: the caller promises `size >= ours` writable, aligned bytes at
-    // `p`; zero them all, then write `T` (plain integers) over the start.
+    };
+    // SAFETY: the caller promises `size` writable, aligned bytes at `p`,
+    // and `filled <= size` (an earlier version's size, or ours when the
+    // caller's is at least that long); `defaults` is plain integers on
+    // this stack, which the caller's struct cannot overlap. Nothing is
+    // written past `size`: an older caller's struct ends there.
     unsafe {
-        p.cast::<u8>().write_bytes(0, size);
-        p.write(defaults);
+        let bytes = p.cast::<u8>();
+        bytes.write_bytes(0, size);
+        std::ptr::copy_nonoverlapping((&defaults as *const T).cast::<u8>(), bytes, filled);
         p.cast::<usize>().write(size);
     }
     Ok(())

@@ -24,7 +24,11 @@
 //! - **Structs grow by appending**: configuration structs begin with their
 //!   own `size` (set by their init function, from the caller's `sizeof`),
 //!   statistics calls take the caller's `sizeof`, so a program built with
-//!   an older header keeps working with a newer library.
+//!   an older header keeps working with a newer library. Each earlier size
+//!   of a configuration struct is listed; its init function writes only
+//!   that many bytes. Every header since the first is supported, and
+//!   `c/old-headers/` keeps the earlier ones that `c/run-tests.sh` builds
+//!   against.
 //!
 //! `zsmem_pool *` and `zsmem_store *` are tokens for entries of a
 //! process-wide registry (`registry.rs`) holding [`zsmem_core::Pool`] and

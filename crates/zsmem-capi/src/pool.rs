@@ -149,11 +149,13 @@ pub struct zsmem_pool_config {
 const _: () =
     assert!(size_of::<zsmem_pool_config>() == size_of::<[usize; 11]>() + size_of::<[u32; 8]>());
 
-/// The sizes of the earlier versions of `zsmem_pool_config`: the first
-/// ended at `trim_pages`, the second at `free_max_pending_bytes`, the
-/// third at `return_max_pages`, the fourth at `class_shards`, the fifth at
-/// `prefault_bytes`.
-pub(crate) const POOL_CONFIG_VERSIONS: [usize; 5] = [
+/// The sizes of the earlier versions of `zsmem_pool_config`, each a header
+/// a program may have been built with (copies in `c/old-headers/`): the
+/// first ended at `compaction_max_moves`, the second at `trim_pages`, the
+/// third at `free_max_pending_bytes`, the fourth at `return_max_pages`,
+/// the fifth at `class_shards`, the sixth at `prefault_bytes`.
+pub(crate) const POOL_CONFIG_VERSIONS: [usize; 6] = [
+    size_of::<[usize; 5]>() + size_of::<[u32; 4]>(),
     size_of::<[usize; 5]>() + size_of::<[u32; 6]>(),
     size_of::<[usize; 6]>() + size_of::<[u32; 8]>(),
     size_of::<[usize; 8]>() + size_of::<[u32; 8]>(),
@@ -310,9 +312,12 @@ pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
 }
 
 /// Fill `*config` with the defaults, for a struct of `size` bytes (pass
-/// `sizeof *config`; the `zsmem_pool_config_default` macro does). Returns 0,
-/// or `-EINVAL` if `config` is NULL or `size` is not a struct size this
-/// library knows.
+/// `sizeof *config`; the `zsmem_pool_config_default` macro does). A program
+/// built against an earlier header (every one since the first) passes its
+/// struct's smaller size: only those bytes, the fields it knows, are
+/// written, and the fields appended since get their defaults in
+/// `zsmem_pool_new`. Returns 0, or `-EINVAL` if `config` is NULL or `size`
+/// is not the size of any version of the struct.
 ///
 /// # Safety
 /// `config` is NULL or points to `size` writable bytes, aligned for the
@@ -324,7 +329,15 @@ pub unsafe extern "C" fn zsmem_pool_config_init(
 ) -> c_int {
     guard("zsmem_pool_config_init", || {
         // SAFETY: the caller promises `size` writable bytes at `config`.
-        unsafe { init_sized(config, size, default_config(), "config") }?;
+        unsafe {
+            init_sized(
+                config,
+                size,
+                &POOL_CONFIG_VERSIONS,
+                default_config(),
+                "config",
+            )
+        }?;
         Ok(0)
     })
 }

@@ -60,7 +60,9 @@ pub struct zsmem_store_config {
     /// `sizeof(zsmem_store_config)` as the caller compiled it; set by
     /// `zsmem_store_config_default`. Lets later versions append fields.
     pub size: usize,
-    /// Number of slots, at least 1 (zram's disksize / page size).
+    /// Number of slots, at least 1 (zram's disksize / page size). At most
+    /// 2^31 (2147483648, 8 TiB of 4 KiB pages) when the pool places by log
+    /// (`log_lanes` > 0): each object's slot is named in 31 bits there.
     pub slots: usize,
     /// One of `ZSMEM_CODEC_*`.
     pub codec: u32,
@@ -78,9 +80,10 @@ pub struct zsmem_store_config {
 // Versioned structs must have no padding (see `read_sized`).
 const _: () = assert!(size_of::<zsmem_store_config>() == 2 * size_of::<usize>() + 4 * 4);
 
-/// The sizes of the earlier versions of `zsmem_store_config`: the first
-/// ended at `zstd_level`.
-const STORE_CONFIG_VERSIONS: [usize; 1] = [2 * size_of::<usize>() + 2 * 4];
+/// The sizes of the earlier versions of `zsmem_store_config`, each a header
+/// a program may have been built with (copies in `c/old-headers/`): the
+/// first ended at `zstd_level`.
+pub(crate) const STORE_CONFIG_VERSIONS: [usize; 1] = [2 * size_of::<usize>() + 2 * 4];
 
 /// The codec `code` names at zstd `level`; `field` names the field for the
 /// message.
@@ -126,9 +129,12 @@ fn default_config() -> zsmem_store_config {
 }
 
 /// Fill `*config` with the defaults, for a struct of `size` bytes (pass
-/// `sizeof *config`; the `zsmem_store_config_default` macro does). Returns
-/// 0, or `-EINVAL` if `config` is NULL or `size` is not a struct size this
-/// library knows.
+/// `sizeof *config`; the `zsmem_store_config_default` macro does). A
+/// program built against an earlier header (every one since the first)
+/// passes its struct's smaller size: only those bytes, the fields it
+/// knows, are written, and the fields appended since get their defaults
+/// in `zsmem_store_new`. Returns 0, or `-EINVAL` if `config` is NULL or
+/// `size` is not the size of any version of the struct.
 ///
 /// # Safety
 /// `config` is NULL or points to `size` writable bytes, aligned for the
@@ -140,7 +146,15 @@ pub unsafe extern "C" fn zsmem_store_config_init(
 ) -> c_int {
     guard("zsmem_store_config_init", || {
         // SAFETY: the caller promises `size` writable bytes at `config`.
-        unsafe { init_sized(config, size, default_config(), "config") }?;
+        unsafe {
+            init_sized(
+                config,
+                size,
+                &STORE_CONFIG_VERSIONS,
+                default_config(),
+                "config",
+            )
+        }?;
         Ok(0)
     })
 }

@@ -694,6 +694,76 @@ fn bad_store_configurations_are_einval() {
         -EINVAL
     );
     assert!(s.is_null());
+    // Log placement names at most 2^31 slots (issue 32).
+    let mut log_pool = pcfg;
+    log_pool.log_lanes = 1;
+    let mut c = store_config();
+    c.slots = (1 << 31) + 1;
+    // SAFETY: valid pointers.
+    assert_eq!(unsafe { zsmem_store_new(&c, &log_pool, &mut s) }, -EINVAL);
+    assert!(
+        last_error().contains("at most 2147483648"),
+        "{}",
+        last_error()
+    );
+    assert!(s.is_null());
+}
+
+/// Issue 32: the init functions refused every earlier struct size, so a
+/// program built against an older header could not start. Each earlier
+/// size gets its prefix of today's defaults and not a byte more (the
+/// caller's struct ends there); `c/test_old_header.c` does the same
+/// against the real earlier headers.
+#[test]
+fn earlier_struct_sizes_get_their_prefix_and_nothing_past_it() {
+    /// Words enough for any version; writable and aligned.
+    type Buf = [u64; 64];
+    type Init = fn(&mut Buf, usize) -> c_int;
+    fn pool_init(w: &mut Buf, size: usize) -> c_int {
+        // SAFETY: `w` is writable and aligned for far more than `size`.
+        unsafe { zsmem_pool_config_init(w.as_mut_ptr().cast(), size) }
+    }
+    fn store_init(w: &mut Buf, size: usize) -> c_int {
+        // SAFETY: as above.
+        unsafe { zsmem_store_config_init(w.as_mut_ptr().cast(), size) }
+    }
+    let cases: [(Init, usize, &[usize]); 2] = [
+        (
+            pool_init,
+            size_of::<zsmem_pool_config>(),
+            &pool::POOL_CONFIG_VERSIONS,
+        ),
+        (
+            store_init,
+            size_of::<zsmem_store_config>(),
+            &store::STORE_CONFIG_VERSIONS,
+        ),
+    ];
+    for (init, ours, versions) in cases {
+        let mut today = [0u64; 64];
+        assert_eq!(init(&mut today, ours), 0);
+        for &size in versions {
+            assert!(size % 8 == 0 && size < ours, "{size}");
+            let mut w = [0xA5A5_A5A5_A5A5_A5A5u64; 64];
+            assert_eq!(init(&mut w, size), 0, "size {size}: {}", last_error());
+            assert_eq!(w[0], size as u64);
+            let n = size / 8;
+            assert_eq!(w[1..n], today[1..n], "size {size}: today's defaults");
+            assert!(
+                w[n..].iter().all(|&x| x == 0xA5A5_A5A5_A5A5_A5A5),
+                "size {size}: written past the caller's struct"
+            );
+        }
+        // A size between versions is no struct's: refused, naming them.
+        let mut w = [0u64; 64];
+        assert_eq!(init(&mut w, versions[0] + 4), -EINVAL);
+        let earlier: Vec<String> = versions.iter().map(usize::to_string).collect();
+        assert!(
+            last_error().contains(&earlier.join(", ")),
+            "{}",
+            last_error()
+        );
+    }
 }
 
 #[test]

@@ -58,6 +58,11 @@ pub(crate) const SEGMENT_PAGES: usize = crate::size_class::MAX_CHAIN_SIZE;
 /// (a page store's slot), not a handle table slot.
 const EXTERNAL: u32 = 1 << 31;
 
+/// Owners an [`Owners`] may have: an owner is named in the 31 bits below
+/// [`EXTERNAL`], so owner 2^31 would read back as handle slot 0. A page
+/// store refuses more slots than this with log placement.
+pub(crate) const MAX_OWNERS: usize = EXTERNAL as usize;
+
 /// Where the objects stored with [`Lane::alloc_owned`] are recorded: a
 /// page store's slots, each holding its object's place (the slot is the
 /// handle, so such objects need no handle table entry).
@@ -527,9 +532,10 @@ impl Lane {
         Ok(handle)
     }
 
-    /// Append an object of `data.len()` bytes for `owner` (`< 2^31`), who
-    /// records the place returned and gives it back to read, free, and
-    /// (through [`Owners`]) to let cleaning move the object.
+    /// Append an object of `data.len()` bytes for `owner` (below
+    /// [`MAX_OWNERS`]), who records the place returned and gives it back
+    /// to read, free, and (through [`Owners`]) to let cleaning move the
+    /// object; `owners` is asked when the segment's owner list is pruned.
     pub(crate) fn alloc_owned(
         &mut self,
         owner: u32,
@@ -537,7 +543,9 @@ impl Lane {
         owners: Option<&dyn Owners>,
         src: &PageSource,
     ) -> Result<u64> {
-        debug_assert_eq!(owner & EXTERNAL, 0);
+        // Invariant: kept by `PageStore::new`, which refuses more than
+        // MAX_OWNERS slots over a log-placed pool.
+        debug_assert!((owner as usize) < MAX_OWNERS);
         let need = self.placed(data.len());
         let (id, off) = self.make_room(need, None, NEW, src)?;
         self.place_at(id, off, data.len(), owner | EXTERNAL, Some(data));
@@ -550,9 +558,10 @@ impl Lane {
     /// or elsewhere, once the list has grown by a quarter of its live
     /// objects (at least 8) past them: a segment whose free extents take
     /// object after object keeps a list the size of its contents (under
-    /// churn, where each run is one owner, 8 bytes an object plus at most a
-    /// quarter; amortised, 5 owners asked per object placed). An owner that is busy, or that `owners` cannot be asked
-    /// about, keeps its entry.
+    /// churn, where each item is a single owner, 4 bytes an object plus at
+    /// most a quarter; amortised, 5 owners asked per object placed). An
+    /// owner that is busy, or that `owners` cannot be asked about, keeps
+    /// its entry.
     fn prune_owners(&mut self, id: u32, owners: Option<&dyn Owners>) {
         let seg = self.seg(id);
         if seg.owners.runs() < seg.live_objs + (seg.live_objs / 4).max(8) {

@@ -77,6 +77,6 @@ pub use pool::{
 pub use size_class::{ChainRule, ClassInfo, SizeClassConfig, SizeClassTable};
 pub use stats::{ClassStats, PoolStats, Waste};
 pub use store::{
-    BdStat, IoStat, MmStat, PageStore, PageStoreConfig, RecompressRequest, Selection,
-    WritebackRequest,
+    BdStat, IoStat, MAX_LOG_SLOTS, MmStat, PageStore, PageStoreConfig, RecompressRequest,
+    Selection, WritebackRequest,
 };

@@ -16,8 +16,8 @@ use common::Rng;
 use proptest::prelude::*;
 use zsmem::store::{ManualClock, SlotInfo};
 use zsmem::{
-    Codec, Error, PageStore, PageStoreConfig, Placement, PoolConfig, RecompressRequest, Selection,
-    WritebackRequest,
+    Codec, Error, MAX_LOG_SLOTS, PageStore, PageStoreConfig, Placement, PoolConfig,
+    RecompressRequest, Selection, WritebackRequest,
 };
 
 const PAGE: usize = 4096;
@@ -898,12 +898,14 @@ proptest! {
 
 /// Issue 16: a slot count no memory can hold was an abort of the host
 /// process (2^32 slots) or a capacity-overflow panic (usize::MAX); now it
-/// is an error.
+/// is an error. (Placed by size class: with log placement such counts are
+/// refused before any table is made, see the next test.)
 #[test]
 fn a_slot_table_too_large_for_memory_is_an_error() {
     for slots in [usize::MAX, usize::MAX / 2, 1 << 44] {
         let e = PageStore::new(PageStoreConfig {
             slots,
+            pool: PoolConfig::default(),
             ..Default::default()
         })
         .unwrap_err();
@@ -913,6 +915,79 @@ fn a_slot_table_too_large_for_memory_is_an_error() {
         );
         assert!(e.to_string().contains("slot table"), "{e}");
     }
+}
+
+/// Issue 32: with log placement a segment's owner list names a slot in 31
+/// bits (the 32nd tells a slot from a handle). Stores of 2^31 to 2^32 - 1
+/// slots were accepted, and the objects of slots at or above 2^31 were
+/// cleaned as slot minus 2^31: never moved, their segments never given
+/// back. Such a store is refused, and the error names the limit.
+#[test]
+fn log_placement_refuses_slots_its_owner_lists_cannot_name() {
+    assert_eq!(MAX_LOG_SLOTS, 1 << 31);
+    for slots in [MAX_LOG_SLOTS + 1, u32::MAX as usize, usize::MAX] {
+        let e = PageStore::new(PageStoreConfig {
+            slots,
+            pool: PoolConfig::log(),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(matches!(e, Error::InvalidConfig(_)), "{slots}: {e}");
+        assert!(e.to_string().contains("at most 2147483648"), "{e}");
+    }
+}
+
+/// Issue 32, the limit itself: a store of exactly [`MAX_LOG_SLOTS`] slots
+/// cleans the objects of its highest slots as any others. The same pages
+/// written to its top slots and to the bottom slots of a small store, 99%
+/// of them discarded, compact to the same pages held with the same objects
+/// moved, read back, and give every page back once discarded.
+#[test]
+#[cfg_attr(miri, ignore = "calls liblz4/libzstd through FFI")]
+fn a_store_at_the_log_slot_limit_cleans_its_highest_slots() {
+    const N: usize = 2000;
+    let run = |slots: usize, first: usize| {
+        let s = PageStore::new(PageStoreConfig {
+            slots,
+            pool: PoolConfig {
+                placement: Placement::Log { lanes: 1 },
+                page_return: zsmem::PageReturn::Immediate,
+                ..PoolConfig::default()
+            },
+            track_access_time: false,
+            ..Default::default()
+        })
+        .unwrap();
+        for i in 0..N {
+            s.write(first + i, &text(i as u64)).unwrap();
+        }
+        for i in (0..N).filter(|i| i % 100 != 0) {
+            s.discard(first + i, 1).unwrap();
+        }
+        s.compact();
+        s.check_invariants().unwrap();
+        for i in (0..N).step_by(100) {
+            assert_eq!(
+                read(&s, first + i).unwrap(),
+                text(i as u64),
+                "slot {}",
+                first + i
+            );
+        }
+        let held = s.pool().stats().pages_held;
+        let moved = s.pool().compaction_stats().objects_moved;
+        for i in (0..N).step_by(100) {
+            s.discard(first + i, 1).unwrap();
+        }
+        s.check_invariants().unwrap();
+        assert_eq!(s.pool().stats().pages_held, 0, "slots from {first}");
+        (held, moved)
+    };
+    let low = run(N, 0);
+    assert!(low.1 > 0, "cleaning moved objects");
+    // The top slot, MAX_LOG_SLOTS - 1, is 2^31 - 1: the highest an owner
+    // entry names.
+    assert_eq!(run(MAX_LOG_SLOTS, MAX_LOG_SLOTS - N), low);
 }
 
 /// Issue 16: a second store given the same backing path truncated the

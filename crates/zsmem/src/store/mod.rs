@@ -79,6 +79,17 @@ pub use writeback::{WritebackReport, WritebackRequest};
 use slot::{Kind, Slot};
 use stats::{add, get, sub};
 
+/// Most slots of a [`PageStore`] over a log-placed pool
+/// ([`Placement::Log`](crate::Placement), the default): 2^31, 8 TiB of
+/// 4 KiB pages. Cleaning finds the slot of each object it moves in the
+/// segment's owner list, whose 32-bit entries keep their top bit to tell a
+/// slot from a handle; a slot at or above 2^31 could not be named there.
+/// [`PageStore::new`] refuses more. A store placed by size class has no
+/// such limit (only memory for its slot table).
+pub const MAX_LOG_SLOTS: usize = 1 << 31;
+
+const _: () = assert!(MAX_LOG_SLOTS == crate::lane::MAX_OWNERS);
+
 /// How to build a [`PageStore`].
 ///
 /// ```
@@ -95,7 +106,8 @@ use stats::{add, get, sub};
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PageStoreConfig {
-    /// Number of slots (zram's disksize / page size).
+    /// Number of slots (zram's disksize / page size), at least 1; at most
+    /// [`MAX_LOG_SLOTS`] (2^31) with log placement.
     pub slots: usize,
     /// The codec new pages are compressed with.
     pub codec: Codec,
@@ -297,10 +309,11 @@ thread_local! {
 }
 
 impl PageStore {
-    /// Make a store; fails on a bad pool configuration, zero slots, a
-    /// dictionary without zstd, too many secondary codecs, a backing
-    /// file that cannot be created, or a slot table the OS will not give
-    /// memory for ([`Error::OsOutOfMemory`]).
+    /// Make a store; fails on a bad pool configuration, zero slots, more
+    /// than [`MAX_LOG_SLOTS`] with log placement, a dictionary without
+    /// zstd, too many secondary codecs, a backing file that cannot be
+    /// created, or a slot table the OS will not give memory for
+    /// ([`Error::OsOutOfMemory`]).
     pub fn new(cfg: PageStoreConfig) -> Result<PageStore> {
         Self::with_clock(cfg, Arc::new(MonotonicClock::default()))
     }
@@ -313,6 +326,16 @@ impl PageStore {
                 "a page store needs at least one slot".into(),
             ));
         }
+        // With log placement the slots are the objects' handles, named in
+        // an owner list entry's 31 bits. Checked before the slot table is
+        // made: a count past the limit may ask for gigabytes of it.
+        let owned = matches!(cfg.pool.placement, crate::Placement::Log { .. });
+        if owned && cfg.slots > MAX_LOG_SLOTS {
+            return Err(Error::InvalidConfig(format!(
+                "{} slots is more than a page store with log placement can name: at most {MAX_LOG_SLOTS} (2^31; size classes have no such limit)",
+                cfg.slots
+            )));
+        }
         let codecs = codecs::Codecs::new(
             CodecSpec {
                 codec: cfg.codec,
@@ -323,15 +346,7 @@ impl PageStore {
         let pool = Pool::new(cfg.pool)?;
         let page_size = pool.max_object_size();
         let slots = Arc::new(table::SlotTable::new(cfg.slots, cfg.track_access_time)?);
-        // With log placement the slots are the objects' handles.
-        let owned = matches!(pool.config().placement, crate::Placement::Log { .. });
         if owned {
-            if u32::try_from(cfg.slots).is_err() {
-                return Err(Error::InvalidConfig(format!(
-                    "log placement names a slot in 32 bits: {} slots is too many",
-                    cfg.slots
-                )));
-            }
             pool.set_owners(slots.clone());
         }
         let store = PageStore {
