@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use zsmem::{Codec, PageStore, PageStoreConfig, PoolConfig};
+use zsmem::{Codec, PageStore, PageStoreConfig};
 use zsmem_lab::blockdev::{BlockDevError, Ext4Device, StoreBackend};
 
 use crate::units::parse_size;
@@ -18,7 +18,9 @@ pub struct DiskArgs {
     /// Size of the disk: a multiple of 4K, with K, M or G (binary).
     #[arg(long, default_value = "4G")]
     pub size: String,
-    /// Where to mount it: an existing empty directory.
+    /// Where to mount it: an existing empty directory. While the disk is
+    /// mounted, the filesystem's root (owned by root, mode 0755) hides the
+    /// directory's own owner and permissions.
     #[arg(long)]
     pub mount: PathBuf,
     /// Codec: lz4 (default), zstd or zstd:LEVEL.
@@ -65,6 +67,16 @@ fn disk_bytes(size: &str) -> CliResult<u64> {
     Ok(b)
 }
 
+/// The store of a disk of `bytes` bytes: the page store's own defaults
+/// (log placement, what `compare` calls zsmem), 4 KiB slots.
+fn store_config(bytes: u64, codec: Codec) -> PageStoreConfig {
+    PageStoreConfig {
+        slots: (bytes / 4096) as usize,
+        codec,
+        ..Default::default()
+    }
+}
+
 /// Run `zsmem disk` until a signal ends it (or the disk is unmounted).
 pub fn run(a: &DiskArgs) -> CliResult {
     let codec = Codec::parse(&a.codec)?;
@@ -91,12 +103,7 @@ pub fn run(a: &DiskArgs) -> CliResult {
             dir.display()
         )));
     }
-    let store = Arc::new(PageStore::new(PageStoreConfig {
-        slots: (bytes / 4096) as usize,
-        codec,
-        pool: PoolConfig::default(),
-        ..Default::default()
-    })?);
+    let store = Arc::new(PageStore::new(store_config(bytes, codec))?);
     let backend = StoreBackend::new(Arc::clone(&store)).map_err(CliError::Usage)?;
     let dev = match Ext4Device::on_backend(backend, a.threads as usize, Some(&dir)) {
         Ok(d) => d,
@@ -129,6 +136,17 @@ pub fn run(a: &DiskArgs) -> CliResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_disk_stores_as_compare_calls_zsmem() {
+        let c = store_config(4 << 30, Codec::Lz4);
+        assert_eq!(c.slots, 1 << 20);
+        assert!(matches!(c.pool.placement, zsmem::Placement::Log { .. }));
+        assert_eq!(
+            format!("{:?}", c.pool),
+            format!("{:?}", PageStoreConfig::default().pool)
+        );
+    }
 
     #[test]
     fn sizes_are_checked() {
