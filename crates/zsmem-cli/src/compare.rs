@@ -133,6 +133,24 @@ pub struct CompareArgs {
     /// `zsmem replay`) while the first contestant runs, to this file.
     #[arg(long)]
     pub record_trace: Option<std::path::PathBuf>,
+    /// The workload: untar-rm (the default: reference 004's untar/rm) or
+    /// swap (reference 001's experiment: a program in a memory-limited
+    /// cgroup swapping to each contestant; see the --swap-* options).
+    #[arg(long, value_enum, default_value_t = Workload::UntarRm)]
+    pub workload: Workload,
+    /// The swap workload's options.
+    #[command(flatten)]
+    pub swap: crate::compare_swap::SwapArgs,
+}
+
+/// What `--workload` takes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Workload {
+    /// Reference 004's untar/rm.
+    #[default]
+    UntarRm,
+    /// Reference 001's swap experiment (`compare_swap`).
+    Swap,
 }
 
 impl Default for CompareArgs {
@@ -154,6 +172,8 @@ impl Default for CompareArgs {
             no_report: false,
             histograms: false,
             page_size: zsmem_lab::corpus::PAGE_SIZE,
+            workload: Workload::UntarRm,
+            swap: crate::compare_swap::SwapArgs::default(),
         }
     }
 }
@@ -251,6 +271,9 @@ fn us(ns: u64) -> f64 {
 
 /// Run `zsmem compare`.
 pub fn run(a: &CompareArgs) -> CliResult {
+    if a.workload == Workload::Swap {
+        return crate::compare_swap::run(&a.swap, a);
+    }
     let codec = Codec::parse(&a.codec)?;
     if a.rounds == 0 {
         return Err(CliError::Usage("--rounds must be at least 1".into()));

@@ -9,6 +9,7 @@ pub mod bench_threads;
 pub mod classes;
 pub mod compare;
 pub mod compare_fs;
+pub mod compare_swap;
 pub mod disk;
 pub mod output;
 pub mod progress;
