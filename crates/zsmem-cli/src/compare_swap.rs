@@ -310,6 +310,8 @@ pub fn run(args: &SwapArgs, a: &CompareArgs) -> CliResult {
                     format!("{:.3}", r.outcome.sys_s),
                     r.swap.pswpout.to_string(),
                     r.swap.pswpin.to_string(),
+                    r.swap.zswpout.to_string(),
+                    r.swap.zswpin.to_string(),
                     r.peaks.pool.to_string(),
                     r.peaks.all_in.to_string(),
                     r.peaks.orig.to_string(),
@@ -328,6 +330,8 @@ pub fn run(args: &SwapArgs, a: &CompareArgs) -> CliResult {
                     "sys_s",
                     "pswpout",
                     "pswpin",
+                    "zswpout",
+                    "zswpin",
                     "peak_pool",
                     "peak_all_in",
                     "peak_orig",
@@ -349,7 +353,7 @@ pub fn run(args: &SwapArgs, a: &CompareArgs) -> CliResult {
 /// One line on stderr per run.
 fn report_run(r: &SwapRun) {
     eprintln!(
-        "  {} run {}: {} in {:.1}s (user {:.1}s, sys {:.1}s), pswpout {}, pswpin {}, peak pool {:.1} MiB, all-in {:.1} MiB, cgroup peak {:.0} MiB, swapoff {:.1}s",
+        "  {} run {}: {} in {:.1}s (user {:.1}s, sys {:.1}s), pswpout {}, pswpin {}, zswpout {}, zswpin {}, peak pool {:.1} MiB, all-in {:.1} MiB, cgroup peak {:.0} MiB, swapoff {:.1}s",
         r.contestant,
         r.run,
         r.outcome.status,
@@ -358,6 +362,8 @@ fn report_run(r: &SwapRun) {
         r.outcome.sys_s,
         r.swap.pswpout,
         r.swap.pswpin,
+        r.swap.zswpout,
+        r.swap.zswpin,
         mib(r.peaks.pool),
         mib(r.peaks.all_in),
         mib(r.cgroup_peak.unwrap_or(0)),
@@ -409,6 +415,8 @@ fn print_tables(
             "sys s",
             "pswpout\npages",
             "pswpin\npages",
+            "zswpout\npages",
+            "zswpin\npages",
         ],
         1,
     );
@@ -425,6 +433,8 @@ fn print_tables(
             spread(&s.sys_s, 1.0, 1),
             spread(&s.pswpout, 1.0, 0),
             spread(&s.pswpin, 1.0, 0),
+            spread(&s.zswpout, 1.0, 0),
+            spread(&s.zswpin, 1.0, 0),
         ]);
     }
     for (name, why) in skipped {
@@ -470,7 +480,8 @@ fn print_tables(
         crate::output::wrap(
             &format!(
                 "times: the program's (wait4's rusage: it and its waited-for children); pswpout/pswpin: \
-                 /proc/vmstat's deltas over the run (the machine's); peak pool / all-in / stored: the \
+                 /proc/vmstat's deltas over the run (the machine's; zswap's stores and loads are \
+                 zswpout/zswpin, a page it rejects goes to its backing device and counts in pswpout); peak pool / all-in / stored: the \
                  store's figures read every {} ms while the program ran (kernel-zram: mm_stat; zswap: \
                  /proc/meminfo's Zswap and Zswapped, all-in with the kernel's estimates; zsmem: as \
                  compare reports them); latencies: {NOT_TIMED}.",

@@ -5,13 +5,19 @@
 use std::path::PathBuf;
 
 /// `pswpout` and `pswpin` of `/proc/vmstat`: pages swapped out and in
-/// since boot, by every process of the machine.
+/// since boot, by every process of the machine; and zswap's own
+/// (`zswpout`, `zswpin`: pages stored in and loaded from zswap's pool,
+/// which never reach the swap device and so are not in `pswpout`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SwapCounters {
     /// Pages written to swap (`pswpout`).
     pub pswpout: u64,
     /// Pages read from swap (`pswpin`).
     pub pswpin: u64,
+    /// Pages stored in zswap's pool (`zswpout`).
+    pub zswpout: u64,
+    /// Pages loaded from zswap's pool (`zswpin`).
+    pub zswpin: u64,
 }
 
 impl SwapCounters {
@@ -26,6 +32,8 @@ impl SwapCounters {
             match k {
                 "pswpout" => c.pswpout = v,
                 "pswpin" => c.pswpin = v,
+                "zswpout" => c.zswpout = v,
+                "zswpin" => c.zswpin = v,
                 _ => {}
             }
         }
@@ -42,6 +50,8 @@ impl SwapCounters {
         SwapCounters {
             pswpout: self.pswpout.saturating_sub(before.pswpout),
             pswpin: self.pswpin.saturating_sub(before.pswpin),
+            zswpout: self.zswpout.saturating_sub(before.zswpout),
+            zswpin: self.zswpin.saturating_sub(before.zswpin),
         }
     }
 }
@@ -121,18 +131,23 @@ mod tests {
 
     #[test]
     fn vmstat_counters_parse() {
-        let t = "nr_free_pages 123\npswpin 7\npswpout 4096\npswpin_extra x\nbad\n";
+        let t =
+            "nr_free_pages 123\npswpin 7\npswpout 4096\npswpin_extra x\nzswpin 2\nzswpout 3\nbad\n";
         let c = SwapCounters::parse(t);
         assert_eq!(
             c,
             SwapCounters {
                 pswpout: 4096,
-                pswpin: 7
+                pswpin: 7,
+                zswpout: 3,
+                zswpin: 2,
             }
         );
         let later = SwapCounters {
             pswpout: 5000,
             pswpin: 9,
+            zswpout: 4,
+            zswpin: 2,
         };
         assert_eq!(later.since(&c).pswpout, 904);
         assert_eq!(c.since(&later).pswpin, 0, "never negative");

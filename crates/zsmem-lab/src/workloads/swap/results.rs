@@ -111,6 +111,10 @@ pub struct Summary {
     pub pswpout: Spread,
     /// Pages swapped in.
     pub pswpin: Spread,
+    /// Pages stored in zswap's pool.
+    pub zswpout: Spread,
+    /// Pages loaded from zswap's pool.
+    pub zswpin: Spread,
     /// Peak pool, bytes.
     pub peak_pool: Spread,
     /// Peak all-in, bytes.
@@ -157,6 +161,8 @@ pub fn summarize(runs: &[SwapRun]) -> Vec<Summary> {
                 sys_s: spread(&|r| r.outcome.sys_s),
                 pswpout: spread(&|r| r.swap.pswpout as f64),
                 pswpin: spread(&|r| r.swap.pswpin as f64),
+                zswpout: spread(&|r| r.swap.zswpout as f64),
+                zswpin: spread(&|r| r.swap.zswpin as f64),
                 peak_pool: spread(&|r| r.peaks.pool as f64),
                 peak_all_in: spread(&|r| r.peaks.all_in as f64),
                 peak_orig: spread(&|r| r.peaks.orig as f64),
