@@ -133,10 +133,12 @@ pub struct CompareArgs {
     /// `zsmem replay`) while the first contestant runs, to this file.
     #[arg(long)]
     pub record_trace: Option<std::path::PathBuf>,
-    /// The workload: untar-rm (reference 004's: write a tree, delete it
-    /// directory by directory) or churn (swap-like: every slot filled with
-    /// the input's pages, then random overwrites and discards; CPU time per
-    /// call reported for every contestant).
+    /// The workload: untar-rm (the default: reference 004's untar/rm),
+    /// churn (swap-like: every slot filled with the input's pages, then
+    /// random overwrites and discards; CPU time per call reported for every
+    /// contestant) or swap (reference 001's experiment: a program in a
+    /// memory-limited cgroup swapping to each contestant; see the --swap-*
+    /// options).
     #[arg(long, value_enum, default_value_t = Workload::UntarRm)]
     pub workload: Workload,
     /// With --workload churn: uniform (every slot alike), hot-cold (80% of
@@ -164,15 +166,21 @@ pub struct CompareArgs {
     /// bytes (incompressible).
     #[arg(long, default_value_t = 0.0)]
     pub incompressible_share: f64,
+    /// The swap workload's options.
+    #[command(flatten)]
+    pub swap: crate::compare_swap::SwapArgs,
 }
 
-/// `compare`'s workloads.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+/// What `--workload` takes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Workload {
     /// Reference 004's untar/rm.
+    #[default]
     UntarRm,
-    /// Swap-like churn.
+    /// Swap-like churn (`compare_churn`).
     Churn,
+    /// Reference 001's swap experiment (`compare_swap`).
+    Swap,
 }
 
 impl Default for CompareArgs {
@@ -202,6 +210,7 @@ impl Default for CompareArgs {
             discard_share: 0.2,
             zero_share: 0.0,
             incompressible_share: 0.0,
+            swap: crate::compare_swap::SwapArgs::default(),
         }
     }
 }
@@ -299,6 +308,9 @@ fn us(ns: u64) -> f64 {
 
 /// Run `zsmem compare`.
 pub fn run(a: &CompareArgs) -> CliResult {
+    if a.workload == Workload::Swap {
+        return crate::compare_swap::run(&a.swap, a);
+    }
     let codec = Codec::parse(&a.codec)?;
     if a.rounds == 0 {
         return Err(CliError::Usage("--rounds must be at least 1".into()));

@@ -10,6 +10,7 @@ pub mod classes;
 pub mod compare;
 pub mod compare_churn;
 pub mod compare_fs;
+pub mod compare_swap;
 pub mod disk;
 pub mod output;
 pub mod progress;

@@ -61,7 +61,7 @@ pub struct Ext4Device {
 }
 
 /// A private directory `zsmem-blockdev.PID.N` in the temp directory.
-fn private_dir() -> Result<Held, BlockDevError> {
+pub(crate) fn private_dir() -> Result<Held, BlockDevError> {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let dir = std::env::temp_dir().join(format!(
         "zsmem-blockdev.{}.{}",
@@ -75,21 +75,21 @@ fn private_dir() -> Result<Held, BlockDevError> {
     Ok(registry::hold(Resource::Dir(dir)))
 }
 
-fn held_dir(h: &Held) -> &Path {
+pub(crate) fn held_dir(h: &Held) -> &Path {
     match h.resource() {
         Resource::Dir(d) => d,
         _ => unreachable!("private_dir holds a directory"),
     }
 }
 
-fn mkdir(p: &Path) -> Result<(), BlockDevError> {
+pub(super) fn mkdir(p: &Path) -> Result<(), BlockDevError> {
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(p)
         .map_err(|e| BlockDevError::io(format!("creating {}", p.display()), e))
 }
 
-fn prepare() -> Result<(), BlockDevError> {
+pub(super) fn prepare() -> Result<(), BlockDevError> {
     if let Err(e) = install_signal_cleanup() {
         super::error::warn(format_args!(
             "warning: {e}; mounts and loop devices are not undone on signals"

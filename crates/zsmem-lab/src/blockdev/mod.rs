@@ -24,7 +24,8 @@
 //! # Cleanup guarantees
 //!
 //! Every directory, FUSE mount, loop device and ext4 mount this process
-//! makes is registered, and recorded in `/run/zsmem/blockdev.PID.json`
+//! makes is registered (and for the swap experiment, each swap area,
+//! tmpfs, memory cgroup and change to zswap's parameters), and recorded in `/run/zsmem/blockdev.PID.json`
 //! ([`registry`]). It is undone, last made first, when its owner is
 //! dropped (also while a panic unwinds, and when making the stack fails
 //! half way); on `SIGINT`, `SIGTERM`, `SIGHUP` and `SIGQUIT` ([`signals`],
@@ -49,12 +50,14 @@
 //! | [`loopdev`] | loop devices by ioctl: attach with direct I/O, detach |
 //! | [`mount`] | `mkfs.ext4`, mounting, `syncfs`, unmounting, mountinfo |
 //! | [`device`] | ext4 on a device, assembled and taken apart in order |
+//! | [`bare`] | a backend as a bare block device (FUSE file and loop device), for swap |
 //! | [`contestant`] | a contestant (or the kernel's zram) with ext4 mounted on it |
 //! | [`registry`] | what this process made, its record, stale records |
 //! | [`signals`] | undoing everything on signals |
 //! | [`error`] | [`BlockDevError`] |
 
 pub mod backend;
+pub mod bare;
 pub mod contestant;
 pub mod device;
 pub mod error;
@@ -67,6 +70,7 @@ pub mod server;
 pub mod signals;
 
 pub use backend::{Backend, StoreBackend};
+pub use bare::BareDevice;
 pub use contestant::FsContestant;
 pub use device::{Ext4Device, unavailable_reason};
 pub use error::BlockDevError;

@@ -83,6 +83,34 @@ pub fn mount_ext4(dev: &Path, dir: &Path, options: &str) -> Result<(), BlockDevE
     }
 }
 
+/// `mount -t tmpfs -o OPTIONS SOURCE DIR` (`source` names it in mountinfo).
+pub fn mount_tmpfs(source: &str, dir: &Path, options: &str) -> Result<(), BlockDevError> {
+    let m = cstr(dir)?;
+    let bad = |_| BlockDevError::Usage("tmpfs source or options hold a NUL byte".into());
+    let (src, opts) = (
+        CString::new(source).map_err(bad)?,
+        CString::new(options).map_err(bad)?,
+    );
+    // SAFETY: every pointer is a NUL-terminated string that outlives the call.
+    let r = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            m.as_ptr(),
+            c"tmpfs".as_ptr(),
+            0,
+            opts.as_ptr().cast(),
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(BlockDevError::io_or_refused(
+            format!("mount -t tmpfs -o {options} {source} {}", dir.display()),
+            std::io::Error::last_os_error(),
+        ))
+    }
+}
+
 /// `syncfs(2)` on the filesystem holding `dir`, then `sync(2)`.
 pub fn sync_fs(dir: &Path) -> Result<(), BlockDevError> {
     let f = std::fs::File::open(dir)
@@ -108,7 +136,7 @@ pub struct MountEntry {
 }
 
 /// `\040`-style escapes of mountinfo undone.
-fn unescape(s: &str) -> String {
+pub(crate) fn unescape(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

@@ -1,12 +1,16 @@
 //! What this process made (temporary directories, FUSE mounts, loop
-//! devices, ext4 mounts), in a registry and in a record in `/run/zsmem`,
+//! devices, ext4 and tmpfs mounts, and for the swap experiment swap areas,
+//! memory cgroups and zswap's parameters), in a registry and in a record in `/run/zsmem`,
 //! so that every exit path can undo it and a later run can undo what a
 //! killed one left; nothing else is ever touched.
 //!
 //! Each resource is undone only if it is still what was made: a mount
 //! point only if the recorded source (or FUSE type) is mounted there, a
 //! loop device only if it is still attached to the recorded file, a
-//! directory only if nothing is mounted below it.
+//! directory only if nothing is mounted below it, a swap area only if
+//! `/proc/swaps` lists the device, a cgroup only if its directory exists
+//! (its processes are killed first: they are the experiment's program),
+//! zswap's parameters only where they differ from what was found.
 
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
@@ -45,13 +49,20 @@ pub enum Resource {
         /// Its backing file.
         backing: PathBuf,
     },
-    /// ext4 on `source` mounted at `dir`.
+    /// A filesystem (ext4, tmpfs) from `source` mounted at `dir`.
     Mount {
         /// The mount point.
         dir: PathBuf,
-        /// The block device.
+        /// The block device (for tmpfs: the source name given to mount).
         source: PathBuf,
     },
+    /// A swap area enabled (`swapon`) on this block device.
+    Swap(PathBuf),
+    /// A memory cgroup made here (its directory).
+    Cgroup(PathBuf),
+    /// zswap's parameters as they were before they were changed: (name,
+    /// value), put back on undo.
+    Zswap(Vec<(String, String)>),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -176,6 +187,9 @@ fn undo(res: &Resource, wait: bool) -> Result<(), String> {
             }
             Ok(())
         }
+        Resource::Swap(device) => crate::workloads::swap::area::undo_swapon(device),
+        Resource::Cgroup(dir) => crate::workloads::swap::cgroup::undo_cgroup(dir),
+        Resource::Zswap(saved) => crate::workloads::swap::zswap::restore(saved),
         Resource::Dir(dir) => {
             if mounts().iter().any(|m| m.dir.starts_with(dir)) {
                 return Err(format!(
