@@ -332,11 +332,9 @@ pub fn run(a: &CompareArgs) -> CliResult {
             )));
         }
     }
-    if a.workload == Workload::Churn
-        && (a.fs.is_some() || a.record_trace.is_some() || a.remove.is_some() || a.rounds != 1)
-    {
+    if a.workload == Workload::Churn && (a.fs.is_some() || a.remove.is_some() || a.rounds != 1) {
         return Err(CliError::Usage(
-            "--workload churn: not with --fs, --record-trace, --remove or --rounds".into(),
+            "--workload churn: not with --fs, --remove or --rounds".into(),
         ));
     }
     if let Some(fs) = &a.fs {

@@ -9,6 +9,7 @@ use zsmem_lab::corpus::FileTree;
 use zsmem_lab::report::{ReportContext, write_report};
 use zsmem_lab::text::shown_path;
 use zsmem_lab::workloads::churn::{Churn, ChurnResult, Variant};
+use zsmem_lab::workloads::trace::TraceRecorder;
 
 use crate::compare::{CompareArgs, make, print_tables};
 use crate::output::{Format, print_csv, print_json, print_table, table};
@@ -92,9 +93,30 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
             Err(e) => return Err(CliError::Usage(e.to_string())),
         };
         let bar = progress::bar(ops, name, "calls");
-        let r = work
-            .run(tree, c.as_mut(), |done| bar.set_position(done))
-            .map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+        let r = match (&a.record_trace, results.is_empty()) {
+            (Some(path), true) => {
+                // The recorder compresses each page again for its sizes:
+                // this contestant's CPU a call includes that.
+                let mut rec = TraceRecorder::new(c.as_mut(), cfg.codec);
+                let r = work.run(tree, &mut rec, |done| bar.set_position(done));
+                let file = std::fs::File::create(path).map_err(|e| {
+                    CliError::Usage(format!(
+                        "cannot create trace file {}: {e}",
+                        shown_path(path)
+                    ))
+                })?;
+                rec.trace.write_to(std::io::BufWriter::new(file))?;
+                eprintln!(
+                    "  recorded {} operations to {} (this run's CPU a call includes the \
+                     recorder's compression)",
+                    rec.trace.ops.len(),
+                    path.display()
+                );
+                r
+            }
+            _ => work.run(tree, c.as_mut(), |done| bar.set_position(done)),
+        }
+        .map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
         bar.finish_and_clear();
         eprintln!(
             "  {name}: done in {:.1}s, {:.2} µs CPU a call",

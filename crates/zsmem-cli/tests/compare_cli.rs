@@ -377,6 +377,7 @@ fn compare_churn_reports_every_reading_and_the_cpu_a_call() {
 fn compare_churn_refuses_what_it_cannot_do() {
     for args in [
         &["--workload", "churn", "--rounds", "2"][..],
+        &["--workload", "churn", "--remove", "a"],
         &["--workload", "churn", "--discard-share", "1.5"],
         &["--workload", "churn", "--variant", "sideways"],
         &["--workload", "churn", "--slots", "0"],
@@ -388,4 +389,40 @@ fn compare_churn_refuses_what_it_cannot_do() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!err.contains("panicked"), "{err}");
     }
+}
+
+#[test]
+fn a_churn_trace_replays() {
+    let trace = std::env::temp_dir().join(format!("zsmem-churn-trace-{}", std::process::id()));
+    let out = zsmem(&[
+        "compare",
+        "--workload",
+        "churn",
+        "--scale",
+        "0.02",
+        "--ops",
+        "2000",
+        "--contestants",
+        "zsmem",
+        "--no-report",
+        "--record-trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&trace).unwrap();
+    assert!(
+        text.lines().any(|l| l.starts_with("free ")),
+        "no frees recorded"
+    );
+    let out = zsmem(&["replay", trace.to_str().unwrap(), "--format", "json"]);
+    std::fs::remove_file(&trace).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -246,6 +246,12 @@ impl PageContestant for TraceRecorder<'_> {
     fn compact(&mut self) -> Result<(), LabError> {
         self.inner.compact()
     }
+    fn op_time(&self) -> Option<std::time::Duration> {
+        self.inner.op_time()
+    }
+    fn waiting_pages(&mut self) -> Option<u64> {
+        self.inner.waiting_pages()
+    }
 }
 
 /// Memory figures of an object allocator at one point of a replay.
