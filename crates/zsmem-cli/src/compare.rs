@@ -569,6 +569,8 @@ pub fn run(a: &CompareArgs) -> CliResult {
             codec: a.codec.clone(),
             page_size: cfg.page_size,
             skipped: skipped.clone(),
+            cpu: Vec::new(),
+            cpu_note: String::new(),
         };
         let index = write_report(&a.report, &ctx, &results).map_err(|e| {
             CliError::Usage(format!(

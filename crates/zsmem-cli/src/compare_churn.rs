@@ -15,6 +15,12 @@ use crate::compare::{CompareArgs, make, print_tables};
 use crate::output::{Format, print_csv, print_json, print_table, table};
 use crate::{CliError, CliResult, progress};
 
+/// How the CPU time a call is measured.
+const CPU_NOTE: &str = "CPU a call: the process's user + system time (every thread, zsmem's \
+page returner included; the kernel's zram compresses in the calling thread) over the churn's \
+calls, readings included, divided by the calls; for system, jemalloc and mimalloc the sum of \
+the calls' times inside their child process.";
+
 /// `--variant`'s value.
 pub fn parse_variant(s: &str) -> Result<Variant, String> {
     Variant::ALL
@@ -208,6 +214,11 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
             codec: a.codec.clone(),
             page_size: cfg.page_size,
             skipped,
+            cpu: results
+                .iter()
+                .map(|r| (r.run.contestant.clone(), r.calls, r.cpu_ns_per_call()))
+                .collect(),
+            cpu_note: CPU_NOTE.into(),
         };
         let runs: Vec<_> = results.iter().map(|r| r.run.clone()).collect();
         let index = write_report(&a.report, &ctx, &runs).map_err(|e| {
@@ -256,11 +267,8 @@ fn print_cpu(results: &[ChurnResult]) -> CliResult {
     println!();
     print_table(&t)?;
     println!(
-        "CPU a call: the process's user + system time (every thread, zsmem's page returner \
-         included; the kernel's zram compresses in the calling thread) over the churn's calls, \
-         readings included, divided by the calls; for system, jemalloc and mimalloc the sum of \
-         the calls' times inside their child process. waiting after burst: pages freed and not \
-         yet given back right after the phase variant's burst of discards, before any delay."
+        "{CPU_NOTE} waiting after burst: pages freed and not yet given back right after the \
+         phase variant's burst of discards, before any delay."
     );
     Ok(())
 }

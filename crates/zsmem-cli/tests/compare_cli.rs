@@ -426,3 +426,32 @@ fn a_churn_trace_replays() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn the_churn_report_shows_the_cpu_a_call() {
+    let dir = std::env::temp_dir().join(format!("zsmem-churn-report-{}", std::process::id()));
+    let out = zsmem(&[
+        "compare",
+        "--workload",
+        "churn",
+        "--scale",
+        "0.02",
+        "--ops",
+        "2000",
+        "--contestants",
+        "zsmem,zsmem-classes",
+        "--report",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(html.contains("churn (uniform)"), "no workload named");
+    assert!(html.contains("<h3>CPU a call</h3>"), "no CPU table");
+    let t = String::from_utf8(out.stdout).unwrap();
+    assert!(t.contains("CPU a") && t.contains("op 2000"), "{t}");
+}

@@ -109,6 +109,8 @@ fn ctx() -> ReportContext {
         codec: "lz4".into(),
         page_size: 4096,
         skipped: vec![("kernel-zram".into(), "needs root & the zram module".into())],
+        cpu: Vec::new(),
+        cpu_note: String::new(),
     }
 }
 

@@ -85,6 +85,12 @@ pub struct ReportContext {
     pub page_size: usize,
     /// Contestants that did not run: `(name, reason)`.
     pub skipped: Vec<(String, String)>,
+    /// CPU time a call of each contestant, `(name, calls, ns a call)`, for
+    /// a workload that measures it (churn), with how it was measured;
+    /// empty otherwise.
+    pub cpu: Vec<(String, u64, f64)>,
+    /// How `cpu` was measured (printed under its table).
+    pub cpu_note: String,
 }
 
 /// Write the report of `runs` to `dir/index.html` (creating `dir` and its
@@ -158,6 +164,9 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
     let _ = writeln!(out, "<p class=\"note\">{}</p>", esc(LATENCY_NOTE));
     out.push_str("<h3>Compaction cost</h3>\n");
     compaction_table(&mut out, runs, &looks);
+    if !ctx.cpu.is_empty() {
+        cpu_table(&mut out, ctx);
+    }
     out.push_str("</section>\n");
     let page_size = if ctx.page_size == 0 {
         PAGE_SIZE
@@ -274,4 +283,30 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
     let index = dir.join("index.html");
     std::fs::write(&index, out)?;
     Ok(index)
+}
+
+/// The CPU time a call of each contestant and its ratio to the kernel's
+/// zram of the same run.
+fn cpu_table(out: &mut String, ctx: &ReportContext) {
+    let kernel = ctx
+        .cpu
+        .iter()
+        .find(|(n, _, _)| n == "kernel-zram")
+        .map(|&(_, _, ns)| ns)
+        .filter(|&ns| ns > 0.0);
+    out.push_str(
+        "<h3>CPU a call</h3>\n<table>\n<thead><tr><th>contestant</th><th>calls</th>\
+         <th>CPU a call (µs)</th><th>x kernel-zram</th></tr></thead>\n<tbody>\n",
+    );
+    for (name, calls, ns) in &ctx.cpu {
+        let ratio = kernel.map_or("-".to_string(), |k| format!("{:.2}", ns / k));
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{calls}</td><td>{:.2}</td><td>{ratio}</td></tr>",
+            esc(name),
+            ns / 1000.0
+        );
+    }
+    out.push_str("</tbody>\n</table>\n");
+    let _ = writeln!(out, "<p class=\"note\">{}</p>", esc(&ctx.cpu_note));
 }
