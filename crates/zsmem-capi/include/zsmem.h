@@ -18,6 +18,10 @@
 // - zsmem_pool and zsmem_store may be used from several threads at once
 //   (each operation takes the locks it needs); only *_destroy must not run
 //   alongside any other call on the same object.
+// - After fork(), the child may use the pools and stores it inherited (its
+//   own copies; zsmem's background thread holds none of their locks at the
+//   fork), provided no other thread was inside a zsmem call at the fork;
+//   a store's backing file may then be written back by one process only.
 // - Configuration structs begin with their own size: initialise them with
 //   zsmem_pool_config_default() / zsmem_store_config_default() before
 //   setting fields, and statistics calls take sizeof the caller's struct,

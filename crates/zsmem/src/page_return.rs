@@ -31,6 +31,16 @@
 //! The thread starts on the first registration and ends after a second
 //! with nothing registered. Under Miri
 //! there is no thread: the freeing thread returns what is due itself.
+//!
+//! Fork: the thread does all its work on sources (their locks, the runs it
+//! discards or faults in outside them) inside a *round*, holding the
+//! returner's `working` lock shared; a fork's prepare handler
+//! (`pthread_atfork`) takes it alone, then the registry lock, so the thread
+//! holds no lock of zsmem's and has no pages in flight when the process is
+//! copied (a round stops at its next batch when a fork waits). The child,
+//! which has no thread, marks the returner as not running, and its first
+//! queueing or new zspage starts one for the sources its parent's thread
+//! served ([`Returner::resume`]).
 
 #[cfg(not(loom))]
 use std::sync::OnceLock;
@@ -38,8 +48,8 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::os::PageSource;
-use crate::sync::{Condvar, Mutex};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{Condvar, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// When a pool gives freed pages back to the OS.
 ///
@@ -133,6 +143,17 @@ pub(crate) struct Returner {
     epoch: Instant,
     /// Start a thread on the first registration (false in the loom model).
     spawn: bool,
+    /// Held shared by a round (everything the thread does to sources:
+    /// their locks, and runs it discards or faults in outside them), alone
+    /// by a fork's prepare handler, so that no fork copies the process
+    /// while the thread holds a page source's lock or pages in flight.
+    working: RwLock<()>,
+    /// Forks waiting for `working`: a round stops at its next batch. A
+    /// hint under no lock's protection, as `urgent`.
+    forks: AtomicUsize,
+    /// In a forked child: sources registered in the parent wait with no
+    /// thread to serve them; the next queueing or new zspage starts one.
+    orphaned: AtomicBool,
 }
 
 /// How long the thread lingers with nothing registered before it ends.
@@ -145,36 +166,42 @@ const IDLE_EXIT: Duration = Duration::from_secs(1);
 /// every 1,024 pages (`zsmem bench free --mib 64`).
 pub(crate) const POLL: Duration = Duration::from_millis(1);
 
+/// The process's returner (made by the first page source).
+#[cfg(not(loom))]
+static GLOBAL: OnceLock<Arc<Returner>> = OnceLock::new();
+
 impl Returner {
+    fn with_spawn(spawn: bool) -> Returner {
+        Returner {
+            registry: Mutex::new(Registry::default()),
+            wake: Condvar::default(),
+            urgent: AtomicBool::new(false),
+            last_round: AtomicU64::new(0),
+            epoch: Instant::now(),
+            spawn,
+            working: RwLock::new(()),
+            forks: AtomicUsize::new(0),
+            orphaned: AtomicBool::new(false),
+        }
+    }
+
     /// The process's returner.
     #[cfg(not(loom))]
     pub(crate) fn global() -> Arc<Returner> {
-        static R: OnceLock<Arc<Returner>> = OnceLock::new();
-        R.get_or_init(|| {
-            Arc::new(Returner {
-                registry: Mutex::new(Registry::default()),
-                wake: Condvar::default(),
-                urgent: AtomicBool::new(false),
-                last_round: AtomicU64::new(0),
-                epoch: Instant::now(),
-                spawn: true,
+        GLOBAL
+            .get_or_init(|| {
+                #[cfg(not(miri))]
+                fork::install();
+                Arc::new(Returner::with_spawn(true))
             })
-        })
-        .clone()
+            .clone()
     }
 
     /// A returner with no thread: rounds run when [`round`](Self::round)
     /// is called (the loom model's returner, and a starved one in tests).
     #[cfg(any(loom, test))]
     pub(crate) fn without_thread() -> Arc<Returner> {
-        Arc::new(Returner {
-            registry: Mutex::new(Registry::default()),
-            wake: Condvar::default(),
-            urgent: AtomicBool::new(false),
-            last_round: AtomicU64::new(0),
-            epoch: Instant::now(),
-            spawn: false,
-        })
+        Arc::new(Returner::with_spawn(false))
     }
 
     /// Under loom there is no process-wide returner: each source gets one
@@ -194,20 +221,12 @@ impl Returner {
         }
         let mut reg = self.registry.lock();
         reg.sources.push(src);
-        if self.spawn && !reg.running {
-            reg.running = true;
-            self.ran();
-            let me = self.clone();
-            let spawned = std::thread::Builder::new()
-                .name("zsmem-return".into())
-                .spawn(move || me.run());
-            if spawned.is_err() {
-                // No thread: the source returns its own pages when it next
-                // queues some (see `PageSource::queued`); try again then.
-                reg.running = false;
-                reg.sources.pop();
-                return false;
-            }
+        if self.spawn && !reg.running && !self.start(&mut reg) {
+            // No thread: the source returns its own pages when it next
+            // queues some (see `PageSource::ensure_registered`); try again
+            // then.
+            reg.sources.pop();
+            return false;
         }
         // Only an idle thread needs the signal: a busy one looks at the
         // registry again within `POLL`, before these pages are due.
@@ -218,6 +237,48 @@ impl Returner {
             self.wake.notify_one();
         }
         true
+    }
+
+    /// Start the thread (`reg` locked, no thread running); false if it
+    /// could not be started.
+    fn start(self: &Arc<Self>, reg: &mut Registry) -> bool {
+        reg.running = true;
+        self.ran();
+        let me = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("zsmem-return".into())
+            .spawn(move || me.run());
+        if spawned.is_err() {
+            reg.running = false;
+        }
+        reg.running
+    }
+
+    /// In a forked child, start a thread for the sources the parent's
+    /// thread served (they are registered, so their frees do not register
+    /// them again): called by every queueing and every new zspage, a
+    /// relaxed load unless the process was just forked. If the thread
+    /// cannot be started, the next call tries again.
+    pub(crate) fn resume(self: &Arc<Self>) {
+        if !self.orphaned.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut reg = self.registry.lock();
+        if reg.running || reg.sources.is_empty() || self.start(&mut reg) {
+            self.orphaned.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// A fork waits for the round in progress: it stops at its next batch
+    /// (leaving what it has not done queued, its sources registered).
+    pub(crate) fn fork_waiting(&self) -> bool {
+        self.forks.load(Ordering::Relaxed) > 0
+    }
+
+    /// Play a fork waiting for the round (`true`) or done (`false`).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn set_fork_waiting(&self, waiting: bool) {
+        self.forks.store(usize::from(waiting), Ordering::Relaxed);
     }
 
     /// Note that the thread ran (or was just signalled to).
@@ -242,12 +303,20 @@ impl Returner {
     /// One round: take every registered source, return what is due, keep
     /// those with pages still waiting. Returns when the next is due.
     pub(crate) fn round(&self) -> Option<Instant> {
+        // Everything below is done with no fork in progress (see `fork`).
+        let _working = self.working.read();
         self.urgent.store(false, Ordering::Relaxed);
         let sources = std::mem::take(&mut self.registry.lock().sources);
         let now = Instant::now();
         let mut keep = Vec::with_capacity(sources.len());
         let mut next: Option<Instant> = None;
         for weak in sources {
+            if self.fork_waiting() {
+                // Left for the next round, after the fork.
+                keep.push(weak);
+                next = Some(now);
+                continue;
+            }
             let Some(src) = weak.upgrade() else { continue };
             src.refill(true);
             if let Some(due) = src.return_due_yielding(now) {
@@ -302,6 +371,80 @@ impl Returner {
                 drop(self.wake.wait_timeout(reg, wait.min(POLL)));
             }
         }
+    }
+}
+
+/// Fork safety (`pthread_atfork`): the prepare handler waits for the
+/// returner's round in progress (it stops at its next batch) and holds the
+/// `working` lock alone and the registry lock across the fork, so the
+/// thread holds none of zsmem's locks and no pages are in flight: every
+/// page source's arena and inbox lock, the registry lock, and the runs
+/// being returned or faulted in ahead are as no round had begun. The
+/// parent's handler releases both. The child's (it has no returner thread)
+/// marks the thread as not running and the registered sources as orphaned
+/// ([`Returner::resume`] starts their thread on demand), then releases
+/// them. Locks held by the parent's other threads at the fork (a pool
+/// call in progress) are the application's to avoid, as with any library.
+#[cfg(not(any(loom, miri)))]
+mod fork {
+    use std::cell::RefCell;
+    use std::sync::atomic::Ordering;
+
+    use super::{GLOBAL, Registry, Returner};
+    use crate::sync::{MutexGuard, WriteGuard};
+
+    type Held = (WriteGuard<'static, ()>, MutexGuard<'static, Registry>);
+
+    thread_local! {
+        /// The locks the prepare handler took, for the parent's or the
+        /// child's handler (the same thread, or its copy) to release.
+        static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
+    }
+
+    /// Register the handlers (once: with the process's returner).
+    pub(super) fn install() {
+        // SAFETY: the handlers are plain functions that live as long as
+        // the process; a failure (out of memory) leaves fork as unsafe as
+        // it was, nothing worse.
+        unsafe {
+            libc::pthread_atfork(Some(prepare), Some(parent), Some(child));
+        }
+    }
+
+    fn returner() -> Option<&'static Returner> {
+        GLOBAL.get().map(|r| &**r)
+    }
+
+    extern "C" fn prepare() {
+        let Some(r) = returner() else { return };
+        r.forks.fetch_add(1, Ordering::Relaxed);
+        // Order: `working`, then the registry (as a round takes them).
+        let working = r.working.write();
+        let registry = r.registry.lock();
+        HELD.with(|h| *h.borrow_mut() = Some((working, registry)));
+    }
+
+    extern "C" fn parent() {
+        let Some(r) = returner() else { return };
+        if let Some((working, registry)) = HELD.with(|h| h.borrow_mut().take()) {
+            drop(registry);
+            drop(working);
+        }
+        r.forks.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    extern "C" fn child() {
+        let Some(r) = returner() else { return };
+        if let Some((working, mut registry)) = HELD.with(|h| h.borrow_mut().take()) {
+            // The parent's thread is not in the child.
+            registry.running = false;
+            registry.idle = false;
+            r.orphaned
+                .store(!registry.sources.is_empty(), Ordering::Relaxed);
+            drop(registry);
+            drop(working);
+        }
+        r.forks.store(0, Ordering::Relaxed);
     }
 }
 

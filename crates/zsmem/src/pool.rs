@@ -353,6 +353,24 @@ const NO_CLASS: u16 = u16::MAX;
 /// given again only after every other free tag, so a handle of a dropped
 /// pool is refused by the pools made soon after it, though not forever.
 ///
+/// # Fork
+///
+/// A child made by `fork` may use every pool it inherited as the parent
+/// left it at the fork: read the objects, store, free, compact, trim, drop
+/// (the child's copy; the parent's is its own). zsmem's own thread (the
+/// returner, `zsmem-return`, which gives freed pages back and faults pages
+/// in ahead) holds no pool lock and has no pages in flight when a fork
+/// copies the process (a `pthread_atfork` handler waits for its round in
+/// progress, at most one batch of pages), and the child starts a returner
+/// of its own at its first store or free, so its freed pages go back to the
+/// OS as the parent's do. The pages are shared copy-on-write until either
+/// process writes them. Threads of the application are the application's:
+/// if another thread of the parent was inside a call on a pool at the fork,
+/// the child may find that pool's locks held forever and must not use that
+/// pool (nor make or drop a pool, if that call was `Pool::new` or a drop:
+/// they share a process-wide lock). Fork at a moment no other thread is
+/// inside zsmem, as with any library that takes locks.
+///
 /// ```
 /// use zsmem::{Pool, PoolConfig};
 /// let pool = Pool::new(PoolConfig::default()).unwrap();

@@ -2,7 +2,8 @@
 //! for them under `cfg(loom)`: the atomics of the lock-free parts (the
 //! handle directory's dying mark and the deferred-free shards), the class
 //! locks (shared by readers), the page source's lock and the returner's
-//! registry (the return queue hand-off) and the spin-wait come from here. Run the models with
+//! registry (the return queue hand-off), the returner's working lock (held
+//! across a fork) and the spin-wait come from here. Run the models with
 //! `RUSTFLAGS="--cfg loom" cargo test -p zsmem --release --lib loom`.
 //!
 //! The pool never panics while holding a lock, so a poisoned lock can only

@@ -409,6 +409,19 @@ impl Arena {
         (out, oldest.map(|t| t + delay))
     }
 
+    /// Put runs [`take_due`](Self::take_due) gave out back in the queue,
+    /// untouched, each in its place by age (a fork waits for the round
+    /// that took them).
+    pub(super) fn requeue(&mut self, runs: impl IntoIterator<Item = Waiting>) {
+        for w in runs {
+            self.returning_pages -= w.resident;
+            self.waiting_pages += w.resident;
+            let q = &mut self.waiting[w.pages];
+            let at = q.partition_point(|x| x.since <= w.since);
+            q.insert(at, w);
+        }
+    }
+
     /// Discard the resident pages of `runs` (outside the lock; sorted by
     /// address, so adjacent wholly resident runs go as one range), all
     /// ranges in one batch.

@@ -313,6 +313,8 @@ impl PageSource {
 
     fn take_run(&self, pages: usize, commit: usize) -> Result<(Run, usize)> {
         debug_assert!((1..=MAX_CHAIN_SIZE).contains(&pages));
+        // A forked child's first new zspage starts its returner.
+        self.returner.resume();
         let mut arena = self.lock();
         if let Some(w) = arena.take_waiting(pages) {
             if self.reserve(commit).is_ok() {
@@ -506,6 +508,8 @@ impl PageSource {
     /// unregistered, nor registered twice.
     fn ensure_registered(&self, now: Instant) {
         if std::mem::replace(&mut self.inbox.lock().registered, true) {
+            // Registered in a forked child's parent: its thread is not here.
+            self.returner.resume();
             return;
         }
         if !self.returner.register(self.me.clone()) {
@@ -574,6 +578,13 @@ impl PageSource {
         runs.sort_unstable_by_key(|w| w.ptr.as_ptr() as usize);
         let mut rest = &runs[..];
         while !rest.is_empty() {
+            if yielding && self.returner.fork_waiting() {
+                // A fork waits for this round (the returner's): what is
+                // left goes back to the queue, untouched, and is due now.
+                let left = runs.len() - rest.len();
+                self.lock().requeue(runs.drain(left..));
+                return Some(now);
+            }
             let mut pages = 0;
             let n = rest
                 .iter()
@@ -707,6 +718,10 @@ impl PageSource {
                 return;
             }
             if yielding && !want.is_empty() {
+                if self.returner.fork_waiting() {
+                    // A fork waits for this round: the rest is not needed.
+                    return;
+                }
                 std::thread::yield_now();
             }
         }

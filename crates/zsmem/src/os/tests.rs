@@ -527,3 +527,46 @@ fn a_round_later_than_the_delay_faults_nothing_in() {
     src.purge_cache();
     assert_eq!((src.held_pages(), src.cached_pages()), (0, 0));
 }
+
+#[test]
+#[cfg(not(miri))]
+fn a_round_stops_for_a_fork_and_leaves_everything_queued() {
+    // Everything is due at once; more than two batches' worth waits.
+    let returner = Returner::without_thread();
+    let src = served_by(
+        &returner,
+        PageReturn::Delayed {
+            delay: Duration::ZERO,
+            max_pages: 1 << 20,
+        },
+        0,
+    );
+    let n = RETURN_BATCH / 2 + 3;
+    let runs: Vec<Run> = (0..n).map(|_| src.alloc_run(4).unwrap()).collect();
+    let newest = runs[n - 1].as_ptr();
+    for r in runs {
+        src.free_run(r, 4, 4);
+    }
+    let total = 4 * n;
+    assert!(total > 2 * RETURN_BATCH);
+    // A fork waits: the round returns nothing, keeps the source registered
+    // and every run queued in its place, untouched (the returner's own
+    // return stops before its next batch, here the first).
+    returner.set_fork_waiting(true);
+    assert!(returner.round().is_some());
+    assert_eq!(returner.registry.lock().sources.len(), 1);
+    assert!(src.return_due_yielding(Instant::now()).is_some());
+    assert_eq!((src.held_pages(), src.cached_pages()), (0, total));
+    let again = src.alloc_run(4).unwrap();
+    assert_eq!(
+        again.as_ptr(),
+        newest,
+        "the newest run is still taken first"
+    );
+    src.free_run(again, 4, 4);
+    // After the fork, the next round returns it all.
+    returner.set_fork_waiting(false);
+    assert_eq!(returner.round(), None);
+    assert_eq!((src.held_pages(), src.cached_pages()), (0, 0));
+    assert!(returner.registry.lock().sources.is_empty());
+}

@@ -249,6 +249,23 @@ pub enum SlotInfo {
 /// assert_eq!(out, page);
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// ```
+///
+/// # Fork
+///
+/// A forked child may use a store it inherited as it may a [`Pool`] (see
+/// "Fork" there): every slot reads as at the fork, and writes, discards,
+/// compaction and the rest work on the child's copy, its freed pages
+/// returned by the child's own returner. Two exceptions: the parent's other
+/// threads that were inside a call on the store at the fork (the child must
+/// not use that store), and a backing file, which stays one file shared by
+/// both processes, each with its own map of the blocks in use and its own
+/// count of the blocks written. **After a fork, write back in one of the
+/// two processes at most**: the other's pages written back before the fork
+/// read back until the writer reuses their blocks, then fail with
+/// [`Error::CorruptBlock`](crate::Error::CorruptBlock) (its checks refuse a
+/// block written since, never return it). If both wrote back, each could
+/// overwrite a block the other just wrote for the same slot with the same
+/// count, and a read could return the other process's page.
 pub struct PageStore {
     codecs: codecs::Codecs,
     pool: Pool,
