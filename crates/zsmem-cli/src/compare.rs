@@ -140,7 +140,7 @@ pub struct CompareArgs {
     pub workload: Workload,
     /// The swap workload's options.
     #[command(flatten)]
-    pub swap: crate::compare_swap::SwapArgs,
+    pub swap: Box<crate::compare_swap::SwapArgs>,
 }
 
 /// What `--workload` takes.
@@ -173,7 +173,7 @@ impl Default for CompareArgs {
             histograms: false,
             page_size: zsmem_lab::corpus::PAGE_SIZE,
             workload: Workload::UntarRm,
-            swap: crate::compare_swap::SwapArgs::default(),
+            swap: Box::default(),
         }
     }
 }

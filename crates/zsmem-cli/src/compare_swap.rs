@@ -456,7 +456,7 @@ fn print_tables(
     let us = |ns: u64| ns as f64 / 1000.0;
     for s in summaries.iter().filter(|s| s.contestant != SIZING) {
         let lat = |h: Option<&hdrhistogram::Histogram<u64>>| match h {
-            Some(h) if h.len() > 0 => format!(
+            Some(h) if !h.is_empty() => format!(
                 "{:.1} / {:.1}",
                 us(h.value_at_quantile(0.5)),
                 us(h.value_at_quantile(0.99))
