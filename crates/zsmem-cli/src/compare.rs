@@ -168,7 +168,7 @@ pub struct CompareArgs {
     pub incompressible_share: f64,
     /// The swap workload's options.
     #[command(flatten)]
-    pub swap: crate::compare_swap::SwapArgs,
+    pub swap: Box<crate::compare_swap::SwapArgs>,
 }
 
 /// What `--workload` takes.
@@ -210,7 +210,7 @@ impl Default for CompareArgs {
             discard_share: 0.2,
             zero_share: 0.0,
             incompressible_share: 0.0,
-            swap: crate::compare_swap::SwapArgs::default(),
+            swap: Box::default(),
         }
     }
 }

@@ -316,6 +316,7 @@ pub fn run(args: &SwapArgs, a: &CompareArgs) -> CliResult {
                     r.peaks.all_in.to_string(),
                     r.peaks.orig.to_string(),
                     r.cgroup_peak.unwrap_or(0).to_string(),
+                    r.oom_kills.map_or(String::new(), |n| n.to_string()),
                     r.limit.map_or(String::new(), |l| l.to_string()),
                     format!("{:.3}", r.swapoff_s),
                 ]
@@ -336,6 +337,7 @@ pub fn run(args: &SwapArgs, a: &CompareArgs) -> CliResult {
                     "peak_all_in",
                     "peak_orig",
                     "cgroup_peak",
+                    "oom_kills",
                     "limit",
                     "swapoff_s",
                 ],
@@ -353,7 +355,7 @@ pub fn run(args: &SwapArgs, a: &CompareArgs) -> CliResult {
 /// One line on stderr per run.
 fn report_run(r: &SwapRun) {
     eprintln!(
-        "  {} run {}: {} in {:.1}s (user {:.1}s, sys {:.1}s), pswpout {}, pswpin {}, zswpout {}, zswpin {}, peak pool {:.1} MiB, all-in {:.1} MiB, cgroup peak {:.0} MiB, swapoff {:.1}s",
+        "  {} run {}: {} in {:.1}s (user {:.1}s, sys {:.1}s), pswpout {}, pswpin {}, zswpout {}, zswpin {}, peak pool {:.1} MiB, all-in {:.1} MiB, cgroup peak {:.0} MiB, OOM kills {}, swapoff {:.1}s",
         r.contestant,
         r.run,
         r.outcome.status,
@@ -367,6 +369,7 @@ fn report_run(r: &SwapRun) {
         mib(r.peaks.pool),
         mib(r.peaks.all_in),
         mib(r.cgroup_peak.unwrap_or(0)),
+        r.oom_kills.map_or("?".to_string(), |n| n.to_string()),
         r.swapoff_s
     );
     if !r.outcome.success && !r.outcome.stderr_tail.is_empty() {
@@ -456,7 +459,7 @@ fn print_tables(
     let us = |ns: u64| ns as f64 / 1000.0;
     for s in summaries.iter().filter(|s| s.contestant != SIZING) {
         let lat = |h: Option<&hdrhistogram::Histogram<u64>>| match h {
-            Some(h) if h.len() > 0 => format!(
+            Some(h) if !h.is_empty() => format!(
                 "{:.1} / {:.1}",
                 us(h.value_at_quantile(0.5)),
                 us(h.value_at_quantile(0.99))

@@ -87,7 +87,7 @@ fn a_program_over_its_limit_swaps_to_kernel_zram_and_zsmem() {
             r.cgroup_peak
         );
         assert!(
-            name != "zsmem" || r.latency.as_ref().is_some_and(|l| l.store.len() > 0),
+            name != "zsmem" || r.latency.as_ref().is_some_and(|l| !l.store.is_empty()),
             "zsmem times its own stores"
         );
         // Everything is put back: swap off, no cgroup, no tmpfs.

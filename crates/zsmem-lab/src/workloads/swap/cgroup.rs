@@ -156,6 +156,19 @@ impl MemoryCgroup {
         parse_limit(&t)
     }
 
+    /// How many of its processes the OOM killer killed (`oom_kill` of v1's
+    /// `memory.oom_control`, v2's `memory.events`).
+    pub fn oom_kills(&self) -> Option<u64> {
+        let file = match self.version {
+            Version::V1 => "memory.oom_control",
+            Version::V2 => "memory.events",
+        };
+        stat_value(
+            &std::fs::read_to_string(self.dir.join(file)).ok()?,
+            "oom_kill",
+        )
+    }
+
     /// Its limit, in bytes (`u64::MAX`: none).
     pub fn limit(&self) -> Option<u64> {
         let t = std::fs::read_to_string(self.dir.join(self.version.limit_file())).ok()?;
@@ -236,6 +249,8 @@ mod tests {
         assert_eq!(stat_value(stat, "rss"), Some(172032));
         assert_eq!(stat_value(stat, "shmem"), Some(52428800));
         assert_eq!(stat_value(stat, "total"), None);
+        let oom = "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n";
+        assert_eq!(stat_value(oom, "oom_kill"), Some(2));
         assert_eq!(parse_limit("max\n"), Some(u64::MAX));
         assert_eq!(
             parse_limit("9223372036854771712\n"),

@@ -145,6 +145,7 @@ impl SwapExperiment {
         )?;
         let swap = SwapCounters::now().since(&before);
         let cgroup_peak = cg.peak();
+        let oom_kills = cg.oom_kills();
         let limit = self.limit;
         drop(cg);
         drop(tmpfs);
@@ -168,6 +169,7 @@ impl SwapExperiment {
             swap,
             peaks,
             cgroup_peak,
+            oom_kills,
             limit,
             swapoff_s,
             latency,

@@ -49,6 +49,8 @@ pub struct SwapRun {
     pub peaks: Peaks,
     /// The most memory the program's cgroup was charged, bytes.
     pub cgroup_peak: Option<u64>,
+    /// Processes of the program the OOM killer killed (a build then fails).
+    pub oom_kills: Option<u64>,
     /// The cgroup's limit, bytes (`None`: none).
     pub limit: Option<u64>,
     /// How long turning the swap area off took afterwards (reading back
@@ -203,6 +205,7 @@ mod tests {
             swap: SwapCounters::default(),
             peaks: Peaks::default(),
             cgroup_peak: None,
+            oom_kills: None,
             limit: None,
             swapoff_s: 0.0,
             latency: None,
