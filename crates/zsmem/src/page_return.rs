@@ -7,14 +7,14 @@
 //! `cached_pages`. A new zspage takes the newest waiting run of its length
 //! first (its pages are still resident: no page faults on the store path).
 //! One process-wide thread, `zsmem-return`, gives waiting pages back with
-//! `madvise(MADV_DONTNEED)` once they have waited `delay`, and within
-//! [`POLL`] when more than `max_pages` wait in one source (it polls while
-//! pages wait; a free that passes the bound sets a flag). This is
+//! `madvise(MADV_DONTNEED)` once they have waited `delay`. This is
 //! jemalloc's and mimalloc's answer (decay, purge delay): the freeing
 //! thread makes no system call, and two freeing threads do not shoot down
 //! each other's TLBs. The thread runs at idle priority, so it never takes
-//! a CPU from the threads that free; when no CPU has been idle for
-//! `delay`, the free that passes the bound returns the excess itself.
+//! a CPU from the threads that free. The page bound does not wait for it:
+//! a free that leaves more than `max_pages` waiting in its source returns
+//! the oldest, down to half the bound, itself (`PageSource::keep_bound`),
+//! so no more wait whatever CPU the thread gets.
 //!
 //! The same thread keeps a log lane's next segments faulted in ahead of a
 //! stream of stores (`PageSource::refill`, `PoolConfig::prefault_bytes`):
@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 
 use crate::os::PageSource;
 use crate::sync::{Condvar, Mutex, RwLock};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// When a pool gives freed pages back to the OS.
 ///
@@ -77,15 +77,14 @@ pub enum PageReturn {
     /// too; `PoolConfig::kernel()` uses this.
     Immediate,
     /// Queued, reused first, and returned by a background thread once they
-    /// have waited `delay`, or within a millisecond when more than
-    /// `max_pages` wait (by the freeing thread when the background thread,
-    /// at idle priority, has had no CPU for `delay`).
+    /// have waited `delay`; never more than `max_pages` wait.
     Delayed {
         /// Longest a freed page waits before it is returned (plus the
         /// returner's scheduling delay).
         delay: Duration,
-        /// Most pages that may wait; beyond it the returner gives back the
-        /// oldest at its next poll.
+        /// Most pages that may wait in one page source (a class shard's, a
+        /// log lane's): the free that would leave more gives back the
+        /// oldest, down to half of it, on its own thread.
         max_pages: usize,
     },
 }
@@ -133,14 +132,6 @@ pub(crate) struct Registry {
 pub(crate) struct Returner {
     pub(crate) registry: Mutex<Registry>,
     wake: Condvar,
-    /// A source passed its `max_pages`: the next round is due now. A flag,
-    /// not a signal: the freeing thread that sets it makes no system call.
-    /// A hint under no lock's protection (std's atomic even under loom).
-    urgent: AtomicBool,
-    /// When the last round ended (or an idle thread was signalled), in
-    /// nanoseconds since `epoch`: a hint, as `urgent`.
-    last_round: AtomicU64,
-    epoch: Instant,
     /// Start a thread on the first registration (false in the loom model).
     spawn: bool,
     /// Held shared by a round (everything the thread does to sources:
@@ -149,7 +140,7 @@ pub(crate) struct Returner {
     /// while the thread holds a page source's lock or pages in flight.
     working: RwLock<()>,
     /// Forks waiting for `working`: a round stops at its next batch. A
-    /// hint under no lock's protection, as `urgent`.
+    /// hint under no lock's protection (std's atomic even under loom).
     forks: AtomicUsize,
     /// In a forked child: sources registered in the parent wait with no
     /// thread to serve them; the next queueing or new zspage starts one.
@@ -159,11 +150,12 @@ pub(crate) struct Returner {
 /// How long the thread lingers with nothing registered before it ends.
 const IDLE_EXIT: Duration = Duration::from_secs(1);
 
-/// Longest the thread sleeps while pages wait: how soon a source past its
-/// `max_pages` is served. Waking the thread instead would be a system call
-/// on the freeing thread (a futex wake, and an interrupt to the sleeping
-/// thread's CPU): 5-10 us on this machine, the p99.9 of a free when it came
-/// every 1,024 pages (`zsmem bench free --mib 64`).
+/// Longest the thread sleeps while pages wait: how soon a source
+/// registered meanwhile, or a refill asked for, is served. Waking the
+/// thread instead would be a system call on the freeing thread (a futex
+/// wake, and an interrupt to the sleeping thread's CPU): 5-10 us on this
+/// machine, the p99.9 of a free when it came every 1,024 pages (`zsmem
+/// bench free --mib 64`).
 pub(crate) const POLL: Duration = Duration::from_millis(1);
 
 /// The process's returner (made by the first page source).
@@ -175,9 +167,6 @@ impl Returner {
         Returner {
             registry: Mutex::new(Registry::default()),
             wake: Condvar::default(),
-            urgent: AtomicBool::new(false),
-            last_round: AtomicU64::new(0),
-            epoch: Instant::now(),
             spawn,
             working: RwLock::new(()),
             forks: AtomicUsize::new(0),
@@ -233,7 +222,6 @@ impl Returner {
         let idle = std::mem::replace(&mut reg.idle, false);
         drop(reg);
         if idle {
-            self.ran();
             self.wake.notify_one();
         }
         true
@@ -243,7 +231,6 @@ impl Returner {
     /// could not be started.
     fn start(self: &Arc<Self>, reg: &mut Registry) -> bool {
         reg.running = true;
-        self.ran();
         let me = self.clone();
         let spawned = std::thread::Builder::new()
             .name("zsmem-return".into())
@@ -281,31 +268,11 @@ impl Returner {
         self.forks.store(usize::from(waiting), Ordering::Relaxed);
     }
 
-    /// Note that the thread ran (or was just signalled to).
-    fn ran(&self) {
-        let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.last_round.store(now, Ordering::Relaxed);
-    }
-
-    /// Whether no round has ended for longer than `bound`: the thread,
-    /// at idle priority, has found no idle CPU for that long.
-    pub(crate) fn late(&self, bound: Duration) -> bool {
-        let last = Duration::from_nanos(self.last_round.load(Ordering::Relaxed));
-        self.epoch.elapsed() > last + bound
-    }
-
-    /// A source has more than its `max_pages` waiting: the thread runs a
-    /// round within [`POLL`] (it is registered, so the thread polls).
-    pub(crate) fn mark_urgent(&self) {
-        self.urgent.store(true, Ordering::Relaxed);
-    }
-
     /// One round: take every registered source, return what is due, keep
     /// those with pages still waiting. Returns when the next is due.
     pub(crate) fn round(&self) -> Option<Instant> {
         // Everything below is done with no fork in progress (see `fork`).
         let _working = self.working.read();
-        self.urgent.store(false, Ordering::Relaxed);
         let sources = std::mem::take(&mut self.registry.lock().sources);
         let now = Instant::now();
         let mut keep = Vec::with_capacity(sources.len());
@@ -325,7 +292,6 @@ impl Returner {
             }
         }
         self.registry.lock().sources.extend(keep);
-        self.ran();
         next
     }
 
@@ -356,16 +322,13 @@ impl Returner {
                 }
             }
             let next = self.round();
-            if self.urgent.load(Ordering::Relaxed) {
-                continue;
-            }
             let reg = self.registry.lock();
             if reg.sources.is_empty() {
                 continue;
             }
             if let Some(next) = next {
                 // A little slack batches the returns of neighbouring frees;
-                // at most `POLL`, to see a source past its bound.
+                // at most `POLL`, to see new sources and refills asked for.
                 let wait =
                     next.saturating_duration_since(Instant::now()) + Duration::from_micros(200);
                 drop(self.wake.wait_timeout(reg, wait.min(POLL)));
@@ -453,9 +416,9 @@ mod fork {
 /// 2-core machine took 2.3 or 4.6 ms from run to run at normal priority or
 /// nice 19, as one thread's 2.3 ms at idle priority; docs/DESIGN.md), and
 /// where the scheduler gives it a wanted CPU all the same it yields after
-/// each batch of pages it gives back (`PageSource::return_due_yielding`). When
-/// every CPU stays busy for a source's `delay`, the freeing thread that
-/// passes `max_pages` returns the excess itself ([`Returner::late`]).
+/// each batch of pages it gives back (`PageSource::return_due_yielding`).
+/// The page bound does not depend on it: the free that passes `max_pages`
+/// returns the excess itself (`PageSource::keep_bound`).
 fn lower_priority() {
     #[cfg(target_os = "linux")]
     // SAFETY: a plain system call on this thread (pid 0: the caller); a

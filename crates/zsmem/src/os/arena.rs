@@ -39,6 +39,20 @@ struct Tops {
     since: Instant,
 }
 
+impl Tops {
+    /// Push the byte ranges of these pages onto `ranges`; returns how many
+    /// pages they are.
+    fn ranges(&self, page_size: usize, ranges: &mut Vec<(NonNull<u8>, usize)>) -> usize {
+        let mut pages = 0;
+        for (first, n) in bit_runs(self.mask) {
+            // SAFETY: a bit names a page of the run.
+            ranges.push((unsafe { self.run.add(first * page_size) }, n * page_size));
+            pages += n;
+        }
+        pages
+    }
+}
+
 /// The runs of consecutive bits of `mask`: (first, length), lowest first.
 pub(super) fn bit_runs(mask: u32) -> impl Iterator<Item = (usize, usize)> {
     let mut rest = mask;
@@ -121,10 +135,9 @@ pub(super) struct Arena {
     tops: BTreeMap<usize, Tops>,
     /// Resident pages in `waiting` and `tops`.
     pub(super) waiting_pages: usize,
-    /// Pages the returner took and is discarding outside the lock.
+    /// Pages the returner (or a freeing thread past the bound) took and is
+    /// discarding outside the lock.
     pub(super) returning_pages: usize,
-    /// The returner was woken for passing `max_pages` and has not run yet.
-    pub(super) urgent: bool,
     /// Runs taken fresh or pre-faulted since the last refill: the demand
     /// a refill replaces. The source has asked for a refill, not answered
     /// yet, while it holds `PREFAULT_MIN_PAGES` or more.
@@ -151,7 +164,6 @@ impl Arena {
             tops: BTreeMap::new(),
             waiting_pages: 0,
             returning_pages: 0,
-            urgent: false,
             demand: Demand::default(),
             refill_generation: 0,
             filling_pages: 0,
@@ -336,12 +348,14 @@ impl Arena {
     }
 
     /// Take what is due for return at `now`: everything with `all`, else
-    /// what has waited `delay`, then the oldest until at most `max_pages`
-    /// wait. Due trimmed ranges are discarded here, under the lock (a
-    /// commit of their run must not race the discard; they are few: the
-    /// tops of zspages, and of pre-faulted log segments at the end of a
-    /// stream); the runs are returned for the caller to discard outside
-    /// it. Also returns when the oldest page left will be due.
+    /// what has waited `delay`, then the oldest until at most half of
+    /// `max_pages` wait if more than `max_pages` do (as
+    /// [`take_excess`](Self::take_excess)). Due trimmed ranges are
+    /// discarded here, under the lock (a commit of their run must not race
+    /// the discard; they are few: the tops of zspages, and of pre-faulted
+    /// log segments at the end of a stream); the runs are returned for the
+    /// caller to discard outside it. Also returns when the oldest page
+    /// left will be due.
     pub(super) fn take_due(
         &mut self,
         now: Instant,
@@ -357,18 +371,9 @@ impl Arena {
             if !due(t.since) {
                 return true;
             }
-            for (first, pages) in bit_runs(t.mask) {
-                // SAFETY: a bit names a page of the run.
-                ranges.push((unsafe { t.run.add(first * ps) }, pages * ps));
-                discarded += pages;
-            }
+            discarded += t.ranges(ps, &mut ranges);
             false
         });
-        // Trimmed ranges of live runs: nobody uses one until it is
-        // committed again, which waits for this lock. (With log placement
-        // a pre-faulted segment's pages above its commit wait here too: at
-        // the end of a stream of stores, up to a segment's worth a lane.)
-        Region::discard_all(&ranges);
         self.waiting_pages -= discarded;
         let mut out = Vec::new();
         for q in self.waiting.iter_mut() {
@@ -378,28 +383,8 @@ impl Arena {
         }
         let taken: usize = out.iter().map(|w| w.resident).sum();
         self.waiting_pages -= taken;
-        // Over the bound: the oldest runs go too, down to half the bound,
-        // so that a burst of frees wakes the returner once per half bound
-        // of pages, not at every free past it.
-        let target = if self.waiting_pages > max_pages {
-            max_pages / 2
-        } else {
-            max_pages
-        };
-        while self.waiting_pages > target {
-            let Some(q) = self
-                .waiting
-                .iter_mut()
-                .filter(|q| !q.is_empty())
-                .min_by_key(|q| q.front().map(|w| w.since))
-            else {
-                break;
-            };
-            let w = q.pop_front().expect("non-empty");
-            self.waiting_pages -= w.resident;
-            out.push(w);
-        }
-        self.returning_pages += out.iter().map(|w| w.resident).sum::<usize>();
+        self.evict_excess(max_pages, &mut out, &mut ranges);
+        self.discard_taken(&ranges, &out);
         let oldest = self
             .waiting
             .iter()
@@ -407,6 +392,69 @@ impl Arena {
             .chain(self.tops.values().map(|t| t.since))
             .min();
         (out, oldest.map(|t| t + delay))
+    }
+
+    /// If more than `max_pages` wait, take the oldest waiting runs and
+    /// trimmed ranges, by age, until at most half of `max_pages` wait (so
+    /// that a burst of frees returns pages once per half bound, not at
+    /// every free past it). The trimmed ranges are discarded here, under
+    /// the lock; the runs are returned for the caller to discard outside
+    /// it, counted in `returning_pages` meanwhile.
+    pub(super) fn take_excess(&mut self, max_pages: usize) -> Vec<Waiting> {
+        let (mut out, mut ranges) = (Vec::new(), Vec::new());
+        self.evict_excess(max_pages, &mut out, &mut ranges);
+        self.discard_taken(&ranges, &out);
+        out
+    }
+
+    /// Take the oldest runs (into `out`) and trimmed ranges (into
+    /// `ranges`, for discarding under the lock) until at most half of
+    /// `max_pages` wait, if more than `max_pages` do.
+    fn evict_excess(
+        &mut self,
+        max_pages: usize,
+        out: &mut Vec<Waiting>,
+        ranges: &mut Vec<(NonNull<u8>, usize)>,
+    ) {
+        if self.waiting_pages <= max_pages {
+            return;
+        }
+        // Trimmed ranges oldest first (a log lane may have many: dead
+        // pages of live segments), merged with the runs' queues.
+        let mut tops: Vec<(Instant, usize)> =
+            self.tops.iter().map(|(&k, t)| (t.since, k)).collect();
+        tops.sort_unstable();
+        let mut tops = tops.into_iter().peekable();
+        while self.waiting_pages > max_pages / 2 {
+            let run = (1..=MAX_CHAIN_SIZE)
+                .filter_map(|n| self.waiting[n].front().map(|w| (w.since, n)))
+                .min();
+            match (run, tops.peek().copied()) {
+                (None, None) => break,
+                (Some((since, n)), top) if top.is_none_or(|(t, _)| since <= t) => {
+                    let w = self.waiting[n].pop_front().expect("non-empty");
+                    self.waiting_pages -= w.resident;
+                    out.push(w);
+                }
+                (_, top) => {
+                    let (_, key) = top.expect("a run is taken when no range is left");
+                    tops.next();
+                    let t = self.tops.remove(&key).expect("listed above");
+                    self.waiting_pages -= t.ranges(self.page_size, ranges);
+                }
+            }
+        }
+    }
+
+    /// Discard the trimmed `ranges` taken (under the lock), and count the
+    /// runs taken as being returned (the caller discards them outside it).
+    fn discard_taken(&mut self, ranges: &[(NonNull<u8>, usize)], runs: &[Waiting]) {
+        // Trimmed ranges of live runs: nobody uses one until it is
+        // committed again, which waits for this lock. (With log placement
+        // a pre-faulted segment's pages above its commit wait here too: at
+        // the end of a stream of stores, up to a segment's worth a lane.)
+        Region::discard_all(ranges);
+        self.returning_pages += runs.iter().map(|w| w.resident).sum::<usize>();
     }
 
     /// Put runs [`take_due`](Self::take_due) gave out back in the queue,

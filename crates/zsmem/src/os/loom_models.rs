@@ -71,3 +71,41 @@ fn loom_two_freers_and_a_round() {
         check_registered(&src);
     });
 }
+
+/// The bound holds when frees race each other and a reader of the
+/// figures (a holder of the arena lock that frees nothing): whichever
+/// thread holds the lock while another's free goes to the inbox, once
+/// every call has returned at most `max_pages` wait, with no round run.
+/// Bounded to two preemptions (three threads and their spin-locks exceed
+/// loom's branch limit otherwise).
+#[test]
+fn loom_frees_past_the_bound_leave_no_excess_in_the_inbox() {
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(2);
+    model.max_branches = 10_000;
+    model.check(|| {
+        let src = PageSource::new(
+            4096,
+            None,
+            false,
+            PageReturn::Delayed {
+                delay: Duration::from_secs(3600),
+                max_pages: 2,
+            },
+        );
+        let runs = [src.alloc_run(2).unwrap(), src.alloc_run(2).unwrap()];
+        let freers: Vec<_> = runs
+            .into_iter()
+            .map(|run| {
+                let s = src.clone();
+                loom::thread::spawn(move || s.free_run(run, 2, 2))
+            })
+            .collect();
+        let _ = src.cached_pages();
+        for f in freers {
+            f.join().unwrap();
+        }
+        let waiting = src.cached_pages();
+        assert!(waiting <= 2, "{waiting} pages wait past the bound of 2");
+    });
+}

@@ -26,6 +26,12 @@
 //! the free leaves its entry in the *inbox*, which the lock's next holder
 //! applies before anything else (docs/DESIGN.md, "Page return").
 //!
+//! The page bound: a free that leaves more than `max_pages` waiting returns
+//! the oldest waiting runs and trimmed ranges, down to half the bound, on
+//! its own thread; pages a free left in the inbox past the bound are
+//! returned by the lock's holder, which looks at the inbox after every
+//! release (`PageSource::look_after_inbox`).
+//!
 //! "Pages held" counts exactly the committed pages of live runs (every page
 //! of every run for an eager source); pages in the queue or being returned
 //! are `cached_pages`, never hidden. Under Miri, which has no `mmap`, runs
@@ -37,7 +43,8 @@
 //! `limit_pages` but by a `recount`, for pages freed in the same breath.
 //! `cached_pages` equals the resident pages of this source's queued runs
 //! and ranges, in the arena or the inbox, plus those being discarded or
-//! faulted in ahead;
+//! faulted in ahead; the queued ones (arena and inbox) are at most
+//! `max_pages` whenever no call on the source is in progress;
 //! queued trimmed ranges never overlap and each lies in one run; a source
 //! with pages queued, or whose demand since its last refill holds
 //! `PREFAULT_MIN_PAGES` (an ask not yet answered), is registered with the
@@ -136,6 +143,10 @@ pub(crate) struct PageSource {
     inbox_ops: SyncCount,
     /// Resident pages in the inbox, counted as cached.
     inbox_pages: AtomicUsize,
+    /// Resident pages in the arena's queue when its lock was last
+    /// released: with `inbox_pages`, what a free that could not take the
+    /// lock compares with the bound (`look_after_inbox`).
+    queued_hint: AtomicUsize,
     /// For registering with the returner thread.
     me: Weak<PageSource>,
     /// Who gives this source's waiting pages back.
@@ -230,6 +241,7 @@ impl PageSource {
             inbox: Mutex::new(Inbox::default()),
             inbox_ops: SyncCount::new(0),
             inbox_pages: AtomicUsize::new(0),
+            queued_hint: AtomicUsize::new(0),
             me: me.clone(),
             returner,
             closing: Default::default(),
@@ -377,7 +389,8 @@ impl PageSource {
         if !matches!(self.policy, PageReturn::Immediate) {
             // On the free path (a segment's last object went): applied in
             // order with the frees around it, never waiting for the lock.
-            drop(self.apply_or_defer(Deferred::Recount { run: run.0, mask }));
+            self.apply_or_defer(Deferred::Recount { run: run.0, mask });
+            self.look_after_inbox();
         }
     }
 
@@ -430,57 +443,118 @@ impl PageSource {
         }
     }
 
-    /// The arena, locked, with what frees left in the inbox applied first.
-    fn lock(&self) -> MutexGuard<'_, Arena> {
-        let mut guard = self.arena.lock();
-        self.drain(&mut guard);
-        guard
+    /// The arena, locked, with what frees left in the inbox applied first;
+    /// its release looks after the inbox (`Locked`).
+    fn lock(&self) -> Locked<'_> {
+        let mut arena = self.arena.lock();
+        self.drain(&mut arena);
+        Locked {
+            src: self,
+            arena: Some(arena),
+        }
+    }
+
+    /// Release the arena lock, publishing how many pages its queue holds
+    /// for the frees that cannot take it (`look_after_inbox`). The caller
+    /// looks after the inbox afterwards (or leaves it to its own caller).
+    fn release(&self, arena: MutexGuard<'_, Arena>) {
+        self.queued_hint
+            .store(arena.waiting_pages, Ordering::Relaxed);
+        drop(arena);
     }
 
     /// Queue freed pages without waiting for the arena lock: applied at
     /// once if it is free, else left in the inbox for whoever takes it next
     /// (a free never sleeps on the lock while the returner or an
     /// allocation holds it: issue 13's p99.9). Either way the source is
-    /// then registered, so the returner's next round takes them.
+    /// then registered, so the returner's next round takes them. No more
+    /// than the bound waits once the free is done (`keep_bound`,
+    /// `look_after_inbox`).
     fn queue(&self, op: Deferred) {
-        let PageReturn::Delayed { delay, max_pages } = self.policy else {
-            unreachable!("only a delayed source queues");
-        };
-        let (now, pages) = (op.since(), op.resident());
-        let urgent = match self.apply_or_defer(op) {
-            Ok(mut arena) => {
-                let urgent = arena.waiting_pages > max_pages && !arena.urgent;
-                arena.urgent |= urgent;
-                urgent
-            }
-            Err(waiting) => waiting > max_pages && waiting - pages <= max_pages,
-        };
-        self.ensure_registered(now);
-        if urgent {
-            self.returner.mark_urgent();
-            if self.returner.late(delay) {
-                // The returner has not had a CPU for `delay` (it runs at
-                // idle priority and every CPU is busy): this thread
-                // returns the pages over the bound, as mimalloc's do.
-                self.discard_due(Instant::now(), false, delay, max_pages, false);
-            }
+        let now = op.since();
+        self.apply_or_defer(op);
+        // The look at the inbox this takes its lock for is this free's
+        // look after its release or its push (see `look_after_inbox`).
+        if self.ensure_registered(now) {
+            self.look_after_inbox();
         }
     }
 
-    /// Apply `op` now if the arena lock is free (returning it, still
-    /// held), else leave it for the lock's next holder (returning the
-    /// resident pages the inbox holds now).
-    fn apply_or_defer(&self, op: Deferred) -> std::result::Result<MutexGuard<'_, Arena>, usize> {
-        if let Some(mut arena) = self.arena.try_lock() {
-            self.drain(&mut arena);
-            op.apply(&mut arena);
-            return Ok(arena);
+    /// Apply `op` now if the arena lock is free (then keep the bound:
+    /// `keep_bound`), else leave it in the inbox for the lock's holder. The
+    /// caller then looks after the inbox.
+    fn apply_or_defer(&self, op: Deferred) {
+        match self.arena.try_lock() {
+            Some(mut arena) => {
+                self.drain(&mut arena);
+                op.apply(&mut arena);
+                self.keep_bound(arena);
+            }
+            None => self.defer(op),
         }
+    }
+
+    /// Leave `op` in the inbox for the arena lock's holder.
+    fn defer(&self, op: Deferred) {
         let pages = op.resident();
         let mut inbox = self.inbox.lock();
         inbox.ops.push(op);
         self.inbox_ops.fetch_add(1, SyncOrdering::Release);
-        Err(self.inbox_pages.fetch_add(pages, Ordering::Relaxed) + pages)
+        self.inbox_pages.fetch_add(pages, Ordering::Relaxed);
+    }
+
+    /// Release the arena lock after frees were applied (by this call or,
+    /// from the inbox, by whoever holds it): if more than `max_pages` now
+    /// wait, return the oldest, down to half the bound, on this thread and
+    /// now (the returner runs at idle priority and may get no CPU, and no
+    /// later free may come); else one comparison. Takes the lock again,
+    /// without waiting, to put the returned runs back on the free lists;
+    /// the caller then looks after the inbox.
+    fn keep_bound(&self, mut arena: MutexGuard<'_, Arena>) {
+        let PageReturn::Delayed { max_pages, .. } = self.policy else {
+            return self.release(arena);
+        };
+        if arena.waiting_pages <= max_pages {
+            return self.release(arena);
+        }
+        let runs = arena.take_excess(max_pages);
+        self.release(arena);
+        self.discard(runs, false);
+    }
+
+    /// Bring the queue back within its bound if frees that found the arena
+    /// lock held left pages past it in the inbox: take the lock if it is
+    /// free (never wait for it), apply the inbox and return the excess
+    /// (`keep_bound`), and look again. If another thread holds the lock,
+    /// that thread looks after it releases.
+    ///
+    /// Every release of the arena lock and every push to the inbox is
+    /// followed by this look: after a `SeqCst` fence, or (a free) after a
+    /// section under the inbox lock. A free that pushes and the lock's
+    /// holder that releases cannot both miss the other: either the
+    /// holder's look sees the entry, or the pusher's look comes after the
+    /// release and finds the lock free (or held by a later holder, which
+    /// looks in its turn). The comparison uses the queue's size the last
+    /// holder published (`queued_hint`).
+    fn look_after_inbox(&self) {
+        let PageReturn::Delayed { max_pages, .. } = self.policy else {
+            return;
+        };
+        loop {
+            crate::sync::atomic::fence(SyncOrdering::SeqCst);
+            if self.inbox_ops.load(SyncOrdering::Relaxed) == 0
+                || self.inbox_pages.load(Ordering::Relaxed)
+                    + self.queued_hint.load(Ordering::Relaxed)
+                    <= max_pages
+            {
+                return;
+            }
+            let Some(mut arena) = self.arena.try_lock() else {
+                return;
+            };
+            self.drain(&mut arena);
+            self.keep_bound(arena);
+        }
     }
 
     /// Apply the inbox to `arena` (locked), if it holds anything.
@@ -505,12 +579,18 @@ impl PageSource {
     /// The flag is set and cleared under the inbox lock, after the pages
     /// are queued (here) and after the arena and inbox are seen empty (in
     /// `return_due`), so a source with pages waiting is never left
-    /// unregistered, nor registered twice.
-    fn ensure_registered(&self, now: Instant) {
-        if std::mem::replace(&mut self.inbox.lock().registered, true) {
+    /// unregistered, nor registered twice. Returns whether the inbox held
+    /// entries at that look.
+    fn ensure_registered(&self, now: Instant) -> bool {
+        let (registered, pending) = {
+            let mut inbox = self.inbox.lock();
+            let pending = !inbox.ops.is_empty();
+            (std::mem::replace(&mut inbox.registered, true), pending)
+        };
+        if registered {
             // Registered in a forked child's parent: its thread is not here.
             self.returner.resume();
-            return;
+            return pending;
         }
         if !self.returner.register(self.me.clone()) {
             // No thread serves the source: return what is due ourselves,
@@ -518,6 +598,7 @@ impl PageSource {
             self.return_due(now, false);
             self.inbox.lock().registered = false;
         }
+        pending
     }
 
     /// Return the pages that are due at `now` (all of them with `all`);
@@ -546,7 +627,10 @@ impl PageSource {
         // Nothing waited: unregister, unless a free queued meanwhile or an
         // allocation asked for a refill (it did so before this look, or it
         // finds the flag clear after it and registers again).
-        let mut arena = self.arena.lock();
+        let mut arena = Locked {
+            src: self,
+            arena: Some(self.arena.lock()),
+        };
         let mut inbox = self.inbox.lock();
         self.drain_into(&mut arena, &mut inbox);
         if arena.waiting_pages > 0 || arena.asked() {
@@ -557,12 +641,9 @@ impl PageSource {
     }
 
     /// Give back the runs that are due at `now` (all with `all`) and the
-    /// oldest beyond the page bound, in batches of at most `RETURN_BATCH`
-    /// pages, each run free for reuse as soon as its batch is back (the
-    /// later batches' runs wait off the queue, counted in
-    /// `returning_pages`), yielding the CPU between batches with
-    /// `yielding`; returns when the oldest run left is due. Leaves the
-    /// registration alone.
+    /// oldest beyond the page bound (`discard`), yielding the CPU between
+    /// batches with `yielding`; returns when the oldest run left is due.
+    /// Leaves the registration alone.
     fn discard_due(
         &self,
         now: Instant,
@@ -571,22 +652,30 @@ impl PageSource {
         max_pages: usize,
         yielding: bool,
     ) -> Option<Instant> {
-        let mut arena = self.lock();
-        let (mut runs, next) = arena.take_due(now, all, delay, max_pages);
-        arena.urgent = false;
-        drop(arena);
+        let (runs, next) = self.lock().take_due(now, all, delay, max_pages);
+        let done = self.discard(runs, yielding);
+        self.look_after_inbox();
+        if done { next } else { Some(now) }
+    }
+
+    /// Discard `runs` (taken off the queue, counted in `returning_pages`)
+    /// outside the arena lock, in batches of at most `RETURN_BATCH` pages,
+    /// each batch's runs free for reuse as soon as it is back (the later
+    /// batches' runs wait off the queue), yielding the CPU between batches
+    /// with `yielding` (the returner, which also stops for a fork waiting:
+    /// the runs left go back in the queue untouched; false then). Takes the
+    /// lock without waiting for it; the caller looks after the inbox.
+    fn discard(&self, mut runs: Vec<arena::Waiting>, yielding: bool) -> bool {
         runs.sort_unstable_by_key(|w| w.ptr.as_ptr() as usize);
-        let mut rest = &runs[..];
-        while !rest.is_empty() {
+        let mut done = 0;
+        while done < runs.len() {
             if yielding && self.returner.fork_waiting() {
-                // A fork waits for this round (the returner's): what is
-                // left goes back to the queue, untouched, and is due now.
-                let left = runs.len() - rest.len();
-                self.lock().requeue(runs.drain(left..));
-                return Some(now);
+                // A fork waits for this round (the returner's).
+                self.lock().requeue(runs.drain(done..));
+                return false;
             }
             let mut pages = 0;
-            let n = rest
+            let n = runs[done..]
                 .iter()
                 .take_while(|w| {
                     pages += w.resident;
@@ -594,21 +683,25 @@ impl PageSource {
                 })
                 .count()
                 .max(1);
-            let (batch, tail) = rest.split_at(n);
+            let batch = &runs[done..done + n];
             Arena::discard_runs(self.page_size, batch);
-            {
-                let mut arena = self.lock();
-                for w in batch.iter() {
-                    arena.returning_pages -= w.resident;
-                    arena.put_free(w.ptr, w.pages);
+            match self.arena.try_lock() {
+                Some(mut arena) => {
+                    self.drain(&mut arena);
+                    for w in batch {
+                        Deferred::returned(w).apply(&mut arena);
+                    }
+                    self.release(arena);
                 }
+                // Whoever holds the lock puts them back with the inbox.
+                None => batch.iter().for_each(|w| self.defer(Deferred::returned(w))),
             }
-            rest = tail;
-            if yielding && !rest.is_empty() {
+            done += n;
+            if yielding && done < runs.len() {
                 std::thread::yield_now();
             }
         }
-        next
+        true
     }
 
     /// Note a run of `pages` pages taken fresh or from the pre-faulted
@@ -739,6 +832,41 @@ impl PageSource {
     }
 }
 
+/// The arena lock, held (with what frees left in the inbox applied at
+/// its acquisition). Its release keeps the bound (`PageSource::keep_bound`:
+/// the frees it applied may have passed it), publishes the queue's size
+/// and looks after the inbox (`PageSource::look_after_inbox`): frees that
+/// found the lock held may have left pages past the bound there, for the
+/// holder to return.
+struct Locked<'a> {
+    src: &'a PageSource,
+    arena: Option<MutexGuard<'a, Arena>>,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = Arena;
+    fn deref(&self) -> &Arena {
+        self.arena.as_deref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Arena {
+        self.arena.as_deref_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        if let Some(arena) = self.arena.take() {
+            // What the acquisition applied from the inbox may pass the
+            // bound: the holder returns the excess.
+            self.src.keep_bound(arena);
+            self.src.look_after_inbox();
+        }
+    }
+}
+
 /// Most pages given back in one batch, one `process_madvise` call and so
 /// one TLB shootdown on the freeing threads' CPUs, before the returner
 /// yields: smaller batches give the CPU back sooner but lengthen the tail
@@ -776,6 +904,13 @@ enum Deferred {
     /// Pages of a live run counted as held again (`recount`): those of
     /// them waiting are taken back out of the queue.
     Recount { run: NonNull<u8>, mask: u32 },
+    /// A run whose `resident` pages a freeing thread gave back (counted in
+    /// `returning_pages` until applied): free for reuse.
+    Returned {
+        ptr: NonNull<u8>,
+        pages: usize,
+        resident: usize,
+    },
 }
 
 // SAFETY: an entry names pages of this source's regions that their freer
@@ -784,19 +919,30 @@ enum Deferred {
 unsafe impl Send for Deferred {}
 
 impl Deferred {
+    /// A run given back by `discard`.
+    fn returned(w: &arena::Waiting) -> Deferred {
+        Deferred::Returned {
+            ptr: w.ptr,
+            pages: w.pages,
+            resident: w.resident,
+        }
+    }
+
     /// When the pages were freed (a recount frees none: now).
     fn since(&self) -> Instant {
         match *self {
             Deferred::Top { since, .. } | Deferred::Run { since, .. } => since,
-            Deferred::Recount { .. } => Instant::now(),
+            Deferred::Recount { .. } | Deferred::Returned { .. } => Instant::now(),
         }
     }
 
+    /// Resident pages waiting to be returned (a returned run's are back
+    /// with the OS already; they count in `returning_pages` until applied).
     fn resident(&self) -> usize {
         match *self {
             Deferred::Top { mask, .. } => mask.count_ones() as usize,
             Deferred::Run { resident, .. } => resident,
-            Deferred::Recount { .. } => 0,
+            Deferred::Recount { .. } | Deferred::Returned { .. } => 0,
         }
     }
 
@@ -811,6 +957,14 @@ impl Deferred {
             } => arena.queue_run(ptr, pages, resident, since),
             Deferred::Recount { run, mask } => {
                 arena.cancel_tops(run, mask);
+            }
+            Deferred::Returned {
+                ptr,
+                pages,
+                resident,
+            } => {
+                arena.returning_pages -= resident;
+                arena.put_free(ptr, pages);
             }
         }
     }

@@ -71,16 +71,20 @@ fn waiting_runs_are_counted_and_reused_first() {
 
 #[test]
 fn the_page_bound_returns_the_oldest_runs() {
-    // Without a returner thread serving it (a test cannot rely on one), a
-    // source over its bound is brought back under it by the returner or,
-    // under Miri, by the freeing thread; purge always works.
+    // The free that passes the bound returns the oldest runs, down to half
+    // of it; the newest stay for reuse. Purge returns the rest.
     let src = PageSource::new(4096, None, false, delayed(16));
     let runs: Vec<Run> = (0..6).map(|_| src.alloc_run(4).unwrap()).collect();
+    let newest = runs[5].as_ptr();
     for r in runs {
         src.free_run(r, 4, 4);
     }
-    src.return_due(Instant::now(), false);
-    assert!(src.cached_pages() <= 16, "{}", src.cached_pages());
+    // The fifth free left 20 waiting: the three oldest runs went back;
+    // the sixth joined the two left.
+    assert_eq!(src.cached_pages(), 12);
+    let again = src.alloc_run(4).unwrap();
+    assert_eq!(again.as_ptr(), newest);
+    src.free_run(again, 4, 4);
     src.purge_cache();
     assert_eq!(src.cached_pages(), 0);
 }
@@ -327,41 +331,99 @@ fn page_blocks_count_and_return_their_pages() {
     assert_eq!(clone.max_held_pages(), 8);
 }
 
+/// A lazy 4 KiB source whose returner never runs a round (the idle-priority
+/// thread on a machine whose CPUs all stay busy) and whose delay never
+/// passes: only the page bound returns pages.
+fn starved(max_pages: usize) -> Arc<PageSource> {
+    PageSource::with_budget(
+        4096,
+        true,
+        delayed(max_pages),
+        None,
+        Arc::new(Budget::default()),
+        Returner::without_thread(),
+        0,
+    )
+}
+
 #[test]
 fn a_starved_returner_leaves_the_excess_to_the_freeing_thread() {
-    // A returner that never runs a round: the idle-priority thread on a
-    // machine whose CPUs all stay busy.
-    let source = |delay| {
-        served_by(
-            &Returner::without_thread(),
-            PageReturn::Delayed {
-                delay,
-                max_pages: 8,
-            },
-            0,
-        )
+    // A discard burst of many times the bound: runs of every length
+    // freed, and pages trimmed off live runs (a log segment's dead pages,
+    // a zspage's top), in random order. After every free, at most
+    // `max_pages` wait: no later free, no round, no delay needed.
+    const MAX: usize = 64;
+    let src = starved(MAX);
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move |n: usize| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng % n as u64) as usize
     };
-    let free_six = |src: &Arc<PageSource>| {
-        let runs: Vec<Run> = (0..6).map(|_| src.alloc_run(4).unwrap()).collect();
-        for r in runs {
-            src.free_run(r, 4, 4);
-        }
+    let check = |src: &PageSource, what: &str| {
+        let cached = src.cached_pages();
+        assert!(
+            cached <= MAX,
+            "{cached} pages wait after {what} (bound {MAX})"
+        );
     };
-    // Not late yet (an hour's delay): the frees leave the excess waiting
-    // for the returner, and make no system call. (Under Miri no thread
-    // serves any source: the freeing thread returns it all the same.)
-    let patient = source(Duration::from_secs(3600));
-    free_six(&patient);
-    if !cfg!(miri) {
-        assert_eq!(patient.cached_pages(), 24);
+    let burst = if cfg!(miri) { 4 * MAX } else { 40 * MAX };
+    // Live runs: (run, pages, committed).
+    let mut live = Vec::new();
+    let mut total = 0;
+    while total < burst {
+        let pages = 1 + next(MAX_CHAIN_SIZE);
+        let (run, _) = src.alloc_lazy_run(pages, pages).unwrap();
+        live.push((run, pages, pages));
+        total += pages;
     }
-    // Late (no round for longer than the delay): the free that passes the
-    // bound gives back the oldest runs itself, down to half the bound.
-    let starved = source(Duration::from_millis(1));
-    std::thread::sleep(Duration::from_millis(2));
-    free_six(&starved);
-    assert!(starved.cached_pages() <= 8, "{}", starved.cached_pages());
-    assert_eq!(starved.held_pages(), 0);
+    while !live.is_empty() {
+        let i = next(live.len());
+        let (_, pages, committed) = live[i];
+        if committed > 1 && next(3) == 0 {
+            // Trim the top off a live run: its pages wait as a range.
+            let keep = 1 + next(committed - 1);
+            src.decommit(&live[i].0, span(keep, committed - keep));
+            live[i].2 = keep;
+            check(&src, "a trim");
+        } else {
+            let (run, _, committed) = live.swap_remove(i);
+            src.free_run(run, pages, committed);
+            check(&src, "a free");
+        }
+    }
+    assert_eq!(src.held_pages(), 0);
+    src.purge_cache();
+    assert_eq!(src.cached_pages(), 0);
+}
+
+#[test]
+#[cfg(not(miri))]
+fn frees_that_find_the_lock_held_leave_the_excess_to_its_holder() {
+    // Another thread frees while this one holds the arena lock: its frees
+    // go to the inbox, past the bound. This thread, releasing the lock,
+    // finds them and brings the queue back within the bound.
+    const MAX: usize = 16;
+    let src = starved(MAX);
+    let runs: Vec<Run> = (0..10)
+        .map(|_| src.alloc_lazy_run(4, 4).unwrap().0)
+        .collect();
+    let held = src.lock();
+    let s = src.clone();
+    std::thread::spawn(move || {
+        for r in runs {
+            s.free_run(r, 4, 4);
+        }
+    })
+    .join()
+    .unwrap();
+    assert_eq!(src.inbox_pages.load(Ordering::Relaxed), 40);
+    drop(held);
+    let cached = src.cached_pages();
+    assert!(cached <= MAX, "{cached} pages wait (bound {MAX})");
+    src.purge_cache();
+    assert_eq!((src.held_pages(), src.cached_pages()), (0, 0));
 }
 
 #[test]
