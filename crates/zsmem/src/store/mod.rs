@@ -262,7 +262,7 @@ pub enum SlotInfo {
 /// count of the blocks written. **After a fork, write back in one of the
 /// two processes at most**: the other's pages written back before the fork
 /// read back until the writer reuses their blocks, then fail with
-/// [`Error::CorruptBlock`](crate::Error::CorruptBlock) (its checks refuse a
+/// [`Error::CorruptBlock`] (its checks refuse a
 /// block written since, never return it). If both wrote back, each could
 /// overwrite a block the other just wrote for the same slot with the same
 /// count, and a read could return the other process's page.
