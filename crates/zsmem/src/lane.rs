@@ -446,7 +446,9 @@ impl Lane {
     /// touches and that lie wholly below its end (nothing is appended
     /// there again): without copying, as a heap gives back whole free
     /// pages. Through the return queue with a delayed return: no system
-    /// call on a free.
+    /// call on a free. The pages are cut out of the segment's free
+    /// extents; the caller re-keys it in `fits` ([`Lane::refit`]) once its
+    /// extents are final.
     fn punch(&mut self, id: u32, pages: std::ops::Range<usize>, src: &PageSource) {
         let seg = self.seg(id);
         let closed = seg.end / self.page_size;
@@ -472,7 +474,6 @@ impl Lane {
                 seg.extents.cut(p * page_units, (p + 1) * page_units);
             }
         });
-        self.refit(id);
         src.decommit(&self.seg(id).run, dead);
     }
 
@@ -918,6 +919,7 @@ impl Lane {
             }
             let pages = self.pages_of(usize::from(loc.obj) << self.unit_shift, loc.len);
             self.punch(victim, pages, src);
+            self.refit(victim);
         }
         moved > 0
     }
