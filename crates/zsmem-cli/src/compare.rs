@@ -153,10 +153,10 @@ pub struct CompareArgs {
     #[arg(long)]
     pub ops: Option<u64>,
     /// With --workload churn: readings of the figures over the calls.
-    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+    #[arg(long, default_value_t = zsmem_lab::workloads::churn::Churn::default().readings, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
     pub readings: usize,
     /// With --workload churn: share of the calls that discard a slot.
-    #[arg(long, default_value_t = 0.2)]
+    #[arg(long, default_value_t = zsmem_lab::workloads::churn::Churn::default().discard_share)]
     pub discard_share: f64,
     /// With --workload churn: share of the pages written that are
     /// zero-filled.
@@ -185,6 +185,7 @@ pub enum Workload {
 
 impl Default for CompareArgs {
     fn default() -> Self {
+        let churn = zsmem_lab::workloads::churn::Churn::default();
         CompareArgs {
             input: None,
             pid: None,
@@ -203,13 +204,13 @@ impl Default for CompareArgs {
             histograms: false,
             page_size: zsmem_lab::corpus::PAGE_SIZE,
             workload: Workload::UntarRm,
-            variant: zsmem_lab::workloads::churn::Variant::Uniform,
-            slots: None,
-            ops: None,
-            readings: 8,
-            discard_share: 0.2,
-            zero_share: 0.0,
-            incompressible_share: 0.0,
+            variant: churn.variant,
+            slots: churn.slots,
+            ops: churn.ops,
+            readings: churn.readings,
+            discard_share: churn.discard_share,
+            zero_share: churn.zero_share,
+            incompressible_share: churn.incompressible_share,
             swap: Box::default(),
         }
     }
@@ -443,18 +444,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
             (Some(path), true) => {
                 let mut rec = TraceRecorder::new(c.as_mut(), codec);
                 let r = work.run(&tree, &mut rec, |done| bar.set_position(done));
-                let file = std::fs::File::create(path).map_err(|e| {
-                    CliError::Usage(format!(
-                        "cannot create trace file {}: {e}",
-                        shown_path(path)
-                    ))
-                })?;
-                rec.trace.write_to(std::io::BufWriter::new(file))?;
-                eprintln!(
-                    "  recorded {} operations to {}",
-                    rec.trace.ops.len(),
-                    path.display()
-                );
+                save_trace(&rec, path, "")?;
                 r
             }
             _ => work.run(&tree, c.as_mut(), |done| bar.set_position(done)),
@@ -572,14 +562,38 @@ pub fn run(a: &CompareArgs) -> CliResult {
             cpu: Vec::new(),
             cpu_note: String::new(),
         };
-        let index = write_report(&a.report, &ctx, &results).map_err(|e| {
-            CliError::Usage(format!(
-                "cannot write the report to {}: {e}",
-                shown_path(&a.report)
-            ))
-        })?;
-        eprintln!("report: {}", index.display());
+        report(&a.report, &ctx, &results)?;
     }
+    Ok(())
+}
+
+/// Write the size trace `rec` recorded to `path`, saying so on stderr
+/// (with `note` after the path).
+pub(crate) fn save_trace(rec: &TraceRecorder<'_>, path: &std::path::Path, note: &str) -> CliResult {
+    let file = std::fs::File::create(path).map_err(|e| {
+        CliError::Usage(format!(
+            "cannot create trace file {}: {e}",
+            shown_path(path)
+        ))
+    })?;
+    rec.trace.write_to(std::io::BufWriter::new(file))?;
+    eprintln!(
+        "  recorded {} operations to {}{note}",
+        rec.trace.ops.len(),
+        path.display()
+    );
+    Ok(())
+}
+
+/// Write the report of `runs` to `dir`, saying where on stderr.
+pub(crate) fn report(dir: &std::path::Path, ctx: &ReportContext, runs: &[RunResult]) -> CliResult {
+    let index = write_report(dir, ctx, runs).map_err(|e| {
+        CliError::Usage(format!(
+            "cannot write the report to {}: {e}",
+            shown_path(dir)
+        ))
+    })?;
+    eprintln!("report: {}", index.display());
     Ok(())
 }
 

@@ -6,12 +6,11 @@ use serde::Serialize;
 use zsmem_lab::contestants::kernel_zram::ZramError;
 use zsmem_lab::contestants::{LabError, PageConfig};
 use zsmem_lab::corpus::FileTree;
-use zsmem_lab::report::{ReportContext, write_report};
-use zsmem_lab::text::shown_path;
+use zsmem_lab::report::ReportContext;
 use zsmem_lab::workloads::churn::{Churn, ChurnResult, Variant};
 use zsmem_lab::workloads::trace::TraceRecorder;
 
-use crate::compare::{CompareArgs, make, print_tables};
+use crate::compare::{CompareArgs, make, print_tables, report, save_trace};
 use crate::output::{Format, print_csv, print_json, print_table, table};
 use crate::{CliError, CliResult, progress};
 
@@ -105,19 +104,11 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
                 // this contestant's CPU a call includes that.
                 let mut rec = TraceRecorder::new(c.as_mut(), cfg.codec);
                 let r = work.run(tree, &mut rec, |done| bar.set_position(done));
-                let file = std::fs::File::create(path).map_err(|e| {
-                    CliError::Usage(format!(
-                        "cannot create trace file {}: {e}",
-                        shown_path(path)
-                    ))
-                })?;
-                rec.trace.write_to(std::io::BufWriter::new(file))?;
-                eprintln!(
-                    "  recorded {} operations to {} (this run's CPU a call includes the \
-                     recorder's compression)",
-                    rec.trace.ops.len(),
-                    path.display()
-                );
+                save_trace(
+                    &rec,
+                    path,
+                    " (this run's CPU a call includes the recorder's compression)",
+                )?;
                 r
             }
             _ => work.run(tree, c.as_mut(), |done| bar.set_position(done)),
@@ -221,13 +212,7 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
             cpu_note: CPU_NOTE.into(),
         };
         let runs: Vec<_> = results.iter().map(|r| r.run.clone()).collect();
-        let index = write_report(&a.report, &ctx, &runs).map_err(|e| {
-            CliError::Usage(format!(
-                "cannot write the report to {}: {e}",
-                shown_path(&a.report)
-            ))
-        })?;
-        eprintln!("report: {}", index.display());
+        report(&a.report, &ctx, &runs)?;
     }
     Ok(())
 }
