@@ -164,11 +164,10 @@ fn record(h: &mut hdrhistogram::Histogram<u64>, d: Duration) {
 struct State<'a> {
     pages: Vec<&'a Page>,
     content: Vec<u32>,
-    /// Slots discarded, oldest first, each once.
+    /// Slots discarded, oldest first. A waiting slot drawn at random is
+    /// simply written and left here; `next_waiting` skips it when its turn
+    /// comes (a slot discarded again is then here twice, also skipped).
     waiting: VecDeque<u64>,
-    /// Where each waiting slot is in `waiting` is not needed: a slot drawn
-    /// at random that waits is simply written (and left in the queue,
-    /// which then skips it when its turn comes).
     lat: Latencies,
     calls: u64,
     op_time: Duration,
