@@ -1,6 +1,52 @@
 //! zsmem: a compressed-memory allocator of the zsmalloc design, in userspace.
 //!
-//! # The nouns
+//! # What to use
+//!
+//! - [`PageStore`]: pages in numbered slots, compressed, as the kernel's zram
+//!   keeps swapped-out pages (same-filled pages, huge pages, idle marking,
+//!   recompression, writeback to a backing file, zram's statistics). Start
+//!   here for a compressed tier of pages.
+//! - [`Pool`]: objects of 1 byte to a page (usually compressed pages)
+//!   reached through [`Handle`]s, as zsmalloc keeps them; placed by size
+//!   class ([`PoolConfig::default`], or exactly as the kernel does with
+//!   [`PoolConfig::kernel`]) or in a log ([`PoolConfig::log`], the page
+//!   store's default).
+//!
+//! ```
+//! use zsmem::{PageStore, PageStoreConfig};
+//!
+//! let store = PageStore::new(PageStoreConfig { slots: 1024, ..Default::default() })?;
+//! let mut page = [0u8; 4096];
+//! page[..13].copy_from_slice(b"hello, zsmem!");
+//! store.write(3, &page)?;
+//! let mut back = [0u8; 4096];
+//! store.read(3, &mut back)?;
+//! assert_eq!(page, back);
+//! println!("{:?}", store.mm_stat()); // zram's mm_stat
+//! # Ok::<(), zsmem::Error>(())
+//! ```
+//!
+//! ```
+//! use zsmem::{Pool, PoolConfig};
+//!
+//! let pool = Pool::new(PoolConfig::kernel())?;
+//! assert_eq!(pool.huge_class_size(), 3625); // as on Linux 6.18 with 4 KiB pages
+//! let h = pool.store(&[1, 2, 3])?;
+//! assert_eq!(pool.read_vec(h)?, [1, 2, 3]);
+//! pool.free(h)?;
+//! assert!(pool.read_vec(h).is_err()); // a freed handle is refused
+//! # Ok::<(), zsmem::Error>(())
+//! ```
+//!
+//! Every bad input is an [`Error`] that changes nothing. The reference for
+//! both types, with every option, is `docs/library.md` in the repository;
+//! how it works inside (zspage layout, the handle bit by bit, locks and
+//! their order, invariants, and what each design choice bought) is
+//! `docs/DESIGN.md`.
+//!
+//! # For contributors
+//!
+//! ## The nouns
 //!
 //! - **object**: a run of 1 to `page_size` bytes a client stores, usually a
 //!   compressed page.
@@ -19,7 +65,7 @@
 //! - **compaction**: moving objects out of sparse zspages into dense ones
 //!   so the sparse ones can be freed.
 //!
-//! # Where things are
+//! ## Where things are
 //!
 //! | module | concern |
 //! |---|---|
@@ -37,15 +83,6 @@
 //! | `sync` | the locks (one place, for loom) |
 //!
 //! The lock order and the handle's bits are in `docs/DESIGN.md`.
-//!
-//! ```
-//! use zsmem::{Pool, PoolConfig};
-//! let pool = Pool::new(PoolConfig::kernel()).unwrap();
-//! assert_eq!(pool.huge_class_size(), 3625);
-//! let h = pool.store(&[1, 2, 3]).unwrap();
-//! assert_eq!(pool.read_vec(h).unwrap(), [1, 2, 3]);
-//! pool.free(h).unwrap();
-//! ```
 
 mod cells;
 mod class;
@@ -76,6 +113,16 @@ pub use pool::{
 };
 pub use size_class::{ChainRule, ClassInfo, SizeClassConfig, SizeClassTable};
 pub use stats::{ClassStats, PoolStats, Waste};
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
+
+/// docs/library.md's Rust examples, compiled (and run unless `no_run`).
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+pub struct LibraryDoctests;
+
 pub use store::{
     BdStat, IoStat, MAX_LOG_SLOTS, MmStat, PageStore, PageStoreConfig, RecompressRequest,
     Selection, WritebackRequest,
