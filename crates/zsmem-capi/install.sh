@@ -6,6 +6,7 @@
 #   cargo build --release -p zsmem-capi
 #   crates/zsmem-capi/install.sh /usr/local            # or any prefix
 #   cc app.c $(pkg-config --cflags --libs zsmem)
+#   crates/zsmem-capi/uninstall.sh /usr/local          # removes it again
 #
 # The installed libraries are stripped of debug information and local
 # symbols. zsmem.pc's Libs carry an rpath to PREFIX/lib, so a program built

@@ -107,6 +107,14 @@ int main(void) {
     TRY(zsmem_store_mm_stat(store, &mm));
     printf("after discarding 50 slots: orig %" PRIu64 " bytes, pool %" PRIu64 " bytes\n",
            mm.orig_data_size, mm.mem_used_total);
+    /* Everything held for the data (what zsmem compare calls all-in); the
+       freed pages still waiting to go back to the OS go now. */
+    zsmem_store_memory m;
+    TRY(zsmem_store_trim(store));
+    TRY(zsmem_store_get_memory(store, &m, sizeof m));
+    printf("all in: %" PRIu64 " bytes (pool %" PRIu64 ", cached %" PRIu64 ", metadata %" PRIu64
+           ") for %" PRIu64 " compressed\n",
+           m.all_in_bytes, m.pool_bytes, m.cached_bytes, m.metadata_bytes, m.compr_data_size);
     zsmem_store_destroy(store);
     return 0;
 }

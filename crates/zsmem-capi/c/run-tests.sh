@@ -104,6 +104,19 @@ else
   echo "skipping the pkg-config build: pkg-config is not installed"
 fi
 
+echo "-- uninstall.sh removes exactly what install.sh put there"
+touch "$prefix/lib/not-ours" "$prefix/include/not-ours.h"
+"$here/../uninstall.sh" "$prefix" >/dev/null
+left=$(cd "$prefix" && find . -type f -o -type l | sort | tr '\n' ' ')
+if [[ $left != "./include/not-ours.h ./lib/not-ours " ]]; then
+  echo "FAILED: after uninstall.sh the prefix holds: $left" >&2
+  failed=1
+fi
+if "$here/../uninstall.sh" "$prefix" 2>/dev/null; then
+  echo "FAILED: uninstall.sh of an empty prefix did not refuse" >&2
+  failed=1
+fi
+
 if [[ ${ZSMEM_NO_VALGRIND:-0} != 1 ]] && command -v valgrind >/dev/null 2>&1; then
   # Definite leaks are errors. "Possibly lost" is not shown: the page
   # returner thread (zsmem-return) lingers a second after its last work, so

@@ -509,6 +509,38 @@ static void test_store(void) {
     }
 }
 
+/* What a store holds, all in, as `zsmem compare` counts it, and its trim:
+   a C program can measure and settle its memory. */
+static void test_store_memory(void) {
+    static unsigned char page[4096];
+    zsmem_pool_config cfg;
+    zsmem_store_config scfg;
+    zsmem_store *store = NULL;
+    zsmem_store_memory m;
+    zsmem_mm_stat mm;
+    zsmem_pool_config_default(&cfg);
+    zsmem_store_config_default(&scfg);
+    scfg.slots = 1024;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), 0);
+    for (size_t i = 0; i < 1024; i++) {
+        text_page(page, sizeof page, (int)i);
+        CHECK_RC(zsmem_store_write(store, i, page, sizeof page), 0);
+    }
+    CHECK_RC(zsmem_store_get_memory(store, &m, sizeof m), 0);
+    CHECK_RC(zsmem_store_mm_stat(store, &mm), 0);
+    CHECK(m.pool_bytes == mm.mem_used_total && m.compr_data_size == mm.compr_data_size);
+    CHECK(m.metadata_bytes > 0);
+    CHECK(m.all_in_bytes == m.pool_bytes + m.cached_bytes + m.metadata_bytes);
+    CHECK_RC(zsmem_store_discard(store, 0, 1024), 0);
+    CHECK_RC(zsmem_store_trim(store), 0);
+    CHECK_RC(zsmem_store_get_memory(store, &m, sizeof m), 0);
+    CHECK(m.pool_bytes == 0 && m.cached_bytes == 0 && m.compr_data_size == 0);
+    CHECK_RC(zsmem_store_get_memory(store, NULL, sizeof m), -EINVAL);
+    zsmem_store_destroy(store);
+    CHECK_RC(zsmem_store_trim(store), -EINVAL);
+    CHECK_RC(zsmem_store_get_memory(store, &m, sizeof m), -EINVAL);
+}
+
 static void test_store_memory_limit(void) {
     static unsigned char page[4096], out[4096];
     zsmem_pool_config cfg;
@@ -545,7 +577,8 @@ static void *fail_once(void *arg) {
 }
 
 /* Issue 16: slot counts no memory can hold aborted the process (2^32) or
- * came back as "a bug in zsmem" (SIZE_MAX); now they are -ENOMEM. */
+ * came back as "a bug in zsmem" (SIZE_MAX); now they are -ENOMEM. Placed
+ * by size class (log placement refuses them sooner: test_log_slot_limit). */
 static void test_huge_slot_counts(void) {
     size_t counts[] = {SIZE_MAX, SIZE_MAX / 2, (size_t)1 << 44};
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
@@ -553,6 +586,7 @@ static void test_huge_slot_counts(void) {
         zsmem_store_config scfg;
         zsmem_store *store = NULL;
         zsmem_pool_config_default(&cfg);
+        cfg.placement = ZSMEM_PLACEMENT_CLASSES;
         zsmem_store_config_default(&scfg);
         scfg.slots = counts[i];
         CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), -ENOMEM);
@@ -1058,6 +1092,7 @@ int main(void) {
         {"memory_limit", test_memory_limit},
         {"bad_configurations", test_bad_configurations},
         {"store", test_store},
+        {"store_memory", test_store_memory},
         {"store_memory_limit", test_store_memory_limit},
         {"huge_slot_counts", test_huge_slot_counts},
         {"log_slot_limit", test_log_slot_limit},

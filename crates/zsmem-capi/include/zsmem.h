@@ -73,6 +73,21 @@
 // `compaction_max_moves` objects (the default).
 #define ZSMEM_COMPACTION_AUTO 1
 
+// `zsmem_pool_config.placement`: what the pool is made for decides (the
+// default): a pool made by `zsmem_pool_new` places by size class, a page
+// store's pool (`zsmem_store_new`) by log, as in the Rust library; a
+// non-zero `log_lanes` asks for log placement either way (older headers'
+// way to ask).
+#define ZSMEM_PLACEMENT_DEFAULT 0
+
+// `zsmem_pool_config.placement`: size classes, as zsmalloc places
+// (`log_lanes` must be 0).
+#define ZSMEM_PLACEMENT_CLASSES 1
+
+// `zsmem_pool_config.placement`: log placement, `log_lanes` lanes (0: one
+// per CPU, at most 8).
+#define ZSMEM_PLACEMENT_LOG 2
+
 // `zsmem_pool_config.free_mode`: a free happens at once, under its size
 // class's lock (the default).
 #define ZSMEM_FREE_CLASS_LOCK 0
@@ -170,12 +185,11 @@ typedef struct zsmem_pool_config {
   // appended: a program built against a header without them gets
   // `ZSMEM_FREE_CLASS_LOCK`.
   uint32_t free_mode;
-  // 0 for size classes (the default); 1..=64 for log placement with
-  // that many lanes (objects appended to segments, no size classes;
-  // needs `trim_pages` and no `kernel_handle_header`). Was `reserved`,
-  // always 0, in older headers. A page store's pool should set it (a
-  // lane per CPU, at most 8, is the Rust page store's default): it holds
-  // the same pages in the least memory.
+  // Lanes of log placement, 1..=64 (objects appended to segments, no
+  // size classes; needs `trim_pages` and no `kernel_handle_header`), or
+  // 0 (the default): with `ZSMEM_PLACEMENT_DEFAULT`, the placement the
+  // pool is made for; with `ZSMEM_PLACEMENT_LOG`, a lane per CPU, at
+  // most 8. Was `reserved`, always 0, in older headers.
   uint32_t log_lanes;
   // With `ZSMEM_FREE_DEFERRED`: most bytes of objects waiting to be
   // freed, at least 1 (default 4 MiB).
@@ -210,6 +224,12 @@ typedef struct zsmem_pool_config {
   // followed by a store cheaper. Compaction frees parked slots first. 0
   // frees every slot at once (the kernel's way).
   size_t parked_slots;
+  // One of `ZSMEM_PLACEMENT_*` (appended; older programs get
+  // `ZSMEM_PLACEMENT_DEFAULT`, so a page store they make places by log,
+  // as the Rust page store does).
+  uint32_t placement;
+  // Must be 0 (room for a later field without padding).
+  uint32_t reserved;
 } zsmem_pool_config;
 
 // Pool totals, filled by `zsmem_pool_get_stats`. Fields may be appended
@@ -306,6 +326,26 @@ typedef struct zsmem_store_config {
   // Level for a `ZSMEM_CODEC_ZSTD` secondary codec, 1 to 22 (default 12).
   int32_t recompress_zstd_level;
 } zsmem_store_config;
+
+// Everything a store holds for its data, in bytes: what
+// `zsmem_store_get_memory` fills. `all_in_bytes` is what `zsmem compare`
+// calls all-in. Fields may be appended in later versions; the call writes
+// only as many bytes as the caller's struct has.
+typedef struct zsmem_store_memory {
+  // Pool pages holding objects (zram's `mem_used_total`).
+  uint64_t pool_bytes;
+  // Freed pages still resident, waiting to go back to the OS
+  // (`zsmem_store_trim` returns them now).
+  uint64_t cached_bytes;
+  // Heap bytes of the store's metadata (slot table, codec table and
+  // dictionaries, the backing file's bitmap) and of its pool's.
+  uint64_t metadata_bytes;
+  // `pool_bytes + cached_bytes + metadata_bytes`.
+  uint64_t all_in_bytes;
+  // Bytes of the stored objects (zram's `compr_data_size`), for the
+  // overhead: `all_in_bytes / compr_data_size - 1`.
+  uint64_t compr_data_size;
+} zsmem_store_memory;
 
 // zram's `mm_stat`: its nine fields in its order, in bytes or pages as
 // zram reports them.
@@ -569,7 +609,8 @@ int zsmem_store_config_init(struct zsmem_store_config *config, size_t size);
 
 // Make a page store from `*config` over a pool made from `*pool_config`
 // (whose `page_size` is the store's page size and whose `memory_limit`
-// bounds it), and store it in `*store_out`. Returns 0, or `-EINVAL` for a
+// bounds it; with the default `placement` the pool places by log, as the
+// Rust `PageStoreConfig::default()` does), and store it in `*store_out`. Returns 0, or `-EINVAL` for a
 // NULL argument, a configuration not initialised by its `_default` macro,
 // or an out-of-range field (the message says which), or `-EMFILE` if 255
 // pools (stores included) are alive.
@@ -632,6 +673,25 @@ int zsmem_store_discard(struct zsmem_store *store, size_t index, size_t count);
 // # Safety
 // `store` may be any value: it is looked up, never dereferenced.
 int64_t zsmem_store_compact(struct zsmem_store *store);
+
+// Return the freed pages still waiting in the store's return queue
+// (`cached_bytes` of `zsmem_store_memory`) to the OS now, so that the
+// process's memory settles. Returns 0 or `-EINVAL` (`store` not live).
+//
+// # Safety
+// `store` may be any value: it is looked up, never dereferenced.
+int zsmem_store_trim(struct zsmem_store *store);
+
+// Fill `*out` with what the store holds (a `zsmem_store_memory`);
+// `out_size` is `sizeof *out` as the caller compiled it. Returns 0 or
+// `-EINVAL` (NULL argument, `store` not live).
+//
+// # Safety
+// `store` may be any value (it is looked up, never dereferenced); `out`
+// is NULL or writable for `out_size` bytes.
+int zsmem_store_get_memory(const struct zsmem_store *store,
+                           struct zsmem_store_memory *out,
+                           size_t out_size);
 
 // Fill `*out` with the store's `mm_stat`. Returns 0 or `-EINVAL` (NULL
 // argument).

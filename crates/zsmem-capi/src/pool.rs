@@ -43,6 +43,19 @@ pub const ZSMEM_COMPACTION_OFF: u32 = 0;
 /// `compaction_max_moves` objects (the default).
 pub const ZSMEM_COMPACTION_AUTO: u32 = 1;
 
+/// `zsmem_pool_config.placement`: what the pool is made for decides (the
+/// default): a pool made by `zsmem_pool_new` places by size class, a page
+/// store's pool (`zsmem_store_new`) by log, as in the Rust library; a
+/// non-zero `log_lanes` asks for log placement either way (older headers'
+/// way to ask).
+pub const ZSMEM_PLACEMENT_DEFAULT: u32 = 0;
+/// `zsmem_pool_config.placement`: size classes, as zsmalloc places
+/// (`log_lanes` must be 0).
+pub const ZSMEM_PLACEMENT_CLASSES: u32 = 1;
+/// `zsmem_pool_config.placement`: log placement, `log_lanes` lanes (0: one
+/// per CPU, at most 8).
+pub const ZSMEM_PLACEMENT_LOG: u32 = 2;
+
 /// `zsmem_pool_config.free_mode`: a free happens at once, under its size
 /// class's lock (the default).
 pub const ZSMEM_FREE_CLASS_LOCK: u32 = 0;
@@ -103,12 +116,11 @@ pub struct zsmem_pool_config {
     /// appended: a program built against a header without them gets
     /// `ZSMEM_FREE_CLASS_LOCK`.
     pub free_mode: u32,
-    /// 0 for size classes (the default); 1..=64 for log placement with
-    /// that many lanes (objects appended to segments, no size classes;
-    /// needs `trim_pages` and no `kernel_handle_header`). Was `reserved`,
-    /// always 0, in older headers. A page store's pool should set it (a
-    /// lane per CPU, at most 8, is the Rust page store's default): it holds
-    /// the same pages in the least memory.
+    /// Lanes of log placement, 1..=64 (objects appended to segments, no
+    /// size classes; needs `trim_pages` and no `kernel_handle_header`), or
+    /// 0 (the default): with `ZSMEM_PLACEMENT_DEFAULT`, the placement the
+    /// pool is made for; with `ZSMEM_PLACEMENT_LOG`, a lane per CPU, at
+    /// most 8. Was `reserved`, always 0, in older headers.
     pub log_lanes: u32,
     /// With `ZSMEM_FREE_DEFERRED`: most bytes of objects waiting to be
     /// freed, at least 1 (default 4 MiB).
@@ -143,24 +155,32 @@ pub struct zsmem_pool_config {
     /// followed by a store cheaper. Compaction frees parked slots first. 0
     /// frees every slot at once (the kernel's way).
     pub parked_slots: usize,
+    /// One of `ZSMEM_PLACEMENT_*` (appended; older programs get
+    /// `ZSMEM_PLACEMENT_DEFAULT`, so a page store they make places by log,
+    /// as the Rust page store does).
+    pub placement: u32,
+    /// Must be 0 (room for a later field without padding).
+    pub reserved: u32,
 }
 
 // Versioned structs must have no padding (see `read_sized`).
 const _: () =
-    assert!(size_of::<zsmem_pool_config>() == size_of::<[usize; 11]>() + size_of::<[u32; 8]>());
+    assert!(size_of::<zsmem_pool_config>() == size_of::<[usize; 11]>() + size_of::<[u32; 10]>());
 
 /// The sizes of the earlier versions of `zsmem_pool_config`, each a header
 /// a program may have been built with (copies in `c/old-headers/`): the
 /// first ended at `compaction_max_moves`, the second at `trim_pages`, the
 /// third at `free_max_pending_bytes`, the fourth at `return_max_pages`,
-/// the fifth at `class_shards`, the sixth at `prefault_bytes`.
-pub(crate) const POOL_CONFIG_VERSIONS: [usize; 6] = [
+/// the fifth at `class_shards`, the sixth at `prefault_bytes`, the seventh
+/// at `parked_slots`.
+pub(crate) const POOL_CONFIG_VERSIONS: [usize; 7] = [
     size_of::<[usize; 5]>() + size_of::<[u32; 4]>(),
     size_of::<[usize; 5]>() + size_of::<[u32; 6]>(),
     size_of::<[usize; 6]>() + size_of::<[u32; 8]>(),
     size_of::<[usize; 8]>() + size_of::<[u32; 8]>(),
     size_of::<[usize; 9]>() + size_of::<[u32; 8]>(),
     size_of::<[usize; 10]>() + size_of::<[u32; 8]>(),
+    size_of::<[usize; 11]>() + size_of::<[u32; 8]>(),
 ];
 
 pub(crate) fn default_config() -> zsmem_pool_config {
@@ -212,7 +232,19 @@ pub(crate) fn default_config() -> zsmem_pool_config {
         class_shards: d.class_shards,
         prefault_bytes: d.prefault_bytes,
         parked_slots: d.parked_slots,
+        placement: ZSMEM_PLACEMENT_DEFAULT,
+        reserved: 0,
     }
+}
+
+/// What a pool's configuration is for: the defaults differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Made {
+    /// `zsmem_pool_new`: size classes by default, as `PoolConfig::default()`.
+    Pool,
+    /// `zsmem_store_new`: log placement by default, as
+    /// `PageStoreConfig::default()`.
+    Store,
 }
 
 /// A 0-or-1 field of a C configuration as a `bool`.
@@ -228,7 +260,7 @@ fn flag(value: u32, name: &str) -> Result<bool, Fail> {
 
 /// The zsmem configuration a C configuration asks for; fields the C struct
 /// does not carry keep zsmem's defaults.
-pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
+pub(crate) fn pool_config(c: &zsmem_pool_config, made: Made) -> Result<PoolConfig, Fail> {
     let chain_rule = match c.chain_rule {
         ZSMEM_CHAIN_RULE_MIN_WASTE => ChainRule::MinWaste,
         ZSMEM_CHAIN_RULE_USED_PERCENT => ChainRule::UsedPercent,
@@ -282,11 +314,28 @@ pub(crate) fn pool_config(c: &zsmem_pool_config) -> Result<PoolConfig, Fail> {
             max_pages,
         },
     };
-    let placement = match c.log_lanes {
-        0 => Placement::Classes,
-        lanes => Placement::Log {
-            lanes: lanes as usize,
-        },
+    if c.reserved != 0 {
+        return Err(Fail::invalid(format!(
+            "invalid configuration: reserved is {}, it must be 0",
+            c.reserved
+        )));
+    }
+    let lanes = c.log_lanes as usize;
+    let placement = match (c.placement, lanes) {
+        (ZSMEM_PLACEMENT_DEFAULT, 0) if made == Made::Pool => Placement::Classes,
+        (ZSMEM_PLACEMENT_DEFAULT | ZSMEM_PLACEMENT_LOG, 0) => Placement::log(),
+        (ZSMEM_PLACEMENT_DEFAULT | ZSMEM_PLACEMENT_LOG, lanes) => Placement::Log { lanes },
+        (ZSMEM_PLACEMENT_CLASSES, 0) => Placement::Classes,
+        (ZSMEM_PLACEMENT_CLASSES, lanes) => {
+            return Err(Fail::invalid(format!(
+                "invalid configuration: log_lanes is {lanes} with ZSMEM_PLACEMENT_CLASSES (size classes have no lanes: set it to 0)"
+            )));
+        }
+        (other, _) => {
+            return Err(Fail::invalid(format!(
+                "invalid configuration: placement {other} is not a ZSMEM_PLACEMENT_* value"
+            )));
+        }
     };
     // Start from the defaults so that fields added to PoolConfig later keep
     // their default here.
@@ -368,7 +417,7 @@ pub unsafe extern "C" fn zsmem_pool_new(
                 default_config(),
             )
         }?;
-        let inner = Pool::new(pool_config(&c)?)?;
+        let inner = Pool::new(pool_config(&c, Made::Pool)?)?;
         let token = POOLS.insert(inner) as *mut zsmem_pool;
         // SAFETY: `pool_out` is non-NULL and, per the caller, writable.
         unsafe { pool_out.write(token) };
@@ -409,7 +458,7 @@ pub unsafe extern "C" fn zsmem_pool_destroy(pool: *mut zsmem_pool) {
 
 /// The live pool `pool` names, held for one call; NULL, destroyed or
 /// forged is `EINVAL`.
-fn pool_ref(pool: *const zsmem_pool) -> Result<Arc<Pool>, Fail> {
+pub(crate) fn pool_ref(pool: *const zsmem_pool) -> Result<Arc<Pool>, Fail> {
     POOLS.get(pool as usize)
 }
 

@@ -89,6 +89,21 @@ impl<T> Registry<T> {
             .ok_or_else(|| self.not_live(token))?;
         // Dropped outside the registry's lock.
         drop(object);
+        give_heap_back();
         Ok(())
+    }
+}
+
+/// Give the heap a destroyed object freed back to the OS: glibc's malloc
+/// keeps freed chunks below the top of its heap (a 64K-slot store's slot
+/// table and metadata, about 1.2 MiB of 1.4 MiB left resident after a
+/// destroy), and only `malloc_trim` returns them. Process-wide, and cheap
+/// next to a destroy; a no-op where the C library is not glibc.
+fn give_heap_back() {
+    #[cfg(all(target_os = "linux", target_env = "gnu", not(miri)))]
+    // SAFETY: malloc_trim has no preconditions; it only releases free
+    // memory of the C heap.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }

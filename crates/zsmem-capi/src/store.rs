@@ -161,7 +161,8 @@ pub unsafe extern "C" fn zsmem_store_config_init(
 
 /// Make a page store from `*config` over a pool made from `*pool_config`
 /// (whose `page_size` is the store's page size and whose `memory_limit`
-/// bounds it), and store it in `*store_out`. Returns 0, or `-EINVAL` for a
+/// bounds it; with the default `placement` the pool places by log, as the
+/// Rust `PageStoreConfig::default()` does), and store it in `*store_out`. Returns 0, or `-EINVAL` for a
 /// NULL argument, a configuration not initialised by its `_default` macro,
 /// or an out-of-range field (the message says which), or `-EMFILE` if 255
 /// pools (stores included) are alive.
@@ -214,7 +215,7 @@ pub unsafe extern "C" fn zsmem_store_new(
             cfg.slots = c.slots;
             cfg.codec = codec;
             cfg.recompress = recompress;
-            cfg.pool = pool::pool_config(&p)?;
+            cfg.pool = pool::pool_config(&p, pool::Made::Store)?;
             cfg
         };
         let inner = PageStore::new(cfg)?;
@@ -244,7 +245,7 @@ pub unsafe extern "C" fn zsmem_store_destroy(store: *mut zsmem_store) {
 
 /// The live store `store` names, held for one call; NULL, destroyed or
 /// forged is `EINVAL`.
-fn store_ref(store: *const zsmem_store) -> Result<Arc<PageStore>, Fail> {
+pub(crate) fn store_ref(store: *const zsmem_store) -> Result<Arc<PageStore>, Fail> {
     STORES.get(store as usize)
 }
 
@@ -340,6 +341,75 @@ pub unsafe extern "C" fn zsmem_store_compact(store: *mut zsmem_store) -> i64 {
     guard("zsmem_store_compact", || {
         let store = store_ref(store)?;
         Ok(i64::try_from(store.compact()).unwrap_or(i64::MAX))
+    })
+}
+
+/// Return the freed pages still waiting in the store's return queue
+/// (`cached_bytes` of `zsmem_store_memory`) to the OS now, so that the
+/// process's memory settles. Returns 0 or `-EINVAL` (`store` not live).
+///
+/// # Safety
+/// `store` may be any value: it is looked up, never dereferenced.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_store_trim(store: *mut zsmem_store) -> c_int {
+    guard("zsmem_store_trim", || {
+        store_ref(store)?.pool().trim();
+        Ok(0)
+    })
+}
+
+/// Everything a store holds for its data, in bytes: what
+/// `zsmem_store_get_memory` fills. `all_in_bytes` is what `zsmem compare`
+/// calls all-in. Fields may be appended in later versions; the call writes
+/// only as many bytes as the caller's struct has.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct zsmem_store_memory {
+    /// Pool pages holding objects (zram's `mem_used_total`).
+    pub pool_bytes: u64,
+    /// Freed pages still resident, waiting to go back to the OS
+    /// (`zsmem_store_trim` returns them now).
+    pub cached_bytes: u64,
+    /// Heap bytes of the store's metadata (slot table, codec table and
+    /// dictionaries, the backing file's bitmap) and of its pool's.
+    pub metadata_bytes: u64,
+    /// `pool_bytes + cached_bytes + metadata_bytes`.
+    pub all_in_bytes: u64,
+    /// Bytes of the stored objects (zram's `compr_data_size`), for the
+    /// overhead: `all_in_bytes / compr_data_size - 1`.
+    pub compr_data_size: u64,
+}
+
+/// Fill `*out` with what the store holds (a `zsmem_store_memory`);
+/// `out_size` is `sizeof *out` as the caller compiled it. Returns 0 or
+/// `-EINVAL` (NULL argument, `store` not live).
+///
+/// # Safety
+/// `store` may be any value (it is looked up, never dereferenced); `out`
+/// is NULL or writable for `out_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_store_get_memory(
+    store: *const zsmem_store,
+    out: *mut zsmem_store_memory,
+    out_size: usize,
+) -> c_int {
+    guard("zsmem_store_get_memory", || {
+        let store = store_ref(store)?;
+        out_ptr(out, "out")?;
+        let s = store.pool().stats();
+        let pool_bytes = s.bytes_held() as u64;
+        let cached_bytes = (s.cached_pages * s.page_size) as u64;
+        let metadata_bytes = store.metadata_bytes() as u64;
+        let memory = zsmem_store_memory {
+            pool_bytes,
+            cached_bytes,
+            metadata_bytes,
+            all_in_bytes: pool_bytes + cached_bytes + metadata_bytes,
+            compr_data_size: store.mm_stat().compr_data_size,
+        };
+        // SAFETY: the caller promises `out_size` writable bytes at `out`.
+        unsafe { write_sized(out, out_size, &memory) }?;
+        Ok(0)
     })
 }
 

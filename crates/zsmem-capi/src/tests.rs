@@ -478,6 +478,91 @@ fn log_lanes_give_a_log_placed_pool() {
     assert_eq!(pool.stats().pages_held, 0);
 }
 
+/// The same default configuration gives the same placement as in Rust: a
+/// pool places by size class, a page store's pool by log; the placement
+/// field says otherwise on request.
+#[test]
+#[cfg_attr(miri, ignore = "mmap")]
+fn a_store_places_by_log_and_a_pool_by_class_as_in_rust() {
+    let lanes = |store: &TestStore| {
+        let s = crate::store::store_ref(store.0).unwrap();
+        s.pool().config().placement
+    };
+    let pool_cfg = pool_config();
+    assert_eq!(pool_cfg.placement, ZSMEM_PLACEMENT_DEFAULT);
+    let store = TestStore::new(&store_config(), &pool_cfg);
+    assert_eq!(
+        lanes(&store),
+        zsmem_core::PageStoreConfig::default().pool.placement,
+        "the Rust page store's default"
+    );
+    assert!(matches!(lanes(&store), zsmem_core::Placement::Log { .. }));
+    let pool = TestPool::new(&pool_cfg);
+    assert_eq!(
+        crate::pool::pool_ref(pool.0).unwrap().config().placement,
+        zsmem_core::Placement::Classes
+    );
+    let mut classes = pool_config();
+    classes.placement = ZSMEM_PLACEMENT_CLASSES;
+    let store = TestStore::new(&store_config(), &classes);
+    assert_eq!(lanes(&store), zsmem_core::Placement::Classes);
+    let mut log = pool_config();
+    log.placement = ZSMEM_PLACEMENT_LOG;
+    log.log_lanes = 3;
+    let pool = TestPool::new(&log);
+    assert_eq!(
+        crate::pool::pool_ref(pool.0).unwrap().config().placement,
+        zsmem_core::Placement::Log { lanes: 3 }
+    );
+}
+
+/// What a store holds, all in, and its trim: a C program can measure
+/// and settle its memory as `zsmem compare` does.
+#[test]
+#[cfg_attr(miri, ignore = "mmap")]
+fn store_memory_counts_pool_cache_and_metadata_and_trim_settles_it() {
+    let store = TestStore::new(&store_config(), &pool_config());
+    let page: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
+    for i in 0..512 {
+        assert_eq!(store.write(i, &page), 0);
+    }
+    let memory = |s: &TestStore| {
+        let mut m = zsmem_store_memory::default();
+        // SAFETY: live store, writable struct of that size.
+        let rc = unsafe { zsmem_store_get_memory(s.0, &mut m, size_of::<zsmem_store_memory>()) };
+        assert_eq!(rc, 0, "{}", last_error());
+        m
+    };
+    let m = memory(&store);
+    let mm = store.mm_stat();
+    assert_eq!(m.pool_bytes, mm.mem_used_total);
+    assert_eq!(m.compr_data_size, mm.compr_data_size);
+    assert!(m.metadata_bytes > 0);
+    assert_eq!(
+        m.all_in_bytes,
+        m.pool_bytes + m.cached_bytes + m.metadata_bytes
+    );
+    // SAFETY: live store.
+    assert_eq!(unsafe { zsmem_store_discard(store.0, 0, 512) }, 0);
+    // SAFETY: live store.
+    assert_eq!(unsafe { zsmem_store_trim(store.0) }, 0);
+    let m = memory(&store);
+    assert_eq!((m.pool_bytes, m.cached_bytes), (0, 0));
+    // An older caller's smaller struct gets only its bytes.
+    let mut first = [0xA5u8; 16];
+    // SAFETY: writable for 8 bytes (and more, which must stay).
+    let rc = unsafe { zsmem_store_get_memory(store.0, first.as_mut_ptr().cast(), 8) };
+    assert_eq!(rc, 0);
+    assert_eq!(first[..8], [0u8; 8]);
+    assert_eq!(first[8..], [0xA5u8; 8]);
+    // A dead store or a NULL out is EINVAL.
+    // SAFETY: NULL is refused.
+    let rc = unsafe { zsmem_store_get_memory(store.0, null_mut(), 0) };
+    assert_eq!(rc, -EINVAL);
+    // SAFETY: a forged pointer is only looked up.
+    assert_eq!(unsafe { zsmem_store_trim(8 as *mut zsmem_store) }, -EINVAL);
+}
+
 #[test]
 #[cfg_attr(miri, ignore = "mmap")]
 fn bad_configurations_are_einval_with_a_reason() {
@@ -512,6 +597,12 @@ fn bad_configurations_are_einval_with_a_reason() {
             c.compaction_max_moves = 0
         }),
         ("lanes", |c| c.log_lanes = 65),
+        ("placement", |c| c.placement = 3),
+        ("reserved", |c| c.reserved = 1),
+        ("log_lanes is 2 with ZSMEM_PLACEMENT_CLASSES", |c| {
+            c.placement = ZSMEM_PLACEMENT_CLASSES;
+            c.log_lanes = 2;
+        }),
         ("log placement needs trim_pages", |c| {
             c.log_lanes = 2;
             c.trim_pages = 0;

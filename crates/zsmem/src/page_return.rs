@@ -285,6 +285,11 @@ impl Returner {
                 continue;
             }
             let Some(src) = weak.upgrade() else { continue };
+            if src.closing() {
+                // Its pool is being dropped: let go of it at once, so
+                // that it is unmapped now.
+                continue;
+            }
             src.refill(true);
             if let Some(due) = src.return_due_yielding(now) {
                 next = Some(next.map_or(due, |n| n.min(due)));

@@ -482,6 +482,15 @@ impl Arena {
     }
 }
 
+impl Arena {
+    /// Discard every page of every region, the mappings kept (the source
+    /// is closing; see `PageSource::close`).
+    pub(super) fn discard_regions(&self) {
+        let all: Vec<_> = self.regions.iter().map(|r| (r.base, r.len)).collect();
+        Region::discard_all(&all);
+    }
+}
+
 impl Drop for Arena {
     fn drop(&mut self) {
         for r in self.regions.drain(..) {

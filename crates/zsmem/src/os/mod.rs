@@ -303,9 +303,25 @@ impl PageSource {
         }
     }
 
-    /// The owner is being dropped: freed runs go straight to the free lists.
+    /// The owner is being dropped: freed runs go straight to the free
+    /// lists, and every page goes back to the OS now. The page returner
+    /// may hold this source for a round, and at idle priority on a busy
+    /// machine a round can last 100 ms or more: the regions are unmapped
+    /// only when it lets go, but their pages are discarded here, by the
+    /// thread that drops the pool (measured: a destroyed 64K-slot store's
+    /// 22 MB stayed resident for 100 ms without this). The mappings stay
+    /// until then, so a discard the returner makes outside the lock never
+    /// lands on another mapping.
     pub(crate) fn close(&self) {
         self.closing.store(true, Ordering::Relaxed);
+        if !cfg!(miri) {
+            self.lock().discard_regions();
+        }
+    }
+
+    /// Whether the owner is being dropped.
+    pub(crate) fn closing(&self) -> bool {
+        self.closing.load(Ordering::Relaxed)
     }
 
     /// Take `pages` pages for a zspage, all committed.
