@@ -133,7 +133,7 @@ fn threads_share_a_pool_and_every_byte_survives() {
             std::thread::spawn(move || {
                 let mut r = Rng(t as u64 * 1000 + 1);
                 let mut mine: Vec<(zsmem::Handle, u64, usize)> = Vec::new();
-                let ops = if cfg!(miri) { 200 } else { 40_000 };
+                let ops = if cfg!(miri) { 60 } else { 40_000 };
                 for _ in 0..ops {
                     match r.range(0, 9) {
                         0..=3 => {
