@@ -200,7 +200,7 @@ impl Lane {
         page_size: usize,
         directory: Option<std::sync::Arc<Directory>>,
     ) -> Self {
-        debug_assert!(number < crate::pool::MAX_LANES);
+        debug_assert!(number < crate::config::MAX_LANES);
         let unit_shift = Self::unit_shift(page_size);
         Lane {
             index,
@@ -1192,7 +1192,7 @@ impl Lane {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::page_return::PageReturn;
+    use crate::config::PageReturn;
 
     const PAGE: usize = 4096;
 

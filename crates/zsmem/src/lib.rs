@@ -75,8 +75,9 @@
 //! | `class` | one class: fullness groups, alloc, free, object migration |
 //! | `compact` | compaction: the kernel's algorithm, the automatic policy, its costs |
 //! | `lane` | log placement: append-only segments per lane, cleaned by copying |
+//! | `config` | [`PoolConfig`]: placement, free modes, defaults and limits |
 //! | `pool` | the public [`Pool`] |
-//! | `os` | pages from and back to the OS |
+//! | `os` | pages from and back to the OS, and the thread that returns them |
 //! | [`stats`] | per-class and pool statistics |
 //! | [`codec`] | lz4 and zstd, page to object and back |
 //! | [`store`] | [`PageStore`]: zram-like slots of compressed pages |
@@ -88,12 +89,12 @@ mod cells;
 mod class;
 pub mod codec;
 mod compact;
+mod config;
 mod deferred;
 mod error;
 mod handle;
 mod lane;
 pub mod os;
-mod page_return;
 mod pool;
 pub mod size_class;
 mod spacing;
@@ -104,13 +105,14 @@ mod zspage;
 
 pub use codec::{Codec, CodecSpec, ZstdDictionary};
 pub use compact::{CompactionPolicy, CompactionStats};
+pub use config::{
+    DEFAULT_CHAIN_SIZE, DEFAULT_PARKED_SLOTS, DEFAULT_PREFAULT_BYTES, DEFAULT_RETURN_DELAY,
+    DEFAULT_RETURN_MAX_PAGES, FreeMode, MAX_CLASS_SHARDS, MAX_PARKED_SLOTS, PageReturn, Placement,
+    PoolConfig, default_class_shards,
+};
 pub use error::{Error, HandleFault, Result};
 pub use handle::Handle;
-pub use page_return::{DEFAULT_RETURN_DELAY, DEFAULT_RETURN_MAX_PAGES, PageReturn};
-pub use pool::{
-    DEFAULT_CHAIN_SIZE, DEFAULT_PARKED_SLOTS, DEFAULT_PREFAULT_BYTES, FreeMode, MAX_CLASS_SHARDS,
-    MAX_PARKED_SLOTS, Placement, Pool, PoolConfig, default_class_shards,
-};
+pub use pool::Pool;
 pub use size_class::{ChainRule, ClassInfo, SizeClassConfig, SizeClassTable};
 pub use stats::{ClassStats, PoolStats, Waste};
 /// The README's Rust examples, compiled and run as doctests.

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use super::{PageSource, Run};
+use crate::config::PageReturn;
 use crate::error::{Error, Result};
-use crate::page_return::PageReturn;
 use crate::size_class::MAX_CHAIN_SIZE;
 
 /// Pages straight from the page source, for allocators built outside the

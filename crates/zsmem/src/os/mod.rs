@@ -56,6 +56,7 @@ pub(crate) use arena::span;
 mod blocks;
 #[cfg(all(test, loom))]
 mod loom_models;
+pub(crate) mod returner;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
@@ -66,13 +67,14 @@ use std::time::Instant;
 
 pub use blocks::{OsPages, PageBlock};
 
+use crate::config::PageReturn;
 use crate::error::{Error, Result};
-use crate::page_return::{PageReturn, Returner};
 use crate::size_class::MAX_CHAIN_SIZE;
 use crate::sync::atomic::{AtomicUsize as SyncCount, Ordering as SyncOrdering};
 use crate::sync::{Mutex, MutexGuard};
 use arena::{Arena, PREFAULT_MIN_PAGES, Region};
 use budget::Budget;
+use returner::Returner;
 
 /// Refuse a page size that is not a power of two at least as large as the
 /// system's: `madvise` gives back whole OS pages, so a smaller page could

@@ -68,8 +68,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crate::codec::{Codec, CodecSpec, ZstdDictionary};
+use crate::config::PoolConfig;
 use crate::error::{Error, Result};
-use crate::pool::{Pool, PoolConfig};
+use crate::pool::Pool;
 
 pub use idle::{Clock, ManualClock, MonotonicClock};
 pub use recompress::RecompressRequest;

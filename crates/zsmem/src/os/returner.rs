@@ -1,7 +1,7 @@
 //! When freed pages go back to the OS: the policy, and the background
 //! thread that returns delayed pages.
 //!
-//! With [`PageReturn::Delayed`] (the default) a freed zspage's run, or the
+//! With [`PageReturn::Delayed`](crate::PageReturn::Delayed) (the default) a freed zspage's run, or the
 //! pages trimming cuts off a live zspage, are not given back on the freeing
 //! thread: they wait in their page source's *return queue*, counted as
 //! `cached_pages`. A new zspage takes the newest waiting run of its length
@@ -50,71 +50,6 @@ use std::time::{Duration, Instant};
 use crate::os::PageSource;
 use crate::sync::{Condvar, Mutex, RwLock};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
-/// When a pool gives freed pages back to the OS.
-///
-/// ```
-/// use std::time::Duration;
-/// use zsmem::{PageReturn, Pool, PoolConfig};
-/// let pool = Pool::new(PoolConfig {
-///     page_return: PageReturn::Delayed { delay: Duration::from_secs(60), max_pages: 256 },
-///     ..PoolConfig::default()
-/// })?;
-/// let h = pool.store(&[9u8; 3000])?;
-/// pool.free(h)?;
-/// // The zspage's page waits to be returned: held from the OS, not by a zspage.
-/// let s = pool.stats();
-/// assert_eq!((s.pages_held, s.cached_pages), (0, 1));
-/// pool.trim(); // or wait: the returner gives it back after a minute
-/// assert_eq!(pool.stats().cached_pages, 0);
-/// # Ok::<(), zsmem::Error>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-pub enum PageReturn {
-    /// On the freeing thread, at once: one `madvise` per freed zspage (and
-    /// per trimmed range). The kernel's zsmalloc frees its pages at once
-    /// too; `PoolConfig::kernel()` uses this.
-    Immediate,
-    /// Queued, reused first, and returned by a background thread once they
-    /// have waited `delay`; never more than `max_pages` wait.
-    Delayed {
-        /// Longest a freed page waits before it is returned (plus the
-        /// returner's scheduling delay).
-        delay: Duration,
-        /// Most pages that may wait in one page source (a class shard's, a
-        /// log lane's): the free that would leave more gives back the
-        /// oldest, down to half of it, on its own thread.
-        max_pages: usize,
-    },
-}
-
-/// Default wait of a freed page: mimalloc's purge delay.
-pub const DEFAULT_RETURN_DELAY: Duration = Duration::from_millis(10);
-
-/// Default most pages waiting (4 MiB of 4 KiB pages).
-pub const DEFAULT_RETURN_MAX_PAGES: usize = 1024;
-
-impl Default for PageReturn {
-    fn default() -> Self {
-        PageReturn::Delayed {
-            delay: DEFAULT_RETURN_DELAY,
-            max_pages: DEFAULT_RETURN_MAX_PAGES,
-        }
-    }
-}
-
-impl PageReturn {
-    /// The longest a freed page waits before the returner is due to give it
-    /// back (zero for `Immediate`): read figures after this much time has
-    /// passed since the last free to see them settled.
-    pub fn bound(&self) -> Duration {
-        match *self {
-            PageReturn::Immediate => Duration::ZERO,
-            PageReturn::Delayed { delay, .. } => delay,
-        }
-    }
-}
 
 /// Sources with pages waiting, and whether the returner thread runs.
 #[derive(Default)]
