@@ -37,12 +37,12 @@ pub(super) fn evict_one(sh: &Shared, buf: &mut [u8]) -> bool {
     false
 }
 
-/// Evict unit `index` if it is still a resident, unreferenced unit that
+/// Evict unit `index` if it is still a resident unit without credit that
 /// no one else is evicting.
 pub(super) fn evict(sh: &Shared, index: usize, buf: &mut [u8]) -> bool {
     let start = sh.base + index * sh.unit;
     let mut u = sh.units[index].lock();
-    if u.kind != Kind::Resident || u.evicting || u.referenced {
+    if u.kind != Kind::Resident || u.evicting || u.credit > 0 {
         return false;
     }
     if u.stored {
@@ -82,8 +82,8 @@ pub(super) fn evict(sh: &Shared, index: usize, buf: &mut [u8]) -> bool {
         return false;
     }
     u.stored = true;
-    if u.referenced {
-        // Touched (written) while compressed: keep it, now clean.
+    if u.credit > 0 {
+        // Given a credit while compressed: keep it, now clean.
         return false;
     }
     if !drop_unit(sh, start) {

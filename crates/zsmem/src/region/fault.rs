@@ -33,7 +33,9 @@ use super::policy::Kind;
 use super::stats::{add, get};
 use super::uffd::{self, Fault};
 
-/// The fault thread's body: until the stop signal.
+/// The fault thread's body: until the stop signal. After serving faults
+/// it keeps reading the descriptor for `spin` before it sleeps in `poll`,
+/// so that a burst of faults does not pay a wake-up each.
 pub(super) fn run(sh: &Shared) {
     let mut faults = Vec::with_capacity(16);
     let mut buf = vec![0u8; sh.unit];
@@ -52,14 +54,27 @@ pub(super) fn run(sh: &Shared) {
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        if sh.uffd.read_faults(&mut faults).is_err() {
-            add(&sh.counters.errors, 1);
-            continue;
-        }
-        for &f in &faults {
-            let t = Instant::now();
-            resolve(sh, f, &mut buf, &zeros);
-            sh.latency.record(t.elapsed().as_nanos() as u64);
+        let mut last = Instant::now();
+        loop {
+            if sh.uffd.read_faults(&mut faults).is_err() {
+                add(&sh.counters.errors, 1);
+                break;
+            }
+            if faults.is_empty() {
+                if last.elapsed() >= sh.spin || sh.stopping.load(Ordering::Relaxed) {
+                    break;
+                }
+                // Give the CPU to a runnable thread (the one just woken,
+                // on a busy machine) while waiting.
+                std::thread::yield_now();
+                continue;
+            }
+            for &f in &faults {
+                let t = Instant::now();
+                resolve(sh, f, &mut buf, &zeros);
+                sh.latency.record(t.elapsed().as_nanos() as u64);
+            }
+            last = Instant::now();
         }
     }
 }
@@ -112,8 +127,7 @@ fn missing(
                 .map_err(|e| std::io::Error::other(e.to_string()))?;
             add(&sh.counters.decompress_ns, t.elapsed().as_nanos() as u64);
             sh.uffd.copy(start, buf, sh.os_page, true)?;
-            u.kind = Kind::Resident;
-            u.referenced = true;
+            u.installed(true);
             add(&sh.counters.restores, 1);
             sh.counters.evicted_units.fetch_sub(1, Ordering::Relaxed);
             add(&sh.counters.resident_units, 1);
@@ -123,9 +137,8 @@ fn missing(
             // empty slot is its current copy (it reads as zeros), so until
             // it is written it is dropped without compressing.
             sh.uffd.copy(start, zeros, sh.os_page, true)?;
-            u.kind = Kind::Resident;
+            u.installed(false);
             u.stored = true;
-            u.referenced = true;
             add(&sh.counters.zero_fills, 1);
             add(&sh.counters.resident_units, 1);
         }
@@ -155,7 +168,7 @@ fn write_fault(sh: &Shared, index: usize, start: usize, page: usize) -> std::io:
         return sh.uffd.wake(page, sh.os_page);
     }
     u.generation = u.generation.wrapping_add(1);
-    u.referenced = true;
+    u.written();
     if u.stored {
         u.stored = false;
         let _ = sh.store.discard(index, 1);

@@ -1,14 +1,23 @@
 //! Which unit to evict: a unit's state, and a CLOCK over the units.
 //!
 //! A program's reads of a resident unit are invisible without privileges
-//! (no accessed bits in userspace), so the reference bit is set by what the
-//! region does see: a unit's fault-in and its first write after a clean
-//! install (a write-protect fault). The hand sweeps the units in address
-//! order; a resident unit with its bit set loses the bit and is passed (its
-//! second chance), the first resident unit without it is the victim. A unit
-//! read often but never written is thus evicted every second sweep; it
-//! comes back by a fault, cheaply when its stored copy is current (a clean
-//! drop costs no compression), and each return counts as a promotion.
+//! (no accessed bits in userspace), so the policy learns from what the
+//! region does see: faults. Each unit has a **heat** (0..=3) that survives
+//! its evictions: a promotion (a fault on an evicted unit) raises it by one,
+//! and every pass of the hand while the unit is out lowers it by one. A
+//! unit brought in gets as many **credits** as its heat (at least one); a
+//! write-protect fault (its first write) gives it one if it had none.
+//!
+//! The hand sweeps the units in address order (a generalised CLOCK): a
+//! resident unit with credits loses one and is passed, the first resident
+//! unit without credit is the victim. A unit that keeps coming back soon
+//! after its eviction (it is hot, its reads unseen) thus stays up to four
+//! sweeps; one read once and never again goes at the next sweep. Every
+//! return counts as a promotion; the promotion rate (promotions per
+//! eviction) says how well the policy guesses.
+
+/// Most heat, and so most credits, a unit can have.
+pub(crate) const MAX_HEAT: u8 = 3;
 
 /// Where a unit's data is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -38,8 +47,10 @@ pub(crate) struct Unit {
     pub kind: Kind,
     /// The store holds a current copy.
     pub stored: bool,
-    /// CLOCK's reference bit.
-    pub referenced: bool,
+    /// Sweeps of the hand it may still survive while resident.
+    pub credit: u8,
+    /// How often it came back lately (0..=MAX_HEAT); kept while evicted.
+    pub heat: u8,
     /// An evictor is compressing it (outside the lock).
     pub evicting: bool,
     /// Bumped at every write fault and every page the program dropped:
@@ -53,9 +64,9 @@ pub(crate) struct Unit {
 pub(crate) enum Visit {
     /// Not a candidate (not resident, or being evicted).
     Skip,
-    /// Resident and referenced: the bit was cleared, the hand moves on.
+    /// Resident with a credit: one was taken, the hand moves on.
     SecondChance,
-    /// Resident and not referenced: evict it.
+    /// Resident without credit: evict it.
     Victim,
 }
 
@@ -67,8 +78,9 @@ pub(crate) struct Clock {
 
 impl Clock {
     /// Move the hand until `visit` names a victim, which is returned (the
-    /// hand then rests just past it). At most two sweeps: after one, every
-    /// resident unit has lost its bit; `None` if no unit is a candidate.
+    /// hand then rests just past it). At most `MAX_HEAT + 1` sweeps: after
+    /// them every resident unit has spent its credits; `None` if no unit is
+    /// a candidate.
     pub(crate) fn next_victim(
         &mut self,
         n: usize,
@@ -77,7 +89,7 @@ impl Clock {
         if n == 0 {
             return None;
         }
-        for _ in 0..2 * n {
+        for _ in 0..(MAX_HEAT as usize + 1) * n {
             let i = self.hand % n;
             self.hand = (i + 1) % n;
             if visit(i) == Visit::Victim {
@@ -94,16 +106,39 @@ impl Clock {
     }
 }
 
-/// The visit of a unit's state: clears the reference bit of a referenced
-/// resident unit.
+/// The visit of a unit's state: a resident unit with credit spends one,
+/// an evicted unit cools by one.
 pub(crate) fn visit(u: &mut Unit) -> Visit {
-    if u.kind != Kind::Resident || u.evicting {
-        Visit::Skip
-    } else if u.referenced {
-        u.referenced = false;
-        Visit::SecondChance
-    } else {
-        Visit::Victim
+    match u.kind {
+        Kind::Resident if !u.evicting => {
+            if u.credit > 0 {
+                u.credit -= 1;
+                Visit::SecondChance
+            } else {
+                Visit::Victim
+            }
+        }
+        Kind::Evicted => {
+            u.heat = u.heat.saturating_sub(1);
+            Visit::Skip
+        }
+        _ => Visit::Skip,
+    }
+}
+
+impl Unit {
+    /// Brought in by a fault: from the store (`promoted`) or as zeros.
+    pub(crate) fn installed(&mut self, promoted: bool) {
+        if promoted {
+            self.heat = (self.heat + 1).min(MAX_HEAT);
+        }
+        self.credit = self.heat.max(1);
+        self.kind = Kind::Resident;
+    }
+
+    /// Written for the first time since it was installed clean.
+    pub(crate) fn written(&mut self) {
+        self.credit = self.credit.max(1);
     }
 }
 
@@ -112,40 +147,36 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// The specification, stated without a loop over a hand: the victim is
-    /// the first resident unit, in cyclic order from the hand, that was not
-    /// referenced; if every resident unit was, the first resident unit from
-    /// the hand. Every resident unit passed before the victim loses its bit.
-    fn model(hand: usize, units: &[(bool, bool)]) -> (Option<usize>, Vec<(bool, bool)>) {
+    /// The specification, stated without a hand that moves: resident unit
+    /// i (credit c) is reached for the (c+1)th time after `c * n + d(i)`
+    /// steps, d(i) its distance from the hand; the victim is the resident
+    /// unit reached first so. Every unit passed k times before that loses
+    /// k credits (resident) or k heat (evicted).
+    fn model(hand: usize, units: &[Unit]) -> (Option<usize>, Vec<Unit>) {
         let n = units.len();
-        let order: Vec<usize> = (0..n).map(|k| (hand + k) % n).collect();
-        let victim = order
-            .iter()
-            .copied()
-            .find(|&i| units[i].0 && !units[i].1)
-            .or_else(|| order.iter().copied().find(|&i| units[i].0));
+        let dist = |i: usize| (i + n - hand) % n;
+        let victim = (0..n)
+            .filter(|&i| units[i].kind == Kind::Resident)
+            .min_by_key(|&i| units[i].credit as usize * n + dist(i));
         let mut after = units.to_vec();
-        if let Some(v) = victim {
-            // Passed: those before the victim in the first sweep, and if
-            // the victim was only found in the second sweep, all of them.
-            let first_sweep = units[v].0 && !units[v].1;
-            for &i in &order {
-                if i == v && first_sweep {
-                    break;
-                }
-                if after[i].0 {
-                    after[i].1 = false;
-                }
-                if i == v {
-                    break;
-                }
+        let steps = victim.map_or((MAX_HEAT as usize + 1) * n, |v| {
+            units[v].credit as usize * n + dist(v)
+        });
+        for (i, a) in after.iter_mut().enumerate() {
+            if Some(i) == victim {
+                a.credit = 0;
+                continue;
             }
-            if !first_sweep {
-                for a in after.iter_mut() {
-                    if a.0 {
-                        a.1 = false;
-                    }
-                }
+            let passes = if steps > dist(i) {
+                (steps - dist(i) - 1) / n + 1
+            } else {
+                0
+            };
+            let passes = passes.min(255) as u8;
+            match a.kind {
+                Kind::Resident => a.credit = a.credit.saturating_sub(passes),
+                Kind::Evicted => a.heat = a.heat.saturating_sub(passes),
+                Kind::Empty => {}
             }
         }
         (victim, after)
@@ -166,22 +197,18 @@ mod tests {
                 let i = i % n;
                 match op {
                     0 => {
-                        // fault-in
-                        units[i].kind = Kind::Resident;
-                        units[i].referenced = true;
+                        if units[i].kind != Kind::Resident {
+                            let promoted = units[i].kind == Kind::Evicted;
+                            units[i].installed(promoted);
+                        }
                     }
                     1 => {
-                        // a write-protect fault on a resident unit
                         if units[i].kind == Kind::Resident {
-                            units[i].referenced = true;
+                            units[i].written();
                         }
                     }
                     _ => {
-                        let before: Vec<(bool, bool)> = units
-                            .iter()
-                            .map(|u| (u.kind == Kind::Resident, u.referenced))
-                            .collect();
-                        let (want, want_after) = model(clock.hand(), &before);
+                        let (want, want_after) = model(clock.hand(), &units);
                         let got = clock.next_victim(n, |k| visit(&mut units[k]));
                         prop_assert_eq!(got, want);
                         if let Some(v) = got {
@@ -189,11 +216,8 @@ mod tests {
                             units[v].kind = Kind::Evicted;
                             prop_assert_eq!(clock.hand(), (v + 1) % n);
                         }
-                        // The reference bits after, but for the victim's.
                         for (k, u) in units.iter().enumerate() {
-                            if Some(k) != got && u.kind == Kind::Resident {
-                                prop_assert_eq!(u.referenced, want_after[k].1, "unit {}", k);
-                            }
+                            prop_assert_eq!((u.credit, u.heat), (want_after[k].credit, want_after[k].heat), "unit {}", k);
                         }
                     }
                 }
