@@ -198,13 +198,14 @@ pub fn run(a: &RegionArgs) -> CliResult {
     for (name, _, o) in &rows {
         let s = o.stats.as_ref().expect("a region run");
         println!(
-            "  budget {name}: resident {:.1} MiB of budget {:.1}, store {:.1} MiB all-in for {:.1} MiB compressed, {} evictions ({} clean drops), fault service p50 {:.1} us p99 {:.1} us",
+            "  budget {name}: resident {:.1} MiB of budget {:.1}, store {:.1} MiB all-in for {:.1} MiB compressed, {} evictions ({} clean drops, {} by the fault thread), fault service p50 {:.1} us p99 {:.1} us",
             mib(s.resident_bytes as f64),
             mib(s.budget as f64),
             mib(s.store_memory as f64),
             mib(s.stored_bytes as f64),
             s.evictions,
             s.clean_drops,
+            s.sync_evictions,
             s.fault_latency.quantile(0.5) as f64 / 1e3,
             s.fault_latency.quantile(0.99) as f64 / 1e3,
         );
