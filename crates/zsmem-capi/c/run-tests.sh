@@ -51,6 +51,8 @@ run() {
 
 run "$out/test_zsmem-static"
 run "$out/test_zsmem-shared"
+run "$out/test_region-static"
+run "$out/test_region-shared"
 run "$out/example-static" >/dev/null
 run "$out/example-shared"
 # Programs built against an older header, run against today's library.

@@ -131,6 +131,12 @@
 // destroyed or forged pointer is `-EINVAL`.
 typedef struct zsmem_pool zsmem_pool;
 
+// A region (opaque). Made by `zsmem_region_new`, released by
+// `zsmem_region_destroy`. Its memory (`zsmem_region_ptr`) may be used by
+// any thread; the pointer is a token for a registry entry, never
+// dereferenced: a destroyed or forged pointer is `-EINVAL`.
+typedef struct zsmem_region zsmem_region;
+
 // A page store (opaque). Made by `zsmem_store_new`, released by
 // `zsmem_store_destroy`. Safe to use from several threads at once; slots
 // have their own locks. The pointer is a token for a registry entry,
@@ -299,6 +305,73 @@ typedef struct zsmem_class_stats {
   // Heap bytes of the class's metadata.
   uint64_t metadata_bytes;
 } zsmem_class_stats;
+
+// How to make a region. Initialise it with `zsmem_region_config_default`
+// (which sets `size` and every default), then change fields.
+//
+// Defaults: 64 MiB, a budget of 16 MiB, 4 KiB units, LZ4, headroom a 64th
+// of the budget, 50 microseconds of spinning.
+typedef struct zsmem_region_config {
+  // `sizeof(zsmem_region_config)` as the caller compiled it; set by
+  // `zsmem_region_config_default`. Lets later versions append fields.
+  size_t size;
+  // Bytes of the region, rounded up to a whole unit; at least 1.
+  size_t bytes;
+  // Most bytes of units resident at once (whole units, at least one).
+  size_t budget;
+  // Bytes of a unit: 4096, 16384 or 65536.
+  size_t unit;
+  // The evictor thread evicts down to the budget less this many bytes;
+  // 0: a 64th of the budget, at least one unit.
+  size_t headroom;
+  // `ZSMEM_CODEC_LZ4` or `ZSMEM_CODEC_ZSTD`.
+  uint32_t codec;
+  // Level for `ZSMEM_CODEC_ZSTD`, 1 to 22.
+  int32_t zstd_level;
+  // Microseconds the fault thread keeps reading after a burst before
+  // it sleeps (0: at once).
+  uint64_t spin_us;
+} zsmem_region_config;
+
+// A region's statistics (`zsmem_region_get_stats`). Fields may be appended.
+typedef struct zsmem_region_stats {
+  // Bytes of the region.
+  uint64_t bytes;
+  // Bytes of a unit.
+  uint64_t unit;
+  // The resident budget, bytes.
+  uint64_t budget;
+  // Bytes of units mapped now.
+  uint64_t resident_bytes;
+  // Units evicted now (their only copy compressed).
+  uint64_t compressed_units;
+  // Bytes of compressed objects the store holds.
+  uint64_t stored_bytes;
+  // Memory the store holds for them, metadata included.
+  uint64_t store_memory;
+  // Missing-page faults served.
+  uint64_t faults;
+  // Write-protect faults (first writes to clean units).
+  uint64_t write_faults;
+  // Units never written installed as zeros.
+  uint64_t zero_fills;
+  // Evicted units brought back.
+  uint64_t promotions;
+  // Units dropped from the region.
+  uint64_t evictions;
+  // Of those, dropped without compressing (their copy was current).
+  uint64_t clean_drops;
+  // Units compressed.
+  uint64_t compressions;
+  // Operations the kernel refused.
+  uint64_t errors;
+  // Fault service time quantiles, nanoseconds: p50.
+  uint64_t fault_p50_ns;
+  // p99.
+  uint64_t fault_p99_ns;
+  // p99.9.
+  uint64_t fault_p999_ns;
+} zsmem_region_stats;
 
 // How to make a page store (the pool under it has its own
 // `zsmem_pool_config`). Initialise it with `zsmem_store_config_default`
@@ -595,6 +668,69 @@ int zsmem_pool_class_stats(const struct zsmem_pool *pool,
                            size_t count);
 
 // Fill `*config` with the defaults, for a struct of `size` bytes (pass
+// `sizeof *config`; the `zsmem_region_config_default` macro does).
+// Returns 0, or `-EINVAL` if `config` is NULL or `size` is not the
+// struct's size.
+//
+// # Safety
+// `config` is NULL or points to `size` writable bytes, aligned for the
+// struct.
+int zsmem_region_config_init(struct zsmem_region_config *config, size_t size);
+
+// Map a region from `*config`, start its fault and evictor threads, and
+// store it in `*region_out`. Returns 0, `-EINVAL` (NULL argument, a
+// configuration not initialised by `zsmem_region_config_default`, a bad
+// size, unit, budget or codec: the message says which), `-ENOMEM` (no
+// mapping), or the kernel's refusal of userfaultfd as its errno (`-EPERM`,
+// `-ENOSYS`, ...; the message names the cause and the sysctl
+// `vm.unprivileged_userfaultfd`).
+//
+// # Safety
+// `config` is NULL or points to an initialised struct; `region_out` is
+// NULL or points to writable storage for a pointer.
+int zsmem_region_new(const struct zsmem_region_config *config, struct zsmem_region **region_out);
+
+// Release a region: its threads stop, threads waiting on its faults are
+// released, and its memory is unmapped. NULL is ignored. No thread may
+// touch the region's memory after (as with `free`); calls on the region
+// already running on other threads finish first.
+//
+// # Safety
+// None beyond the signature: the pointer is only looked up.
+void zsmem_region_destroy(struct zsmem_region *region);
+
+// The region's memory and its length in bytes: `*ptr_out` (unless NULL)
+// gets its first byte, `*len_out` (unless NULL) its length. Returns 0 or
+// `-EINVAL` (`region` not live).
+//
+// # Safety
+// `ptr_out` and `len_out` are NULL or writable.
+int zsmem_region_ptr(const struct zsmem_region *region, void **ptr_out, size_t *len_out);
+
+// The region's length in bytes, or 0 if `region` is not live (the last
+// error message says so).
+//
+// # Safety
+// None: the pointer is only looked up.
+size_t zsmem_region_len(const struct zsmem_region *region);
+
+// Change the resident budget (whole units, at least one). Returns 0 or
+// `-EINVAL`.
+//
+// # Safety
+// None: the pointer is only looked up.
+int zsmem_region_set_budget(const struct zsmem_region *region, size_t budget);
+
+// Copy the region's statistics to `*out`, a struct of `out_size` bytes
+// (pass `sizeof *out`). Returns 0 or `-EINVAL`.
+//
+// # Safety
+// `out` is NULL or writable for `out_size` bytes.
+int zsmem_region_get_stats(const struct zsmem_region *region,
+                           struct zsmem_region_stats *out,
+                           size_t out_size);
+
+// Fill `*config` with the defaults, for a struct of `size` bytes (pass
 // `sizeof *config`; the `zsmem_store_config_default` macro does). A
 // program built against an earlier header (every one since the first)
 // passes its struct's smaller size: only those bytes, the fields it
@@ -796,5 +932,8 @@ int zsmem_store_bd_stat(const struct zsmem_store *store,
 
 // Fill a zsmem_store_config with the defaults: a macro passing sizeof *config.
 #define zsmem_store_config_default(config) zsmem_store_config_init((config), sizeof *(config))
+
+// Fill a zsmem_region_config with the defaults: a macro passing sizeof *config.
+#define zsmem_region_config_default(config) zsmem_region_config_init((config), sizeof *(config))
 
 #endif  // ZSMEM_H

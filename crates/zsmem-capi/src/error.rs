@@ -44,6 +44,8 @@ pub(crate) fn code_of(e: &Error) -> c_int {
         Error::SlotOutOfRange { .. } => libc::ERANGE,
         Error::NoBackingFile => libc::ENODEV,
         Error::BackingFile(_) => libc::EIO,
+        // The kernel's own refusal, as it gave it.
+        Error::Userfaultfd { errno, .. } if *errno > 0 => *errno,
         // Codec (corrupt data), InvariantViolated, and any error added to
         // zsmem after this binding: an I/O error is the honest general case.
         _ => libc::EIO,

@@ -48,6 +48,7 @@
 //! | `error` | error codes, messages, the panic guard, pointer checks |
 //! | `pool` | `zsmem_pool_*`: configuration, objects, compaction, statistics |
 //! | `store` | `zsmem_store_*`: configuration, pages, discard, `mm_stat` |
+//! | `region` | `zsmem_region_*` (Linux): compressed memory used as ordinary memory |
 
 // The exported names are C's, in C's lower_snake_case.
 #![allow(non_camel_case_types)]
@@ -56,6 +57,8 @@ use std::ffi::c_char;
 
 mod error;
 mod pool;
+#[cfg(target_os = "linux")]
+mod region;
 mod registry;
 mod store;
 #[cfg(test)]
@@ -63,6 +66,8 @@ mod tests;
 
 pub use error::*;
 pub use pool::*;
+#[cfg(target_os = "linux")]
+pub use region::*;
 pub use store::*;
 
 // The header promises C callers that pools and stores may be shared
@@ -71,6 +76,8 @@ const _: () = {
     const fn shareable<T: Send + Sync>() {}
     shareable::<zsmem_core::Pool>();
     shareable::<zsmem_core::PageStore>();
+    #[cfg(target_os = "linux")]
+    shareable::<zsmem_core::region::Region>();
 };
 
 /// Major version of the library this header belongs to.

@@ -14,6 +14,8 @@ pub mod compare_swap;
 pub mod disk;
 pub mod output;
 pub mod progress;
+#[cfg(target_os = "linux")]
+pub mod region;
 pub mod replay;
 pub mod stats;
 pub mod units;

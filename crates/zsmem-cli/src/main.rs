@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+#[cfg(target_os = "linux")]
+use zsmem_cli::region;
 use zsmem_cli::{bench, classes, compare, disk, replay, stats};
 
 /// zsmem: a zsmalloc-design compressed-memory allocator, its size-class
@@ -39,6 +41,11 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Compressed memory used as ordinary memory: a document cache served
+    /// from a zsmem Region at several budgets beside all-resident memory,
+    /// then fault-in latency, stored size and CPU by unit size.
+    #[cfg(target_os = "linux")]
+    Region(region::RegionArgs),
 }
 
 /// The command to run: the one named, or the main job, `compare` with its
@@ -65,6 +72,8 @@ fn main() -> ExitCode {
         Command::Stats(a) => stats::run(&a),
         Command::Replay(a) => replay::run(&a),
         Command::Bench(b) => bench::run(&b),
+        #[cfg(target_os = "linux")]
+        Command::Region(a) => region::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -177,6 +177,17 @@ pub enum Error {
         /// What did not match.
         reason: String,
     },
+    /// The kernel refused userfaultfd, or one of its operations a
+    /// [`Region`](crate::region::Region) needs; the message says why and
+    /// what to change (the sysctl `vm.unprivileged_userfaultfd`, the
+    /// kernel version, a seccomp filter).
+    #[error("userfaultfd refused: {message}")]
+    Userfaultfd {
+        /// The errno the kernel returned.
+        errno: i32,
+        /// What was refused, and what governs it.
+        message: String,
+    },
     /// `check_invariants` found allocator state that breaks a rule.
     #[error("pool invariant violated: {0}")]
     InvariantViolated(String),

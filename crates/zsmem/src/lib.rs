@@ -81,6 +81,7 @@
 //! | [`stats`] | per-class and pool statistics |
 //! | [`codec`] | lz4 and zstd, page to object and back |
 //! | [`store`] | [`PageStore`]: zram-like slots of compressed pages |
+//! | `region` | `Region`: compressed memory used as ordinary memory (Linux, userfaultfd) |
 //! | `sync` | the locks (one place, for loom) |
 //!
 //! The lock order and the handle's bits are in `docs/DESIGN.md`.
@@ -96,6 +97,8 @@ mod handle;
 mod lane;
 pub mod os;
 mod pool;
+#[cfg(all(target_os = "linux", not(loom)))]
+pub mod region;
 pub mod size_class;
 mod spacing;
 pub mod stats;
