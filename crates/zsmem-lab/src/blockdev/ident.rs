@@ -145,14 +145,17 @@ pub fn identify(dir: &Path, what: impl Fn(&MountEntry) -> bool) -> io::Result<Mo
 /// doc. `Ok` when it is not mounted any more (unmounted now, or gone
 /// before), `Err` saying why it is left in place.
 pub fn unmount_ours(dir: &Path, ours: &MountId) -> Result<(), String> {
+    let table = mounts();
     if ours.id == 0 {
         // A record without an identity cannot be checked: touch nothing.
-        return Err(format!(
-            "{}: recorded without its mount ID; left as it is",
-            dir.display()
-        ));
+        if table.iter().any(|m| m.dir == dir) {
+            return Err(format!(
+                "{}: recorded without its mount ID; what is mounted there is left as it is",
+                dir.display()
+            ));
+        }
+        return Ok(());
     }
-    let table = mounts();
     let listed = table.iter().find(|m| ours.may_be(m) && m.dir == dir);
     let Some(listed) = listed else {
         return Ok(()); // gone already
