@@ -356,10 +356,11 @@ fn a_zram_device_left_by_kill_9_is_removed_by_a_run_without_zram() {
         }
     }
     let _reap = Reap;
-    assert!(
-        !zram_gone(device),
-        "nothing could have removed zram{device}"
-    );
+    // Another test of this binary making a device may reap it already
+    // (any run does now); that is no failure, but nothing to show either.
+    if zram_gone(device) {
+        println!("{test}: zram{device} was reaped by another test's run first");
+    }
     // A run that uses no zram device: ext4 on a device file.
     let Some(dev) = ext4_device(test, None) else {
         return;
