@@ -143,8 +143,9 @@ impl Ext4Device {
         if let Some(why) = unavailable_reason(true) {
             return Err(BlockDevError::Unavailable(why));
         }
-        let taken = at.map(MountPoint::take).transpose()?;
+        // What a killed run left at `at` is undone first, then `at` taken.
         prepare()?;
+        let taken = at.map(MountPoint::take).transpose()?;
         let tmp = private_dir()?;
         let fuse_dir = held_dir(&tmp).join("fuse");
         mkdir(&fuse_dir)?;

@@ -150,32 +150,36 @@ fn write_record(reg: &[Entry]) {
 
 /// A resource in the registry, undone on drop.
 pub struct Held {
-    res: Resource,
+    // Invariant: `Some` until `release` or `abandon` takes it.
+    res: Option<Resource>,
 }
 
 impl Held {
     /// The resource.
     pub fn resource(&self) -> &Resource {
-        &self.res
+        self.res
+            .as_ref()
+            .expect("a Held keeps its resource while it lives")
     }
 
     /// Undoes the resource now; `Err` says why it is left (it stays
     /// recorded, for [`undo_abandoned`] and later runs).
-    pub fn release(self) -> Result<(), String> {
-        let r = release(&self.res);
-        std::mem::forget(self);
-        r
+    pub fn release(mut self) -> Result<(), String> {
+        match self.res.take() {
+            Some(res) => release(&res),
+            None => Ok(()),
+        }
     }
 
     /// Leaves the resource in place, recorded, no longer owned: for what
     /// must outlive its owner (a device under a filesystem that could not
     /// be unmounted). [`undo_abandoned`] and later runs undo it.
-    pub fn abandon(self) {
+    pub fn abandon(mut self) {
+        let Some(res) = self.res.take() else { return };
         let mut reg = registry();
-        if let Some(e) = reg.iter_mut().rev().find(|e| e.held && e.res == self.res) {
+        if let Some(e) = reg.iter_mut().rev().find(|e| e.held && e.res == res) {
             e.held = false;
         }
-        std::mem::forget(self);
     }
 }
 
@@ -210,7 +214,7 @@ pub fn hold_made<T, E>(make: impl FnOnce() -> Result<(Resource, T), E>) -> Resul
         held: true,
     });
     write_record(&reg);
-    Ok((Held { res }, made))
+    Ok((Held { res: Some(res) }, made))
 }
 
 /// Makes `res` with `make` and registers it, as [`hold_made`] does.
@@ -226,12 +230,14 @@ pub fn hold(res: Resource) -> Held {
         held: true,
     });
     write_record(&reg);
-    Held { res }
+    Held { res: Some(res) }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        if let Err(e) = release(&self.res) {
+        if let Some(res) = self.res.take()
+            && let Err(e) = release(&res)
+        {
             warn(format_args!("warning: {e}"));
         }
     }
