@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Build libzsmem with cargo, then build and run the C tests and the example
+# Build libzsmem with cargo, then build and run the C tests, the
+# multi-threaded store stress (stress_store.c, bounded by operation count:
+# ZSMEM_STRESS_OPS per writer thread, default 20000) and the example
 # three ways: against libzsmem.a, against libzsmem.so, and against an
 # install into a temporary prefix found through pkg-config; and a test
 # built against each earlier header in old-headers/ run against today's
@@ -55,6 +57,10 @@ run "$out/test_region-static"
 run "$out/test_region-shared"
 run "$out/example-static" >/dev/null
 run "$out/example-shared"
+# Writes, reads, discards, compaction, idle marking, recompression and
+# writeback at once, every byte checked; bounded by operation count.
+run "$out/stress_store-static"
+run env ZSMEM_STRESS_THREADS=8 ZSMEM_STRESS_OPS=5000 "$out/stress_store-shared"
 # Programs built against an older header, run against today's library.
 for t in "${old_headers[@]}"; do
   run "$t"
@@ -127,6 +133,7 @@ if [[ ${ZSMEM_NO_VALGRIND:-0} != 1 ]] && command -v valgrind >/dev/null 2>&1; th
     --show-possibly-lost=no)
   # Fewer operations per thread: valgrind runs threads one at a time.
   run env ZSMEM_TEST_OPS=3000 "${vg[@]}" "$out/test_zsmem-shared"
+  run env ZSMEM_STRESS_OPS=1500 "${vg[@]}" "$out/stress_store-shared"
   run "${vg[@]}" "$out/example-static" >/dev/null
   for t in "${old_headers[@]}"; do
     run "${vg[@]}" "$t" >/dev/null

@@ -18,9 +18,10 @@ pub struct DiskArgs {
     /// Size of the disk: a multiple of 4K, with K, M or G (binary).
     #[arg(long, default_value = "4G")]
     pub size: String,
-    /// Where to mount it: an existing empty directory. While the disk is
-    /// mounted, the filesystem's root (owned by root, mode 0755) hides the
-    /// directory's own owner and permissions.
+    /// Where to mount it: an existing empty directory, one disk at a time
+    /// (it is locked while the disk runs; a second disk there is refused).
+    /// While the disk is mounted, the filesystem's root (owned by root,
+    /// mode 0755) hides the directory's own owner and permissions.
     #[arg(long)]
     pub mount: PathBuf,
     /// Codec: lz4 (default), zstd or zstd:LEVEL.
@@ -93,16 +94,8 @@ pub fn run(a: &DiskArgs) -> CliResult {
             zsmem_lab::text::shown_path(&a.mount)
         ))
     })?;
-    let empty = std::fs::read_dir(&dir)
-        .map_err(|e| CliError::Usage(format!("--mount {}: {e}", dir.display())))?
-        .next()
-        .is_none();
-    if !empty {
-        return Err(CliError::Usage(format!(
-            "--mount {}: not an empty directory",
-            dir.display()
-        )));
-    }
+    // Taken (locked, checked empty) by Ext4Device before anything is
+    // mounted: a second disk on the directory is refused.
     let store = Arc::new(PageStore::new(store_config(bytes, codec))?);
     let backend = StoreBackend::new(Arc::clone(&store)).map_err(CliError::Usage)?;
     let dev = match Ext4Device::on_backend(backend, a.threads as usize, Some(&dir)) {
@@ -110,6 +103,7 @@ pub fn run(a: &DiskArgs) -> CliResult {
         Err(BlockDevError::Unavailable(why)) => {
             return Err(CliError::Usage(format!("zsmem disk needs {why}")));
         }
+        Err(BlockDevError::Usage(why)) => return Err(CliError::Usage(format!("--mount {why}"))),
         Err(e) => return Err(CliError::Usage(e.to_string())),
     };
     eprintln!(
@@ -123,7 +117,7 @@ pub fn run(a: &DiskArgs) -> CliResult {
     loop {
         println!("{}", mm_stat_line(&store.mm_stat()));
         std::thread::sleep(Duration::from_secs(a.interval));
-        if zsmem_lab::blockdev::mount::mounted_at(dev.dir()).is_none() {
+        if !dev.is_mounted() {
             eprintln!(
                 "zsmem disk: {} was unmounted; taking it apart",
                 dir.display()

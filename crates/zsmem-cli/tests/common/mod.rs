@@ -5,6 +5,7 @@ use std::process::{Command, Output};
 /// Run `zsmem` with `args` and collect its output. `ZSMEM_BIN` names
 /// another binary to test (an older build, to see a test fail before its
 /// fix).
+#[allow(dead_code)] // not every test file uses it
 pub fn zsmem(args: &[&str]) -> Output {
     let bin = std::env::var_os("ZSMEM_BIN").unwrap_or(env!("CARGO_BIN_EXE_zsmem").into());
     Command::new(bin).args(args).output().expect("run zsmem")

@@ -10,8 +10,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use super::backend::Backend;
 use super::error::BlockDevError;
 use super::fuse::FuseMount;
+use super::ident;
 use super::loopdev::LoopDevice;
 use super::mount::{mkfs_ext4, mount_ext4, sync_fs};
+use super::mountpoint::MountPoint;
 use super::registry::{self, Held, Resource};
 use super::signals::install_signal_cleanup;
 
@@ -49,15 +51,43 @@ pub fn unavailable_reason(device_file: bool) -> Option<String> {
 
 /// ext4 mounted on a block device this process made; unmounted and taken
 /// apart (last made first) on drop, on signals, and by a later run if
-/// this one is killed.
+/// this one is killed. If the ext4 mount cannot be unmounted (another
+/// mount sits on or inside it), it is left, and so is everything under
+/// it, the device file still served while this process runs; all stays
+/// recorded ([`registry::undo_abandoned`] and later runs retry).
 pub struct Ext4Device {
-    // Dropped in declaration order: ext4, loop, FUSE, directory.
+    // Taken apart in this order by Drop: ext4, loop, FUSE, directory,
+    // then the mount point's lock.
     mount: Option<Held>,
     lo: Option<LoopDevice>,
     fuse: Option<FuseMount>,
     tmp: Option<Held>,
+    taken: Option<MountPoint>,
     dir: PathBuf,
     device: PathBuf,
+}
+
+impl Drop for Ext4Device {
+    fn drop(&mut self) {
+        let Some(mount) = self.mount.take() else {
+            return; // never mounted: the fields' own drops undo the rest
+        };
+        if let Err(e) = mount.release() {
+            super::error::warn(format_args!(
+                "warning: {e}; {} and the devices under it are left, recorded",
+                self.device.display()
+            ));
+            if let Some(lo) = self.lo.take() {
+                lo.abandon();
+            }
+            if let Some(fuse) = self.fuse.take() {
+                fuse.abandon();
+            }
+            if let Some(tmp) = self.tmp.take() {
+                tmp.abandon();
+            }
+        }
+    }
 }
 
 /// A private directory `zsmem-blockdev.PID.N` in the temp directory.
@@ -96,13 +126,15 @@ pub(super) fn prepare() -> Result<(), BlockDevError> {
         ));
     }
     registry::remove_stale();
+    registry::undo_abandoned();
     Ok(())
 }
 
 impl Ext4Device {
     /// ext4 on `backend`, served as a FUSE file (`threads` request
     /// threads) through a loop device, mounted at `at` (default: a
-    /// private directory). `at` must be an existing empty directory.
+    /// private directory). `at` must be an existing empty directory, not
+    /// taken by another device of any process ([`MountPoint::take`]).
     pub fn on_backend<B: Backend>(
         backend: B,
         threads: usize,
@@ -111,7 +143,9 @@ impl Ext4Device {
         if let Some(why) = unavailable_reason(true) {
             return Err(BlockDevError::Unavailable(why));
         }
+        // What a killed run left at `at` is undone first, then `at` taken.
         prepare()?;
+        let taken = at.map(MountPoint::take).transpose()?;
         let tmp = private_dir()?;
         let fuse_dir = held_dir(&tmp).join("fuse");
         mkdir(&fuse_dir)?;
@@ -122,6 +156,7 @@ impl Ext4Device {
             dir: PathBuf::new(),
             device: PathBuf::new(),
             tmp: Some(tmp),
+            taken,
         };
         let fuse = dev
             .fuse
@@ -147,31 +182,52 @@ impl Ext4Device {
             dir: PathBuf::new(),
             device: device.to_path_buf(),
             tmp: Some(private_dir()?),
+            taken: None,
         };
         dev.mount_at(None)?;
         Ok(dev)
     }
 
     fn mount_at(&mut self, at: Option<&Path>) -> Result<(), BlockDevError> {
-        let dir = match at {
-            Some(d) => d.to_path_buf(),
-            None => {
+        let dir = match (at, &self.taken) {
+            (Some(_), Some(taken)) => taken.dir().to_path_buf(),
+            (Some(d), None) => d.to_path_buf(),
+            (None, _) => {
                 let d = held_dir(self.tmp.as_ref().expect("made first")).join("mnt");
                 mkdir(&d)?;
                 d
             }
         };
         mkfs_ext4(&self.device)?;
-        let (held, ()) = registry::hold_with(
-            Resource::Mount {
-                dir: dir.clone(),
-                source: self.device.clone(),
-            },
-            || mount_ext4(&self.device, &dir, MOUNT_OPTIONS),
-        )?;
+        let (held, ()) = registry::hold_made(|| {
+            mount_ext4(&self.device, &dir, MOUNT_OPTIONS)?;
+            let source = self.device.clone();
+            let mount = ident::identify(&dir, |m| {
+                m.fstype == "ext4" && std::path::Path::new(&m.source) == source
+            })
+            .map_err(|e| {
+                BlockDevError::io(format!("identifying the mount at {}", dir.display()), e)
+            })?;
+            Ok::<_, BlockDevError>((
+                Resource::Mount {
+                    dir: dir.clone(),
+                    source,
+                    mount,
+                },
+                (),
+            ))
+        })?;
         self.mount = Some(held);
         self.dir = dir;
         Ok(())
+    }
+
+    /// Whether ext4 is still mounted where it was (not unmounted by hand).
+    pub fn is_mounted(&self) -> bool {
+        match self.mount.as_ref().map(Held::resource) {
+            Some(Resource::Mount { dir, mount, .. }) => ident::still_mounted(dir, mount),
+            _ => false,
+        }
     }
 
     /// Where ext4 is mounted.

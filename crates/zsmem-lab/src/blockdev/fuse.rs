@@ -301,8 +301,14 @@ impl FuseMount {
         ];
         config.n_threads = Some(threads.max(1));
         config.clone_fd = threads > 1;
-        let (held, session) = registry::hold_with(Resource::Fuse(dir.to_path_buf()), || {
-            fuser::Session::new(fs, dir, &config).and_then(fuser::Session::spawn)
+        let (held, session) = registry::hold_made(|| {
+            let session = fuser::Session::new(fs, dir, &config).and_then(fuser::Session::spawn)?;
+            let mount = super::ident::identify(dir, registry::is_device_fs)?;
+            let res = Resource::Fuse {
+                dir: dir.to_path_buf(),
+                mount,
+            };
+            Ok((res, session))
         })
         .map_err(|e| {
             BlockDevError::io_or_refused(format!("mounting FUSE on {}", dir.display()), e)
@@ -323,6 +329,18 @@ impl FuseMount {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+
+    /// Leaves the filesystem mounted, recorded and served (its session
+    /// runs on) while this process runs: a loop device under a filesystem
+    /// that could not be unmounted still reads and writes it.
+    pub fn abandon(mut self) {
+        if let Some(s) = self.session.take() {
+            std::mem::forget(s);
+        }
+        if let Some(h) = self.held.take() {
+            h.abandon();
+        }
+    }
 }
 
 impl Drop for FuseMount {
@@ -331,9 +349,13 @@ impl Drop for FuseMount {
         // the kernel then ends the connection, the session loop returns and
         // its threads are joined. Still mounted (the unmount failed): the
         // session is left to the process's exit rather than waited for.
-        drop(self.held.take());
+        let Some(held) = self.held.take() else {
+            return;
+        };
+        let left = held.release().err();
         if let Some(s) = self.session.take() {
-            if super::mount::mounted_at(&self.dir).is_some() {
+            if let Some(e) = left {
+                warn(format_args!("warning: {e}"));
                 std::mem::forget(s);
             } else if let Err(e) = s.join() {
                 warn(format_args!(

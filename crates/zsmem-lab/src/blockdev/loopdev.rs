@@ -14,13 +14,28 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
+
 use super::error::BlockDevError;
 use super::registry::{self, Held, Resource};
+
+/// A file as the kernel names it: device and inode (`st_dev`, `st_ino`).
+/// What a loop device is attached to, checked before it is detached: a
+/// path may name another file later, this pair does not while the file
+/// exists.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileId {
+    /// `st_dev` of the file.
+    pub dev: u64,
+    /// `st_ino` of the file.
+    pub ino: u64,
+}
 
 const LOOP_CONTROL: &str = "/dev/loop-control";
 const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
 const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
 const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
+const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
 const LO_FLAGS_AUTOCLEAR: u32 = 4;
 const LO_FLAGS_DIRECT_IO: u32 = 16;
 const WAIT: Duration = Duration::from_secs(2);
@@ -63,6 +78,34 @@ pub fn backing_file(number: u32) -> Option<PathBuf> {
     Some(PathBuf::from(s.trim_end_matches('\n')))
 }
 
+/// The file loop device `number` is attached to, as the kernel says
+/// (`LOOP_GET_STATUS64`: `lo_device`, `lo_inode`); `None` if it is not
+/// attached (or does not exist).
+pub fn attached_file(number: u32) -> std::io::Result<Option<FileId>> {
+    let f = match OpenOptions::new().read(true).open(loop_path(number)) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    // SAFETY: all-zero is a valid loop_info64 (plain integers).
+    let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
+    // SAFETY: `info` is a loop_info64 the call fills.
+    let r = unsafe { libc::ioctl(f.as_raw_fd(), LOOP_GET_STATUS64 as _, &mut info as *mut _) };
+    if r == 0 {
+        return Ok(Some(FileId {
+            dev: info.lo_device,
+            ino: info.lo_inode,
+        }));
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ENXIO) {
+        Ok(None)
+    } else {
+        Err(e)
+    }
+}
+
 /// Whether loop device `number` does direct I/O on its backing file.
 pub fn uses_direct_io(number: u32) -> bool {
     std::fs::read_to_string(format!("/sys/block/loop{number}/loop/dio"))
@@ -88,6 +131,16 @@ impl LoopDevice {
             .write(true)
             .open(backing)
             .map_err(|e| BlockDevError::io(format!("opening {}", backing.display()), e))?;
+        let meta = backing_file
+            .metadata()
+            .map_err(|e| BlockDevError::io(format!("stat {}", backing.display()), e))?;
+        let file_id = {
+            use std::os::unix::fs::MetadataExt;
+            FileId {
+                dev: meta.dev(),
+                ino: meta.ino(),
+            }
+        };
         let control = OpenOptions::new()
             .read(true)
             .write(true)
@@ -125,6 +178,7 @@ impl LoopDevice {
                 Resource::Loop {
                     number,
                     backing: backing.to_path_buf(),
+                    file: file_id,
                 },
                 || {
                     // SAFETY: `cfg` is a valid loop_config for the call.
@@ -161,6 +215,15 @@ impl LoopDevice {
         ))
     }
 
+    /// Leaves the device attached and recorded, no longer owned (it is
+    /// under a filesystem that could not be unmounted); autoclear detaches
+    /// it when that filesystem lets go.
+    pub fn abandon(self) {
+        let LoopDevice { _file, _held, .. } = self;
+        drop(_file);
+        _held.abandon();
+    }
+
     /// `N` of `/dev/loopN`.
     pub fn number(&self) -> u32 {
         self.number
@@ -193,12 +256,21 @@ fn wait_for_node(number: u32) -> Result<PathBuf, BlockDevError> {
     Ok(p)
 }
 
-/// Detaches loop device `number` if it is still attached to `backing`
-/// (never one attached to anything else). With `wait`, waits for it to let
-/// go; without (on the way to exit, while this process may still hold it
-/// open), autoclear detaches it at its last close.
-pub(super) fn detach(number: u32, backing: &Path, wait: bool) -> Result<(), String> {
-    if backing_file(number).as_deref() != Some(backing) {
+/// Detaches loop device `number` if it is still attached to the file
+/// `file` (never one attached to anything else; `backing` is its path, for
+/// messages). With `wait`, waits for it to let go; without (on the way to
+/// exit, while this process may still hold it open), autoclear detaches
+/// it at its last close.
+pub(super) fn detach(number: u32, backing: &Path, file: &FileId, wait: bool) -> Result<(), String> {
+    let ours = || -> Result<bool, String> {
+        match attached_file(number) {
+            Ok(now) => Ok(*file != FileId::default() && now == Some(*file)),
+            Err(e) => Err(format!(
+                "/dev/loop{number}: cannot tell what it is attached to ({e}); left as it is"
+            )),
+        }
+    };
+    if !ours()? {
         return Ok(());
     }
     let f = OpenOptions::new()
@@ -214,7 +286,7 @@ pub(super) fn detach(number: u32, backing: &Path, wait: bool) -> Result<(), Stri
         return Ok(());
     }
     let deadline = Instant::now() + WAIT;
-    while backing_file(number).as_deref() == Some(backing) {
+    while ours()? {
         if Instant::now() > deadline {
             return Err(format!(
                 "/dev/loop{number} is still attached to {}{}",

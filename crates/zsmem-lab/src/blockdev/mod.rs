@@ -32,11 +32,19 @@
 //! which then also removes this process's kernel zram devices, after the
 //! ext4 mounts on them are gone, and exits with 128 + the signal); and by
 //! the next run of any process using this module, for records whose
-//! creator is gone (killed with `SIGKILL`). A resource is undone only if
-//! it is still what was made (the recorded device mounted at the recorded
-//! point, the loop device attached to the recorded file); nothing else is
-//! touched. A busy mount is detached lazily; a loop device still held is
-//! detached at its last close (autoclear).
+//! creator is gone (killed with `SIGKILL`); that run also removes the
+//! kernel zram devices such a process recorded, whether or not it uses
+//! the kernel itself. A resource is undone only if it is still what was
+//! made: a mount by its mount ID (and unique mount ID, and device), found
+//! topmost at its directory and unmounted once through a descriptor of
+//! it, never a mount made over or inside it ([`ident`]); a loop device by
+//! its backing file's device and inode; nothing else is touched. A mount
+//! with another mount on or inside it is left mounted (with a warning,
+//! recorded, and the device under it kept while this process runs); a
+//! busy mount is detached lazily; a loop device still held is detached at
+//! its last close (autoclear). A directory given to mount on is taken
+//! with a lock first ([`mountpoint`]), so two disks cannot both mount on
+//! it.
 //!
 //! Needs root, `/dev/fuse`, `/dev/loop-control` and `mkfs.ext4`:
 //! [`unavailable_reason`] says which is missing, in one line.
@@ -48,7 +56,9 @@
 //! | [`server`] | any page contestant on its own thread, as a backend |
 //! | [`fuse`] | the FUSE filesystem holding the device file |
 //! | [`loopdev`] | loop devices by ioctl: attach with direct I/O, detach |
-//! | [`mount`] | `mkfs.ext4`, mounting, `syncfs`, unmounting, mountinfo |
+//! | [`mount`] | `mkfs.ext4`, mounting, `syncfs`, mountinfo |
+//! | [`ident`] | which mount is ours (mount IDs), and unmounting only it |
+//! | [`mountpoint`] | taking a directory to mount on, exclusively |
 //! | [`device`] | ext4 on a device, assembled and taken apart in order |
 //! | [`bare`] | a backend as a bare block device (FUSE file and loop device), for swap |
 //! | [`contestant`] | a contestant (or the kernel's zram) with ext4 mounted on it |
@@ -62,9 +72,11 @@ pub mod contestant;
 pub mod device;
 pub mod error;
 pub mod fuse;
+pub mod ident;
 pub mod loopdev;
 pub mod map;
 pub mod mount;
+pub mod mountpoint;
 pub mod registry;
 pub mod server;
 pub mod signals;

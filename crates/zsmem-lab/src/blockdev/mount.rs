@@ -5,12 +5,8 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
-use super::error::{BlockDevError, warn};
-
-/// How long an unmount is retried while the kernel says busy.
-const BUSY_WAIT: Duration = Duration::from_secs(3);
+use super::error::BlockDevError;
 
 /// Where `mkfs.ext4` is: on `PATH`, else in `/usr/sbin` or `/sbin`.
 pub fn find_mkfs_ext4() -> Option<PathBuf> {
@@ -124,9 +120,16 @@ pub fn sync_fs(dir: &Path) -> Result<(), BlockDevError> {
     Ok(())
 }
 
-/// One line of `/proc/self/mountinfo`: mount point, type, source.
+/// One line of `/proc/self/mountinfo`: IDs, device, mount point, type,
+/// source.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MountEntry {
+    /// The mount's ID (first field; the kernel reuses it after an unmount).
+    pub id: u64,
+    /// The ID of the mount it sits on.
+    pub parent: u64,
+    /// The device number of its filesystem (`major:minor`, as `st_dev`).
+    pub dev: u64,
     /// Where it is mounted.
     pub dir: PathBuf,
     /// Filesystem type (`ext4`, `fuse.zsmem`).
@@ -160,11 +163,19 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
     text.lines()
         .filter_map(|line| {
             let (left, right) = line.split_once(" - ")?;
-            let dir = left.split(' ').nth(4)?;
+            let mut l = left.split(' ');
+            let id = l.next()?.parse().ok()?;
+            let parent = l.next()?.parse().ok()?;
+            let (major, minor) = l.next()?.split_once(':')?;
+            let dev = libc::makedev(major.parse().ok()?, minor.parse().ok()?);
+            let dir = l.nth(1)?;
             let mut r = right.split(' ');
             let fstype = r.next()?;
             let source = r.next()?;
             Some(MountEntry {
+                id,
+                parent,
+                dev,
                 dir: PathBuf::from(unescape(dir)),
                 fstype: fstype.to_string(),
                 source: unescape(source),
@@ -180,45 +191,10 @@ pub fn mounts() -> Vec<MountEntry> {
         .unwrap_or_default()
 }
 
-/// The topmost mount at `dir`, if any.
+/// The topmost mount at `dir`, if any (by the table's order: a mount
+/// moved beneath another is not seen as such).
 pub fn mounted_at(dir: &Path) -> Option<MountEntry> {
     mounts().into_iter().rev().find(|m| m.dir == dir)
-}
-
-/// Unmounts `dir` if something is mounted there: retried while busy (for
-/// a few seconds if `patient`), then detached lazily (`MNT_DETACH`). Says
-/// on stderr what could not be done; returns whether nothing is mounted
-/// there any more.
-pub fn unmount(dir: &Path, patient: bool) -> bool {
-    let Ok(c) = cstr(dir) else { return false };
-    let deadline = Instant::now() + if patient { BUSY_WAIT } else { Duration::ZERO };
-    while mounted_at(dir).is_some() {
-        // SAFETY: `c` is a NUL-terminated path.
-        if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
-            continue;
-        }
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-            continue;
-        }
-        // SAFETY: as above.
-        if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-            warn(format_args!(
-                "could not unmount {}: {e}; {}",
-                dir.display(),
-                std::io::Error::last_os_error()
-            ));
-            return false;
-        }
-        if patient {
-            warn(format_args!(
-                "{} was busy ({e}): detached lazily",
-                dir.display()
-            ));
-        }
-    }
-    true
 }
 
 #[cfg(test)]
@@ -235,6 +211,8 @@ mod tests {
         assert_eq!(m.len(), 3);
         assert_eq!(m[1].dir, PathBuf::from("/tmp/zsmem x/mnt"));
         assert_eq!(m[1].source, "/dev/loop3");
+        assert_eq!((m[1].id, m[1].parent), (40, 22));
+        assert_eq!(m[1].dev, libc::makedev(7, 3));
         assert_eq!(m[2].fstype, "fuse.zsmem");
         assert_eq!(unescape("a\\134b\\0"), "a\\b\\0");
     }

@@ -5,23 +5,33 @@
 //! killed one left; nothing else is ever touched.
 //!
 //! Each resource is undone only if it is still what was made: a mount
-//! point only if the recorded source (or FUSE type) is mounted there, a
-//! loop device only if it is still attached to the recorded file, a
+//! only if the topmost mount at its directory is the recorded mount (its
+//! mount ID, unique mount ID and device: [`super::ident`]), and nothing is
+//! mounted on or inside it; a loop device only if it is still attached to
+//! the recorded file (its device and inode); a
 //! directory only if nothing is mounted below it, a swap area only if
 //! `/proc/swaps` lists the device, a cgroup only if its directory exists
 //! (its processes are killed first: they are the experiment's program),
 //! zswap's parameters only where they differ from what was found.
+//!
+//! What cannot be undone stays in the registry and the record: retried by
+//! [`undo_abandoned`] in this process, by every exit path, and by a later
+//! run once this process is gone. A later run's [`remove_stale`] also
+//! removes the kernel zram devices recorded by processes that are gone
+//! (their records are the zram contestant's, in the same directory), so
+//! a run that uses no zram device still reaps one left by a killed run.
 
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
 use super::error::warn;
-use super::loopdev;
-use super::mount::{self, mounts};
+use super::ident::{self, MountId};
+use super::loopdev::{self, FileId};
+use super::mount::mounts;
 
 /// Where the records are kept (the kernel zram contestant's directory).
 pub const RECORD_DIR: &str = crate::contestants::kernel_zram::RECORD_DIR;
@@ -31,7 +41,7 @@ pub const RECORD_DIR: &str = crate::contestants::kernel_zram::RECORD_DIR;
 pub const FUSE_SOURCE: &str = "zsmem";
 
 /// Whether `m` is a device filesystem of this module.
-fn is_device_fs(m: &mount::MountEntry) -> bool {
+pub(super) fn is_device_fs(m: &super::mount::MountEntry) -> bool {
     (m.fstype == "fuse" || m.fstype == "fuse.zsmem") && m.source == FUSE_SOURCE
 }
 
@@ -41,13 +51,21 @@ pub enum Resource {
     /// A private directory (mount points inside it).
     Dir(PathBuf),
     /// The device filesystem mounted here.
-    Fuse(PathBuf),
+    Fuse {
+        /// The mount point.
+        dir: PathBuf,
+        /// Which mount it is.
+        mount: MountId,
+    },
     /// A loop device attached to this file.
     Loop {
         /// `N` of `/dev/loopN`.
         number: u32,
-        /// Its backing file.
+        /// Its backing file's path.
         backing: PathBuf,
+        /// Its backing file's identity.
+        #[serde(default)]
+        file: FileId,
     },
     /// A filesystem (ext4, tmpfs) from `source` mounted at `dir`.
     Mount {
@@ -55,6 +73,10 @@ pub enum Resource {
         dir: PathBuf,
         /// The block device (for tmpfs: the source name given to mount).
         source: PathBuf,
+        /// Which mount it is (all zero in a record without it: such a
+        /// mount is never unmounted).
+        #[serde(default)]
+        mount: MountId,
     },
     /// A swap area enabled (`swapon`) on this block device.
     Swap(PathBuf),
@@ -72,9 +94,16 @@ struct Record {
     resources: Vec<Resource>,
 }
 
-static REGISTRY: Mutex<Vec<Resource>> = Mutex::new(Vec::new());
+/// A resource in the registry, and whether a [`Held`] still owns it
+/// (else it was abandoned, or its undo failed: [`undo_abandoned`] retries).
+struct Entry {
+    res: Resource,
+    held: bool,
+}
 
-fn registry() -> MutexGuard<'static, Vec<Resource>> {
+static REGISTRY: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+
+fn registry() -> MutexGuard<'static, Vec<Entry>> {
     REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -91,7 +120,7 @@ fn record_path(pid: u32) -> PathBuf {
 }
 
 /// Rewrites this process's record from the registry (removes it when empty).
-fn write_record(reg: &[Resource]) {
+fn write_record(reg: &[Entry]) {
     let pid = std::process::id();
     let path = record_path(pid);
     if reg.is_empty() {
@@ -106,7 +135,7 @@ fn write_record(reg: &[Resource]) {
         let rec = Record {
             pid,
             start: start_time(pid).unwrap_or(0),
-            resources: reg.to_vec(),
+            resources: reg.iter().map(|e| e.res.clone()).collect(),
         };
         let tmp = PathBuf::from(format!("{RECORD_DIR}/.blockdev.{pid}.tmp"));
         std::fs::write(&tmp, serde_json::to_vec(&rec).map_err(io::Error::other)?)?;
@@ -121,72 +150,138 @@ fn write_record(reg: &[Resource]) {
 
 /// A resource in the registry, undone on drop.
 pub struct Held {
-    res: Resource,
+    // Invariant: `Some` until `release` or `abandon` takes it.
+    res: Option<Resource>,
 }
 
 impl Held {
     /// The resource.
     pub fn resource(&self) -> &Resource {
-        &self.res
+        self.res
+            .as_ref()
+            .expect("a Held keeps its resource while it lives")
+    }
+
+    /// Undoes the resource now; `Err` says why it is left (it stays
+    /// recorded, for [`undo_abandoned`] and later runs).
+    pub fn release(mut self) -> Result<(), String> {
+        match self.res.take() {
+            Some(res) => release(&res),
+            None => Ok(()),
+        }
+    }
+
+    /// Leaves the resource in place, recorded, no longer owned: for what
+    /// must outlive its owner (a device under a filesystem that could not
+    /// be unmounted). [`undo_abandoned`] and later runs undo it.
+    pub fn abandon(mut self) {
+        let Some(res) = self.res.take() else { return };
+        let mut reg = registry();
+        if let Some(e) = reg.iter_mut().rev().find(|e| e.held && e.res == res) {
+            e.held = false;
+        }
     }
 }
 
-/// Makes `res` with `make` and registers it, the registry locked
-/// throughout, so that a signal's cleanup runs either before `make` or
-/// after the registration.
-pub fn hold_with<T, E>(res: Resource, make: impl FnOnce() -> Result<T, E>) -> Result<(Held, T), E> {
+fn release(res: &Resource) -> Result<(), String> {
     let mut reg = registry();
-    let made = make()?;
-    reg.push(res.clone());
+    // Gone already if the exit path's cleanup ran.
+    let Some(i) = reg.iter().rposition(|e| e.held && e.res == *res) else {
+        return Ok(());
+    };
+    match undo(res, true) {
+        Ok(()) => {
+            reg.remove(i);
+            write_record(&reg);
+            Ok(())
+        }
+        Err(e) => {
+            // What could not be undone stays recorded, for a retry.
+            reg[i].held = false;
+            Err(e)
+        }
+    }
+}
+
+/// Makes a resource with `make`, which says what it made, and registers
+/// it, the registry locked throughout, so that a signal's cleanup runs
+/// either before `make` or after the registration.
+pub fn hold_made<T, E>(make: impl FnOnce() -> Result<(Resource, T), E>) -> Result<(Held, T), E> {
+    let mut reg = registry();
+    let (res, made) = make()?;
+    reg.push(Entry {
+        res: res.clone(),
+        held: true,
+    });
     write_record(&reg);
-    Ok((Held { res }, made))
+    Ok((Held { res: Some(res) }, made))
+}
+
+/// Makes `res` with `make` and registers it, as [`hold_made`] does.
+pub fn hold_with<T, E>(res: Resource, make: impl FnOnce() -> Result<T, E>) -> Result<(Held, T), E> {
+    hold_made(|| make().map(|t| (res, t)))
 }
 
 /// Registers `res`, made already (a directory).
 pub fn hold(res: Resource) -> Held {
     let mut reg = registry();
-    reg.push(res.clone());
+    reg.push(Entry {
+        res: res.clone(),
+        held: true,
+    });
     write_record(&reg);
-    Held { res }
+    Held { res: Some(res) }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let mut reg = registry();
-        // Gone already if the exit path's cleanup ran.
-        // What could not be undone stays recorded, for a later run.
-        if let Some(i) = reg.iter().position(|r| *r == self.res) {
-            match undo(&self.res, true) {
-                Ok(()) => {
-                    reg.remove(i);
-                    write_record(&reg);
-                }
-                Err(e) => warn(format_args!("warning: {e}")),
-            }
+        if let Some(res) = self.res.take()
+            && let Err(e) = release(&res)
+        {
+            warn(format_args!("warning: {e}"));
         }
     }
 }
 
-/// Undoes one resource if it is still what was made. With `wait`, a busy
-/// mount is retried for a while before it is detached lazily; without (on
-/// the way to exit), at once.
+/// Retries what this process made and no longer owns (abandoned, or left
+/// when its undo failed), last made first. Returns how many are still
+/// left.
+pub fn undo_abandoned() -> usize {
+    let mut reg = registry();
+    let mut i = reg.len();
+    let mut changed = false;
+    while i > 0 {
+        i -= 1;
+        if reg[i].held {
+            continue;
+        }
+        match undo(&reg[i].res, true) {
+            Ok(()) => {
+                reg.remove(i);
+                changed = true;
+            }
+            Err(e) => warn(format_args!("warning: {e}")),
+        }
+    }
+    if changed {
+        write_record(&reg);
+    }
+    reg.iter().filter(|e| !e.held).count()
+}
+
+/// Undoes one resource if it is still what was made. With `wait`, a loop
+/// device is waited for until it lets go; without (on the way to exit),
+/// autoclear detaches it at its last close.
 fn undo(res: &Resource, wait: bool) -> Result<(), String> {
     match res {
-        Resource::Mount { dir, source } => {
-            let ours = mount::mounted_at(dir).is_some_and(|m| Path::new(&m.source) == source);
-            if ours && !mount::unmount(dir, wait) {
-                return Err(format!("{} is still mounted", dir.display()));
-            }
-            Ok(())
+        Resource::Mount { dir, mount, .. } | Resource::Fuse { dir, mount } => {
+            ident::unmount_ours(dir, mount)
         }
-        Resource::Loop { number, backing } => loopdev::detach(*number, backing, wait),
-        Resource::Fuse(dir) => {
-            let ours = mount::mounted_at(dir).is_some_and(|m| is_device_fs(&m));
-            if ours && !mount::unmount(dir, wait) {
-                return Err(format!("{} is still mounted", dir.display()));
-            }
-            Ok(())
-        }
+        Resource::Loop {
+            number,
+            backing,
+            file,
+        } => loopdev::detach(*number, backing, file, wait),
         Resource::Swap(device) => crate::workloads::swap::area::undo_swapon(device),
         Resource::Cgroup(dir) => crate::workloads::swap::cgroup::undo_cgroup(dir),
         Resource::Zswap(saved) => crate::workloads::swap::zswap::restore(saved),
@@ -214,10 +309,10 @@ pub(super) fn undo_all_and_hold() -> usize {
     let mut reg = registry();
     let n = reg.len();
     let mut failed = Vec::new();
-    while let Some(res) = reg.pop() {
-        if let Err(e) = undo(&res, false) {
+    while let Some(entry) = reg.pop() {
+        if let Err(e) = undo(&entry.res, false) {
             warn(format_args!("warning: {e}"));
-            failed.insert(0, res);
+            failed.insert(0, entry);
         }
     }
     // What could not be undone stays recorded, for a later run.
@@ -229,9 +324,16 @@ pub(super) fn undo_all_and_hold() -> usize {
 
 /// Undoes what processes that are gone left behind (they were killed, or
 /// aborted): each record in [`RECORD_DIR`] whose creator is gone, each of
-/// its resources only if still what was made. Says so on stderr; returns
-/// how many records were cleared.
+/// its resources only if still what was made; then the kernel zram
+/// devices such processes recorded (after the mounts on them are gone).
+/// Says so on stderr; returns how many records were cleared.
 pub fn remove_stale() -> usize {
+    let cleared = remove_stale_records();
+    crate::contestants::kernel_zram::remove_stale_devices();
+    cleared
+}
+
+fn remove_stale_records() -> usize {
     let Ok(dir) = std::fs::read_dir(RECORD_DIR) else {
         return 0;
     };
@@ -249,11 +351,18 @@ pub fn remove_stale() -> usize {
         if pid == me {
             continue;
         }
-        let Some(rec) = std::fs::read(entry.path())
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Record>(&b).ok())
-        else {
-            continue;
+        let rec = match std::fs::read(entry.path())
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice::<Record>(&b).map_err(|e| e.to_string()))
+        {
+            Ok(rec) => rec,
+            Err(e) => {
+                warn(format_args!(
+                    "warning: {} cannot be read ({e}); what it records is left as it is",
+                    entry.path().display()
+                ));
+                continue;
+            }
         };
         if start_time(pid).is_some_and(|t| t == rec.start || rec.start == 0) {
             continue; // its creator still runs
@@ -281,7 +390,7 @@ pub fn remove_stale() -> usize {
     cleared
 }
 
-/// How many resources the registry holds now.
+/// How many resources the registry holds now (owned or not).
 pub fn live() -> usize {
     registry().len()
 }

@@ -213,6 +213,9 @@ mod tests {
 
     fn entry(dir: &str, fstype: &str) -> MountEntry {
         MountEntry {
+            id: 0,
+            parent: 0,
+            dev: 0,
             dir: dir.into(),
             fstype: fstype.into(),
             source: "cgroup".into(),

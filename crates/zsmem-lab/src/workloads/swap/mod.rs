@@ -116,13 +116,21 @@ impl SwapExperiment {
         std::fs::create_dir(&tmp)
             .map_err(|e| BlockDevError::io(format!("creating {}", tmp.display()), e))?;
         let options = format!("size={},mode=0755", self.tmpfs_bytes);
-        let (tmpfs, ()) = registry::hold_with(
-            Resource::Mount {
+        let (tmpfs, ()) = registry::hold_made(|| {
+            mount_tmpfs(TMPFS_SOURCE, &tmp, &options)?;
+            let mount = crate::blockdev::ident::identify(&tmp, |m| {
+                m.fstype == "tmpfs" && m.source == TMPFS_SOURCE
+            })
+            .map_err(|e| {
+                BlockDevError::io(format!("identifying the tmpfs at {}", tmp.display()), e)
+            })?;
+            let res = Resource::Mount {
                 dir: tmp.clone(),
                 source: TMPFS_SOURCE.into(),
-            },
-            || mount_tmpfs(TMPFS_SOURCE, &tmp, &options),
-        )?;
+                mount,
+            };
+            Ok::<_, BlockDevError>((res, ()))
+        })?;
         let log = held_dir(&dir).join("stderr.log");
         let cg = MemoryCgroup::create(self.limit)?;
         let mut peaks = Peaks::default();
