@@ -15,6 +15,7 @@ pub mod disk;
 pub mod output;
 pub mod progress;
 pub mod replay;
+pub mod report_dir;
 pub mod stats;
 pub mod units;
 

@@ -302,7 +302,11 @@ impl ObjectContestant for PoolObjects {
     fn config(&self) -> String {
         let c = self.pool.config();
         format!(
-            "zsmem pool: {} pages, chain {}, delta {}{}, compaction {:?}",
+            "zsmem pool: {}, {} B pages, chain {}, delta {}{}, compaction {:?}",
+            match c.placement {
+                zsmem::Placement::Log { lanes } => format!("log placement ({lanes} lanes)"),
+                _ => "size classes".to_string(),
+            },
             c.page_size,
             c.chain_size,
             c.class_delta,
