@@ -326,11 +326,11 @@ fn compare_at_16k_runs_the_rfcs_variants_and_says_what_it_skips() {
     );
     let t = String::from_utf8(out.stdout).unwrap();
     for needle in [
-        "== zsmem-kernel: 16384 pages, chain 8, delta 64",
-        "== zsmem-kernel-d16: 16384 pages, chain 8, delta 16",
-        "== zsmem-kernel-rfc: 16384 pages, chain 8, delta 16, span-aware",
-        "== zsmem: 16384 pages",
-        "== afmalloc: afmalloc: zram's 16384 B pages",
+        "== zsmem-kernel: 16 KiB pages, chain 8, delta 64",
+        "== zsmem-kernel-d16: 16 KiB pages, chain 8, delta 16",
+        "== zsmem-kernel-rfc: 16 KiB pages, chain 8, delta 16, span-aware",
+        "== zsmem: 16 KiB pages",
+        "== afmalloc: afmalloc: zram's 16 KiB pages",
         "== what the RFC saves at 16 KiB pages",
         "pool saved against zsmem-kernel",
         "rounding / free slots in held zspages",
@@ -394,7 +394,7 @@ fn bench_store_takes_a_page_size() {
         v["zsmem"]["config"]
             .as_str()
             .unwrap()
-            .starts_with("65536 pages, chain 8, delta 16, span-aware")
+            .starts_with("64 KiB pages, chain 8, delta 16, span-aware")
     );
     assert!(v["kernel_skipped"].is_string() || v["kernel"].is_object());
 }
