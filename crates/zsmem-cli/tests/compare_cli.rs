@@ -534,3 +534,30 @@ fn the_churn_report_shows_the_cpu_a_call() {
     let t = String::from_utf8(out.stdout).unwrap();
     assert!(t.contains("CPU a") && t.contains("op 2000"), "{t}");
 }
+
+/// `replay` says what zsmem and zsmem-classes are, calls the pool `pool`,
+/// and prints `-` (JSON: null) for the overhead where nothing is stored.
+#[test]
+fn replay_names_the_placements_and_has_no_overhead_of_nothing() {
+    let trace = std::env::temp_dir().join(format!("zsmem-empty-trace-{}", std::process::id()));
+    std::fs::write(&trace, "alloc 1 1000\nalloc 2 300\nfree 1\nfree 2\n").unwrap();
+    let path = trace.to_str().unwrap();
+    let out = zsmem(&["replay", path, "--contestants", "zsmem,zsmem-classes"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = String::from_utf8(out.stdout).unwrap();
+    assert!(t.contains("zsmem: log placement"), "{t}");
+    assert!(t.contains("zsmem-classes: size classes"), "{t}");
+    assert!(t.contains("pool") && !t.contains("held"), "{t}");
+    let rows: Vec<&str> = t.lines().filter(|l| l.starts_with("zsmem")).collect();
+    assert!(rows.iter().any(|l| l.trim_end().ends_with(" -")), "{t}");
+    assert!(!t.contains("0.00%"), "{t}");
+    let out = zsmem(&["replay", path, "--contestants", "zsmem", "--format", "json"]);
+    std::fs::remove_file(&trace).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v[0]["overhead_ratio"].is_null(), "{v}");
+    assert!(v[0]["pool_bytes"].is_u64(), "{v}");
+}
