@@ -11,7 +11,9 @@ use zsmem_lab::contestants::kernel_zram::ZramError;
 use zsmem_lab::contestants::zsmem::make_variant;
 use zsmem_lab::contestants::{Figures, LabError, PageConfig, PageContestant};
 use zsmem_lab::corpus::FileTree;
-use zsmem_lab::report::{ReportContext, log2_histogram, rfc_text, write_report};
+use zsmem_lab::report::{
+    ReportContext, VERDICT_NOTE, log2_histogram, rfc_text, verdict_of, write_report,
+};
 use zsmem_lab::text::{shown, shown_path};
 use zsmem_lab::workloads::trace::TraceRecorder;
 use zsmem_lab::workloads::untar_rm::{
@@ -109,12 +111,14 @@ pub struct CompareArgs {
     /// algorithm.
     #[arg(long, default_value = "lz4", value_parser = codec_value)]
     pub codec: String,
-    /// Output format. In every format `used` is the pool: the bytes of the
-    /// pages the allocator holds for objects (zram's mem_used_total).
+    /// Output format. In every format `pool` is the bytes of the pages the
+    /// allocator holds for objects (zram's mem_used_total).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
-    /// Directory for the report: a self-contained index.html with the
-    /// tables and SVG plots.
+    /// Directory for the reports: each run writes a new numbered
+    /// directory in it (001/, 002/, ...: a self-contained index.html with
+    /// the tables and SVG plots), never over an earlier one, and points
+    /// DIR/latest at it.
     #[arg(long, default_value = "zsmem-report")]
     pub report: std::path::PathBuf,
     /// Write no report.
@@ -123,6 +127,10 @@ pub struct CompareArgs {
     /// Print the log2 latency histograms of every contestant too.
     #[arg(long)]
     pub histograms: bool,
+    /// Explain the all-in terms in full under the tables (each term's
+    /// formula and source; only the terms of the contestants that ran).
+    #[arg(long)]
+    pub explain: bool,
     /// Run the workload as files in a filesystem on each contestant's
     /// block device (only `ext4`: mkfs.ext4, mount -o discard, as the
     /// reference did); needs root, /dev/fuse and loop devices, and skips
@@ -202,6 +210,7 @@ impl Default for CompareArgs {
             report: "zsmem-report".into(),
             no_report: false,
             histograms: false,
+            explain: false,
             page_size: zsmem_lab::corpus::PAGE_SIZE,
             workload: Workload::UntarRm,
             variant: churn.variant,
@@ -228,13 +237,14 @@ fn codec_value(s: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
-/// A step as printed in json: the figures, and `used`, the same figure as
-/// `figures.pool` under the name the table and the CSV give it.
+/// A step as printed in json: the figures, and `pool`, the same figure as
+/// `figures.pool`, beside the round and label as the table and the CSV
+/// give it.
 #[derive(Serialize)]
 struct JsonStep<'a> {
     round: usize,
     label: &'a str,
-    used: u64,
+    pool: u64,
     figures: &'a Figures,
 }
 
@@ -397,8 +407,8 @@ pub fn run(a: &CompareArgs) -> CliResult {
         return crate::compare_churn::run(a, &tree, &source, &cfg);
     }
     eprintln!(
-        "workload: untar/rm, {} rounds, on {source}: {} files, {} pages of {} KiB ({:.1} MiB), loaded in {:.1}s",
-        a.rounds,
+        "workload: untar/rm, {}, on {source}: {} files, {} pages of {} KiB ({:.1} MiB), loaded in {:.1}s",
+        rounds(a.rounds),
         tree.files.len(),
         total,
         cfg.page_size / 1024,
@@ -467,7 +477,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
                         .map(|s| JsonStep {
                             round: s.round,
                             label: &s.label,
-                            used: s.figures.pool,
+                            pool: s.figures.pool,
                             figures: &s.figures,
                         })
                         .collect(),
@@ -481,6 +491,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
                 "workload": work, "fs": a.fs, "source": source, "pages": total,
                 "page_size": cfg.page_size,
                 "skipped": skipped, "runs": runs,
+                "verdict": verdict_of(&results),
                 "all_in_terms": zsmem_lab::allin::explain(),
             }))?;
         }
@@ -511,7 +522,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
                     "step",
                     "orig",
                     "compr",
-                    "used",
+                    "pool",
                     "all_in",
                     "overhead_ratio",
                     "all_in_ratio",
@@ -523,7 +534,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
             )?;
         }
         Format::Table => {
-            print_tables(&results, &skipped, cfg.page_size)?;
+            print_tables(&results, &skipped, cfg.page_size, a.explain)?;
             print!("{}", rfc_text(&results, cfg.page_size));
             if a.histograms {
                 for r in &results {
@@ -548,8 +559,8 @@ pub fn run(a: &CompareArgs) -> CliResult {
             },
             source: source.clone(),
             workload: format!(
-                "untar/rm, {} round(s), removing {}",
-                a.rounds,
+                "untar/rm, {}, removing {}",
+                rounds(a.rounds),
                 a.remove
                     .as_ref()
                     .map_or("the five largest top-level directories".to_string(), |r| r
@@ -585,15 +596,43 @@ pub(crate) fn save_trace(rec: &TraceRecorder<'_>, path: &std::path::Path, note: 
     Ok(())
 }
 
-/// Write the report of `runs` to `dir`, saying where on stderr.
-pub(crate) fn report(dir: &std::path::Path, ctx: &ReportContext, runs: &[RunResult]) -> CliResult {
-    let index = write_report(dir, ctx, runs).map_err(|e| {
+/// "1 round", "3 rounds".
+fn rounds(n: usize) -> String {
+    if n == 1 {
+        "1 round".to_string()
+    } else {
+        format!("{n} rounds")
+    }
+}
+
+/// Write the report of `runs` to a new numbered directory under `parent`
+/// (never over an earlier report) and point `parent/latest` at it, saying
+/// where on stderr.
+pub(crate) fn report(
+    parent: &std::path::Path,
+    ctx: &ReportContext,
+    runs: &[RunResult],
+) -> CliResult {
+    let fail = |e: std::io::Error| {
         CliError::Usage(format!(
             "cannot write the report to {}: {e}",
-            shown_path(dir)
+            shown_path(parent)
         ))
-    })?;
-    eprintln!("report: {}", index.display());
+    };
+    let dir = crate::report_dir::new_run_dir(parent).map_err(fail)?;
+    let index = write_report(&dir, ctx, runs).map_err(fail)?;
+    match crate::report_dir::point_latest(parent, &dir) {
+        Ok(latest) => eprintln!(
+            "report: {} (a new directory; {} points to the newest)",
+            index.display(),
+            latest.display()
+        ),
+        Err(e) => eprintln!(
+            "report: {} (could not point {} at it: {e})",
+            index.display(),
+            parent.join(crate::report_dir::LATEST).display()
+        ),
+    }
     Ok(())
 }
 
@@ -613,12 +652,15 @@ fn probe_report_dir(dir: &std::path::Path) -> CliResult {
     std::fs::remove_file(&probe).map_err(fail)
 }
 
-/// One table per contestant (its steps), the legend of the columns, the
-/// summary and the compaction costs; all sizes in MiB.
+/// One table per contestant (its steps), the legend of the columns (the
+/// all-in terms of the contestants that ran in full with `explain`), the
+/// summary, the verdict, the latencies and the compaction costs; all sizes
+/// in MiB.
 pub(crate) fn print_tables(
     results: &[RunResult],
     skipped: &[(String, String)],
     page_size: usize,
+    explain: bool,
 ) -> CliResult {
     let width = crate::output::terminal_width().unwrap_or(100);
     let pct = |x: f64| format!("{:.2}%", x * 100.0);
@@ -629,13 +671,13 @@ pub(crate) fn print_tables(
                 "step",
                 "orig\nMiB",
                 "compr\nMiB",
-                "used\nMiB",
-                "ratio",
+                "pool\nMiB",
+                "overhead",
                 "all-in\nMiB",
-                "all-in\nratio",
+                "all-in\noverhead",
                 "same",
                 "huge",
-                "pages\ncompacted",
+                "pages\ncompacted\n(total)",
             ],
             1,
         );
@@ -671,7 +713,7 @@ pub(crate) fn print_tables(
                     "partial",
                     "tail",
                     "meta",
-                    "ratio with\nmeta",
+                    "overhead\nwith meta",
                 ],
                 1,
             );
@@ -694,41 +736,52 @@ pub(crate) fn print_tables(
         }
     }
     println!();
+    let terms =
+        zsmem_lab::allin::explain_used(results.iter().flat_map(|r| &r.steps).map(|s| &s.figures));
+    let names: Vec<&str> = terms.iter().map(|t| t.name).collect();
     print!(
         "{}",
         crate::output::wrap(
-            "used = pool = the pages the allocator holds for objects (zram's mem_used_total; \
-             for a malloc baseline its heap growth), in MiB here, in bytes in the CSV and JSON; \
-             ratio = (used - compr) / compr, split for zsmem into rounding (slot over object \
-             size), partial (free slots in held pages), tail (held bytes outside whole slots), \
-             in % of compr; meta = the allocator's metadata (handle tables, zspage descriptors, \
-             free bitmaps, owner arrays; the kernel's is not visible); ratio with meta counts \
-             it too. all-in = everything held for the data, the same terms for every \
-             contestant; all-in ratio = (all-in - compr) / compr. The terms:",
+            &format!(
+                "pool = the pages the allocator holds for objects (zram's mem_used_total; for \
+                 a malloc baseline its heap growth); overhead = (pool - compr) / compr, split \
+                 for zsmem into rounding, partial (free slots in held zspages), tail and meta \
+                 (its metadata), in % of compr; pages compacted: the total since the start. \
+                 all-in = everything held for the data, the same way for every contestant, \
+                 here the sum of: {}; all-in overhead = (all-in - compr) / compr.{}",
+                names.join(", "),
+                if explain {
+                    ""
+                } else {
+                    " (--explain: each term's formula and source.)"
+                }
+            ),
             width,
             "",
         )
     );
-    for t in zsmem_lab::allin::explain() {
-        print!(
-            "{}",
-            crate::output::wrap(
-                &format!("- {}: {} [{}]", t.name, t.formula, t.source),
-                width,
-                "  "
-            )
-        );
+    if explain {
+        for t in &terms {
+            print!(
+                "{}",
+                crate::output::wrap(
+                    &format!("- {}: {} [{}]", t.name, t.formula, t.source),
+                    width,
+                    "  "
+                )
+            );
+        }
     }
     println!();
     let mut t = table(
         &[
             "contestant",
-            "peak\nused\nMiB",
+            "peak\npool\nMiB",
             "peak\nall-in\nMiB",
-            "max\nratio",
-            "last\nratio",
-            "max\nall-in",
-            "last\nall-in",
+            "max\noverhead",
+            "last\noverhead",
+            "max all-in\noverhead",
+            "last all-in\noverhead",
         ],
         1,
     );
@@ -749,6 +802,7 @@ pub(crate) fn print_tables(
         t.add_row(vec![name.clone(), format!("skipped: {why}")]);
     }
     print_table(&t)?;
+    print_verdict(results, width);
     println!();
     let mut t = table(
         &[
@@ -811,4 +865,13 @@ pub(crate) fn print_tables(
         print_table(&t)?;
     }
     Ok(())
+}
+
+/// The verdict in words, after the summary table.
+fn print_verdict(results: &[RunResult], width: usize) {
+    println!("\nVerdict:");
+    for p in verdict_of(results).text {
+        print!("{}", crate::output::wrap(&p, width, "  "));
+    }
+    print!("{}", crate::output::wrap(VERDICT_NOTE, width, "  "));
 }

@@ -65,7 +65,7 @@ struct JsonRun<'a> {
 #[derive(Serialize)]
 struct JsonStep<'a> {
     label: &'a str,
-    used: u64,
+    pool: u64,
     figures: &'a zsmem_lab::contestants::Figures,
 }
 
@@ -135,7 +135,7 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
                         .iter()
                         .map(|s| JsonStep {
                             label: &s.label,
-                            used: s.figures.pool,
+                            pool: s.figures.pool,
                             figures: &s.figures,
                         })
                         .collect(),
@@ -151,6 +151,9 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
                 "workload": "churn", "churn": work, "source": source, "slots": slots,
                 "page_size": cfg.page_size, "codec": a.codec,
                 "skipped": skipped, "runs": runs,
+                "verdict": zsmem_lab::report::verdict_of(
+                    &results.iter().map(|r| r.run.clone()).collect::<Vec<_>>()
+                ),
                 "all_in_terms": zsmem_lab::allin::explain(),
             }))?;
         }
@@ -177,7 +180,7 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
                     "step",
                     "orig",
                     "compr",
-                    "used",
+                    "pool",
                     "all_in",
                     "overhead_ratio",
                     "all_in_ratio",
@@ -188,7 +191,7 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
         }
         Format::Table => {
             let runs: Vec<_> = results.iter().map(|r| r.run.clone()).collect();
-            print_tables(&runs, &skipped, cfg.page_size)?;
+            print_tables(&runs, &skipped, cfg.page_size, a.explain)?;
             print_cpu(&results)?;
         }
     }

@@ -17,6 +17,7 @@ pub mod progress;
 #[cfg(target_os = "linux")]
 pub mod region;
 pub mod replay;
+pub mod report_dir;
 pub mod stats;
 pub mod units;
 

@@ -1,6 +1,7 @@
 //! `zsmem replay`: replay a size trace (`alloc ID SIZE` / `free ID`) on
-//! every object contestant: zsmem's pool in its best and its
-//! kernel-faithful configuration, and the malloc baselines.
+//! every object contestant: zsmem's pool with log placement (`zsmem`, the
+//! page store's default), with size classes (`zsmem-classes`) and in the
+//! kernel's configuration, the peers and the malloc baselines.
 
 use zsmem_lab::contestants::objects::{OBJECT_CONTESTANTS, make_object_contestant};
 use zsmem_lab::workloads::trace::{ReplayFigures as Sample, Trace, replay};
@@ -34,9 +35,21 @@ struct Row<'a> {
     ops: u64,
     objects: u64,
     stored_bytes: u64,
-    held_bytes: u64,
-    peak_held_bytes: u64,
-    overhead_ratio: f64,
+    pool_bytes: u64,
+    peak_pool_bytes: u64,
+    /// `(pool - stored) / stored`; `None` where nothing is stored.
+    overhead_ratio: Option<f64>,
+}
+
+/// What a contestant is, in a few words, beside its configuration.
+fn what(name: &str) -> &'static str {
+    match name {
+        "zsmem" => "log placement, the page store's default (PoolConfig::log())",
+        "zsmem-classes" => "size classes, as zsmalloc (PoolConfig::default())",
+        "zsmem-kernel" => "the kernel's size classes and rules (PoolConfig::kernel())",
+        "system" | "jemalloc" | "mimalloc" => "a malloc baseline: one allocation per object",
+        _ => "a peer (docs/peers.md)",
+    }
 }
 
 /// Run `zsmem replay`.
@@ -52,13 +65,8 @@ pub fn run(a: &ReplayArgs) -> CliResult {
         spin.finish_and_clear();
         rows.push((name.clone(), samples, c.config()));
     }
-    let overhead = |s: &Sample| {
-        if s.bytes == 0 {
-            0.0
-        } else {
-            (s.held as f64 - s.bytes as f64) / s.bytes as f64
-        }
-    };
+    let overhead =
+        |s: &Sample| (s.bytes > 0).then(|| (s.held as f64 - s.bytes as f64) / s.bytes as f64);
     let flat: Vec<Row> = rows
         .iter()
         .flat_map(|(name, samples, _)| {
@@ -67,8 +75,8 @@ pub fn run(a: &ReplayArgs) -> CliResult {
                 ops: s.ops,
                 objects: s.objects,
                 stored_bytes: s.bytes,
-                held_bytes: s.held,
-                peak_held_bytes: s.peak_held,
+                pool_bytes: s.held,
+                peak_pool_bytes: s.peak_held,
                 overhead_ratio: overhead(s),
             })
         })
@@ -85,8 +93,8 @@ pub fn run(a: &ReplayArgs) -> CliResult {
             "ops",
             "objects",
             "stored\nMiB",
-            "held\nMiB",
-            "peak\nMiB",
+            "pool\nMiB",
+            "peak pool\nMiB",
             "overhead",
         ],
         1,
@@ -97,14 +105,19 @@ pub fn run(a: &ReplayArgs) -> CliResult {
             r.ops.to_string(),
             r.objects.to_string(),
             mib(r.stored_bytes),
-            mib(r.held_bytes),
-            mib(r.peak_held_bytes),
-            format!("{:.2}%", r.overhead_ratio * 100.0),
+            mib(r.pool_bytes),
+            mib(r.peak_pool_bytes),
+            r.overhead_ratio
+                .map_or("-".to_string(), |o| format!("{:.2}%", o * 100.0)),
         ]);
     }
     print_table(&t)?;
+    println!(
+        "pool = the pages the allocator holds for objects (for a malloc baseline its heap \
+         growth); overhead = (pool - stored) / stored, - where nothing is stored."
+    );
     for (name, _, config) in &rows {
-        println!("{name}: {config}");
+        println!("{name}: {}; {config}", what(name));
     }
     Ok(())
 }

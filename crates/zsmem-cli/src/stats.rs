@@ -204,9 +204,14 @@ pub fn run(a: &StatsArgs) -> CliResult {
         };
         return print_json(&report);
     }
-    println!(
-        "pool: {} pages, chain {}, delta {}, rule {}{}; stored {} objects, freed {freed} at random (seed {})",
-        a.page_size,
+    let width = crate::output::terminal_width();
+    let say = |text: &str| match width {
+        Some(w) => print!("{}", crate::output::wrap(text, w, "")),
+        None => println!("{text}"),
+    };
+    say(&format!(
+        "pool: {} KiB pages, chain {}, delta {}, rule {}{}; stored {} objects, freed {freed} at random (seed {})",
+        a.page_size / 1024,
         a.chain,
         delta,
         cfg.chain_rule.name(),
@@ -217,12 +222,20 @@ pub fn run(a: &StatsArgs) -> CliResult {
         },
         a.objects,
         a.seed
-    );
+    ));
     println!("(classes with no zspage are left out)\n");
-    print!("{}", format_kernel_classes(&classes));
+    let layout = format_kernel_classes(&classes);
+    let widest = layout.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    match width {
+        // The kernel's layout is 184 columns wide: folded in two tables
+        // on a narrower terminal.
+        Some(w) if widest > w => print!("{}", folded(&classes, w)),
+        _ => print!("{layout}"),
+    }
     let mib = |b: usize| crate::output::mib(b as u64);
-    println!(
-        "\nobjects {}  stored {:.2} MiB  pages held {} ({:.2} MiB)  huge objects {}  pages compacted {}  cached pages {}  parked slots {}",
+    println!();
+    say(&format!(
+        "objects {}  stored {:.2} MiB  pool {} pages ({:.2} MiB)  huge objects {}  pages compacted (total) {}  cached pages {}  parked slots {}",
         totals.objects,
         mib(totals.bytes_stored),
         totals.pages_held,
@@ -231,10 +244,10 @@ pub fn run(a: &StatsArgs) -> CliResult {
         totals.pages_compacted,
         totals.cached_pages,
         classes.iter().map(|c| c.parked).sum::<usize>()
-    );
+    ));
     let pct = |b: usize| 100.0 * b as f64 / totals.bytes_stored.max(1) as f64;
     let w = totals.waste;
-    println!(
+    say(&format!(
         "overhead {:.2}% of stored = rounding {:.2}% + partly used zspages {:.2}% + zspage tails {:.2}%; metadata {:.2} MiB ({:.2}%); with metadata {:.2}%",
         totals.overhead_ratio() * 100.0,
         pct(w.rounding_bytes),
@@ -243,6 +256,82 @@ pub fn run(a: &StatsArgs) -> CliResult {
         mib(totals.metadata_bytes),
         pct(totals.metadata_bytes),
         totals.overhead_ratio_with_metadata() * 100.0
-    );
+    ));
     Ok(())
+}
+
+/// The kernel's `classes` layout folded to `width` columns: the zspages
+/// in each fullness group in one table, the objects and pages in another.
+fn folded(classes: &[ClassStats], width: usize) -> String {
+    let groups = [
+        "10%", "20%", "30%", "40%", "50%", "60%", "70%", "80%", "90%", "99%", "100%",
+    ];
+    let mut head = vec!["class", "size"];
+    head.extend(groups);
+    let mut t = crate::output::table(&head, 0);
+    for c in classes {
+        let mut row = vec![c.index.to_string(), c.size.to_string()];
+        row.extend(c.fullness.iter().map(|n| n.to_string()));
+        t.add_row(row);
+    }
+    t.set_width(width.try_into().unwrap_or(u16::MAX));
+    let mut u = crate::output::table(
+        &[
+            "class",
+            "size",
+            "obj_allocated",
+            "obj_used",
+            "pages_used",
+            "pages_per\n_zspage",
+            "freeable",
+        ],
+        0,
+    );
+    for c in classes {
+        u.add_row(vec![
+            c.index.to_string(),
+            c.size.to_string(),
+            c.obj_allocated.to_string(),
+            c.obj_used.to_string(),
+            c.pages_used.to_string(),
+            c.pages_per_zspage.to_string(),
+            c.freeable.to_string(),
+        ]);
+    }
+    u.set_width(width.try_into().unwrap_or(u16::MAX));
+    format!("zspages per fullness group:\n{t}\n\nobjects and pages:\n{u}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_classes_fold_to_the_width() {
+        let pool = Pool::new(PoolConfig::default()).unwrap();
+        let hs: Vec<_> = (1..200usize)
+            .map(|i| pool.store(&vec![7u8; i * 20]).unwrap())
+            .collect();
+        let classes: Vec<ClassStats> = pool
+            .class_stats()
+            .into_iter()
+            .filter(|c| c.obj_allocated > 0)
+            .collect();
+        assert!(
+            format_kernel_classes(&classes)
+                .lines()
+                .any(|l| l.len() > 100)
+        );
+        for width in [80, 100] {
+            let s = folded(&classes, width);
+            assert!(
+                s.lines().all(|l| l.chars().count() <= width),
+                "{width}:\n{s}"
+            );
+            assert!(s.contains("obj_allocated") && s.contains("100%"), "{s}");
+        }
+        for h in hs {
+            pool.free(h).unwrap();
+        }
+    }
 }

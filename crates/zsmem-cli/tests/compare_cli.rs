@@ -15,6 +15,7 @@ fn compare_prints_every_step_and_a_summary() {
         "--contestants",
         "zsmem,zsmem-kernel",
         "--histograms",
+        "--explain",
         "--report",
         dir.to_str().unwrap(),
     ]);
@@ -23,8 +24,11 @@ fn compare_prints_every_step_and_a_summary() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    let html = std::fs::read_to_string(dir.join("latest/index.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("zsmem-kernel"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("report: ") && err.contains("001"), "{err}");
+    assert!(err.contains("untar/rm, 1 round,"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
     let t = String::from_utf8(out.stdout).unwrap();
     assert!(t.contains("@store_ns:") && t.contains("p99"), "{t}");
@@ -34,15 +38,79 @@ fn compare_prints_every_step_and_a_summary() {
         "r1:untar",
         "r1:-drivers",
         "r1:-rest",
-        "used",
+        "pool",
         "all-in",
         "MiB",
         "store p50",
-        "ratio",
-        "struct page (est.)",
+        "overhead",
+        "(total)",
+        // --explain: each term of the contestants that ran, in full.
+        "- pool pages: pages the allocator holds",
+        "Verdict:",
+        "Against zsmem-kernel",
     ] {
         assert!(t.contains(needle), "missing {needle} in\n{t}");
     }
+    // The headings say what their columns hold.
+    let words: Vec<&str> = t.split_whitespace().collect();
+    for gone in ["used", "ratio", "us"] {
+        assert!(!words.contains(&gone), "`{gone}` in\n{t}");
+    }
+    // The kernel's estimated terms are not explained where it did not run.
+    assert!(!t.contains("struct page (est.)"), "{t}");
+}
+
+/// Without --explain the terms are named once, in short.
+#[test]
+fn the_terms_are_short_without_explain_and_the_verdict_is_printed() {
+    let out = zsmem(&[
+        "compare",
+        "--scale",
+        "0.01",
+        "--contestants",
+        "zsmem,zsmem-classes",
+        "--no-report",
+    ]);
+    assert!(out.status.success());
+    let t = String::from_utf8(out.stdout).unwrap();
+    assert!(t.contains("--explain"), "{t}");
+    assert!(!t.contains("- pool pages:"), "{t}");
+    let summary = t.find("max all-in").expect("the summary");
+    let verdict = t.find("Verdict:").expect("the verdict");
+    assert!(summary < verdict, "{t}");
+    assert!(t.contains("Against zsmem-classes"), "{t}");
+}
+
+/// A second run in the same --report directory writes a new report, and
+/// `latest` points at it.
+#[test]
+fn a_report_is_never_overwritten() {
+    let dir = std::env::temp_dir().join(format!("zsmem-report-twice-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for _ in 0..2 {
+        let out = zsmem(&[
+            "compare",
+            "--scale",
+            "0.01",
+            "--contestants",
+            "zsmem",
+            "--format",
+            "csv",
+            "--report",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let one = std::fs::read_to_string(dir.join("001/index.html")).unwrap();
+    let two = std::fs::read_to_string(dir.join("002/index.html")).unwrap();
+    assert!(one.contains("<svg") && two.contains("<svg"));
+    let latest = std::fs::read_link(dir.join("latest")).unwrap();
+    assert_eq!(latest, std::path::Path::new("002"));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -90,6 +158,16 @@ fn compare_json_counts_all_in_for_every_kind_of_contestant() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The verdict, structured: zsmem against the kernel's zram or, without
+    // it, the first other contestant.
+    let verdict = &v["verdict"];
+    assert_eq!(verdict["zsmem_ran"], true, "{verdict}");
+    assert!(
+        ["less", "same", "more"]
+            .contains(&verdict["references"][0]["peak"]["call"].as_str().unwrap()),
+        "{verdict}"
+    );
+    assert!(verdict["text"].as_array().is_some_and(|t| !t.is_empty()));
     let explained: Vec<&str> = v["all_in_terms"]
         .as_array()
         .unwrap()
@@ -126,7 +204,7 @@ fn compare_json_counts_all_in_for_every_kind_of_contestant() {
 }
 
 #[test]
-fn compare_csv_used_is_the_pool_of_the_json() {
+fn compare_csv_pool_is_the_pool_of_the_json() {
     let run = |format: &str| {
         let out = zsmem(&[
             "compare",
@@ -149,8 +227,9 @@ fn compare_csv_used_is_the_pool_of_the_json() {
     let steps = v["runs"][0]["steps"].as_array().unwrap();
     for (line, s) in lines.zip(steps) {
         let cells: Vec<&str> = line.split(',').collect();
-        assert_eq!(cells[col("used")], s["figures"]["pool"].to_string());
-        assert_eq!(s["used"], s["figures"]["pool"]);
+        assert_eq!(cells[col("pool")], s["figures"]["pool"].to_string());
+        assert_eq!(s["pool"], s["figures"]["pool"]);
+        assert!(s.get("used").is_none());
         assert_eq!(cells[col("all_in")], s["figures"]["all_in"].to_string());
     }
 }
@@ -247,11 +326,11 @@ fn compare_at_16k_runs_the_rfcs_variants_and_says_what_it_skips() {
     );
     let t = String::from_utf8(out.stdout).unwrap();
     for needle in [
-        "== zsmem-kernel: 16384 pages, chain 8, delta 64",
-        "== zsmem-kernel-d16: 16384 pages, chain 8, delta 16",
-        "== zsmem-kernel-rfc: 16384 pages, chain 8, delta 16, span-aware",
-        "== zsmem: 16384 pages",
-        "== afmalloc: afmalloc: zram's 16384 B pages",
+        "== zsmem-kernel: 16 KiB pages, chain 8, delta 64",
+        "== zsmem-kernel-d16: 16 KiB pages, chain 8, delta 16",
+        "== zsmem-kernel-rfc: 16 KiB pages, chain 8, delta 16, span-aware",
+        "== zsmem: 16 KiB pages",
+        "== afmalloc: afmalloc: zram's 16 KiB pages",
         "== what the RFC saves at 16 KiB pages",
         "pool saved against zsmem-kernel",
         "rounding / free slots in held zspages",
@@ -315,7 +394,7 @@ fn bench_store_takes_a_page_size() {
         v["zsmem"]["config"]
             .as_str()
             .unwrap()
-            .starts_with("65536 pages, chain 8, delta 16, span-aware")
+            .starts_with("64 KiB pages, chain 8, delta 16, span-aware")
     );
     assert!(v["kernel_skipped"].is_string() || v["kernel"].is_object());
 }
@@ -448,10 +527,37 @@ fn the_churn_report_shows_the_cpu_a_call() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    let html = std::fs::read_to_string(dir.join("latest/index.html")).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(html.contains("churn (uniform)"), "no workload named");
     assert!(html.contains("<h3>CPU a call</h3>"), "no CPU table");
     let t = String::from_utf8(out.stdout).unwrap();
     assert!(t.contains("CPU a") && t.contains("op 2000"), "{t}");
+}
+
+/// `replay` says what zsmem and zsmem-classes are, calls the pool `pool`,
+/// and prints `-` (JSON: null) for the overhead where nothing is stored.
+#[test]
+fn replay_names_the_placements_and_has_no_overhead_of_nothing() {
+    let trace = std::env::temp_dir().join(format!("zsmem-empty-trace-{}", std::process::id()));
+    std::fs::write(&trace, "alloc 1 1000\nalloc 2 300\nfree 1\nfree 2\n").unwrap();
+    let path = trace.to_str().unwrap();
+    let out = zsmem(&["replay", path, "--contestants", "zsmem,zsmem-classes"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = String::from_utf8(out.stdout).unwrap();
+    assert!(t.contains("zsmem: log placement"), "{t}");
+    assert!(t.contains("zsmem-classes: size classes"), "{t}");
+    assert!(t.contains("pool") && !t.contains("held"), "{t}");
+    let rows: Vec<&str> = t.lines().filter(|l| l.starts_with("zsmem")).collect();
+    assert!(rows.iter().any(|l| l.trim_end().ends_with(" -")), "{t}");
+    assert!(!t.contains("0.00%"), "{t}");
+    let out = zsmem(&["replay", path, "--contestants", "zsmem", "--format", "json"]);
+    std::fs::remove_file(&trace).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v[0]["overhead_ratio"].is_null(), "{v}");
+    assert!(v[0]["pool_bytes"].is_u64(), "{v}");
 }

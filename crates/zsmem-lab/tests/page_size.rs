@@ -150,7 +150,7 @@ fn the_four_variants_run_at_16k_with_16k_pools() {
     for name in ZSMEM_VARIANTS {
         let mut c = make_variant(name, &cfg, slots).unwrap().unwrap();
         assert_eq!(c.page_size(), 16384, "{name}");
-        assert!(c.config().starts_with("16384 pages"), "{}", c.config());
+        assert!(c.config().starts_with("16 KiB pages"), "{}", c.config());
         let r = run(c.as_mut(), &tree);
         let untar = &r.steps[0].figures;
         assert_eq!(untar.orig, tree.total_pages() as u64 * 16384, "{name}");

@@ -183,7 +183,11 @@ fn full_report_has_everything() {
     // rival is the one allocator that is not zsmem's.
     let verdict = html.find("id=\"verdict\"").unwrap();
     assert!(verdict < html.find("id=\"summary\"").unwrap());
-    assert!(html.contains("nearest rival is <b>a&lt;b&amp;&quot;c&quot;</b>"));
+    assert!(html.contains("Against the nearest rival, a&lt;b&amp;&quot;c&quot; (the other"));
+    // Each measure is named, and every comparison is made by all three.
+    assert!(html.contains("At the peak, zsmem holds"));
+    assert!(html.contains("Step by step, zsmem holds"));
+    assert!(html.contains("After the last step, zsmem holds"));
     // Plots inlined: two step plots, the latency comparison and one
     // latency plot per contestant.
     assert_eq!(html.matches("<svg").count(), 4 + runs.len());
@@ -217,8 +221,15 @@ fn full_report_has_everything() {
     assert!(summary.contains("20.00%"));
     // Waste split only for contestants that have it.
     assert_eq!(html.matches("<th>rounding</th>").count(), 2);
-    // Histograms in <pre>, bpftrace style.
+    // Histograms in <pre>, bpftrace style, folded away with the step
+    // tables: two <details> a contestant, one inside the other, and the
+    // step table's.
     assert_eq!(html.matches("<pre>@store_ns:").count(), runs.len());
+    assert_eq!(html.matches("<details>").count(), 3 * runs.len());
+    let first_pre = html.find("<pre>@store_ns:").unwrap();
+    let opened = html[..first_pre].matches("<details>").count();
+    let closed = html[..first_pre].matches("</details>").count();
+    assert_eq!(opened - closed, 2, "the histograms are not folded");
     assert!(html.contains("[1K, 2K)"));
     assert!(html.contains("[64K, 128K)"));
     assert!(html.contains("p99.9"));
@@ -235,7 +246,9 @@ fn full_report_has_everything() {
     assert!(overhead.contains("a&lt;b&amp;"));
     assert!(!overhead.contains("a<b"));
     assert!(overhead.contains("r1:-drivers"));
-    assert!(overhead.contains("r2:compact"));
+    // Steps with no figure (nothing stored) take no room on the x axis.
+    assert!(!overhead.contains("r2:compact"));
+    assert!(!overhead.contains("r1:-rest"));
     let memory = read(&dir.join("memory.svg"));
     assert!(memory.contains("compressed"));
     assert!(memory.contains("stroke-dasharray") || memory.matches("<polyline").count() > 3);
@@ -425,19 +438,33 @@ fn a_full_comparison_says_who_wins_and_keeps_the_baselines_off_the_plots() {
     let html = read(&index);
     // Against the kernel's zram, compacted and not: 3% over compr against
     // 10% and 7% is 6.4% and 3.7% less, at every step with data.
-    assert!(html.contains("<b>6.4% less</b>"), "verdict");
-    assert!(html.contains("<b>3.7% less</b>"), "verdict");
-    assert!(html.contains("at every step (6 of 6)"), "verdict");
+    assert!(
+        html.contains("At the peak, zsmem holds 6.4% less than kernel-zram ("),
+        "verdict"
+    );
+    assert!(
+        html.contains("At the peak, zsmem holds 3.7% less than kernel-zram-compact ("),
+        "verdict"
+    );
+    assert!(
+        html.contains("less after every one of the 6 steps"),
+        "verdict"
+    );
     assert!(html.contains("all-in vs kernel-zram</th>"));
     assert!(html.contains("all-in vs kernel-zram-compact</th>"));
-    assert!(html.contains("nearest rival is <b>kernel-zram-compact</b>"));
+    assert!(html.contains("kernel-zram-compact is also the nearest rival"));
     // The compaction costs of the compacted contestants.
     assert!(html.contains("56789"));
     // The baselines are left off the step plots, and said so.
     let overhead = read(&dir.join("overhead.svg"));
     assert!(overhead.contains("Not drawn"));
     assert!(overhead.contains("system: max 660%"));
-    assert!(read(&dir.join("memory.svg")).contains("jemalloc: peak"));
+    assert!(read(&dir.join("relative.svg")).contains("jemalloc: up to"));
+    // The all-in plot draws zsmem, the references and the nearest rival
+    // only (thirteen lines of nearly the same figures hid one another).
+    let memory = read(&dir.join("memory.svg"));
+    assert!(memory.contains("kernel-zram-compact") && !memory.contains("jemalloc"));
+    assert!(!memory.contains("zblock"));
     cleanup(&dir);
 }
 
@@ -486,5 +513,67 @@ fn renders_in_a_browser_at_desktop_and_narrow_widths() {
         assert!(bytes.starts_with(b"\x89PNG"), "{}", png.display());
         assert!(bytes.len() > 10_000, "{} is nearly empty", png.display());
     }
+    cleanup(&dir);
+}
+
+/// The colour of `name`'s swatch in the summary of `html`.
+fn swatch_colour(html: &str, name: &str) -> String {
+    let end = html
+        .find(&format!("></span>{name}</td>"))
+        .unwrap_or_else(|| panic!("no swatch for {name}"));
+    let start = html[..end].rfind("background:").unwrap() + "background:".len();
+    html[start..end].trim_end_matches('"').to_string()
+}
+
+/// A contestant's colour is fixed by its name: the same in two reports
+/// whose contestants differ and run in another order.
+#[test]
+fn a_contestant_keeps_its_colour_from_report_to_report() {
+    let labels = labels(1);
+    let a = ["zsmem", "afmalloc", "zsmem-classes", "system"];
+    let b = ["system", "zsmem-classes", "zbud", "afmalloc", "zsmem"];
+    let page = |names: &[&str], tag: &str| {
+        let dir = temp_dir(tag);
+        let runs: Vec<RunResult> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| run(n, &labels, 0.05 * (i + 1) as f64, false))
+            .collect();
+        let html = read(&write_report(&dir, &ctx(), &runs).unwrap());
+        cleanup(&dir);
+        html
+    };
+    let (one, two) = (page(&a, "colours-a"), page(&b, "colours-b"));
+    for name in a {
+        assert_eq!(
+            swatch_colour(&one, name),
+            swatch_colour(&two, name),
+            "{name}"
+        );
+    }
+    assert_ne!(
+        swatch_colour(&one, "afmalloc"),
+        swatch_colour(&one, "zsmem-classes")
+    );
+}
+
+/// Overheads orders of magnitude apart (mimalloc's 53% beside zsmem's
+/// 0.4%) are drawn on a log axis, so the small ones are not flat on it.
+#[test]
+fn far_apart_overheads_get_a_log_axis() {
+    let dir = temp_dir("log");
+    let labels = labels(1);
+    let runs = vec![
+        run("zsmem", &labels, 0.004, false),
+        run("kernel-zram", &labels, 0.08, false),
+        run("mimalloc", &labels, 0.53, false),
+    ];
+    let html = read(&write_report(&dir, &ctx(), &runs).unwrap());
+    assert!(
+        html.contains("on a log scale: the contestants"),
+        "no log axis"
+    );
+    let overhead = read(&dir.join("overhead.svg"));
+    assert!(overhead.contains("log scale"));
     cleanup(&dir);
 }

@@ -512,11 +512,11 @@ impl Server {
         let in_use_base = self.allocator.in_use();
         let table = front.slot_table_bytes();
         let greeting = format!(
-            "{name} in child process {}: zram's {} B pages (same-filled as a word, {}, raw from {} B), \
+            "{name} in child process {}: zram's {} KiB pages (same-filled as a word, {}, raw from {} B), \
              one heap allocation per page; memory: anonymous RSS growth after {} at every step \
              (baseline {} KiB){}",
             std::process::id(),
-            self.cfg.page_size,
+            self.cfg.page_size / 1024,
             self.cfg.codec.name(),
             front.huge_size(),
             self.allocator.release_text(),

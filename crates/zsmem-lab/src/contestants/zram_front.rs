@@ -240,9 +240,9 @@ impl<S: ObjectContestant> PageContestant for ZramFront<S> {
             None => String::new(),
         };
         format!(
-            "{}: zram's {} B pages (same-filled as a word, {}, raw from {} B), one object per page; {}{free}",
+            "{}: zram's {} KiB pages (same-filled as a word, {}, raw from {} B), one object per page; {}{free}",
             self.objects.name(),
-            self.cfg.page_size,
+            self.cfg.page_size / 1024,
             self.cfg.codec.name(),
             self.huge_size,
             self.objects.config()

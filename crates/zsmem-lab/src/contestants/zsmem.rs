@@ -165,8 +165,8 @@ impl PageContestant for ZsmemContestant {
         let c = self.store.pool().config();
         if let Placement::Log { lanes } = c.placement {
             return format!(
-                "{} pages, log placement ({lanes} lanes, 32-page segments), {}, compaction {:?}{}",
-                c.page_size,
+                "{} KiB pages, log placement ({lanes} lanes, 32-page segments), {}, compaction {:?}{}",
+                c.page_size / 1024,
                 self.store.codec().name(),
                 c.compaction,
                 if self.store.tracks_access_time() {
@@ -177,8 +177,8 @@ impl PageContestant for ZsmemContestant {
             );
         }
         format!(
-            "{} pages, chain {}, delta {}, {} chains, {}{}, compaction {:?}{}",
-            c.page_size,
+            "{} KiB pages, chain {}, delta {}, {} chains, {}{}, compaction {:?}{}",
+            c.page_size / 1024,
             c.chain_size,
             c.class_delta,
             c.chain_rule.name(),
@@ -302,8 +302,12 @@ impl ObjectContestant for PoolObjects {
     fn config(&self) -> String {
         let c = self.pool.config();
         format!(
-            "zsmem pool: {} pages, chain {}, delta {}{}, compaction {:?}",
-            c.page_size,
+            "zsmem pool: {}, {} KiB pages, chain {}, delta {}{}, compaction {:?}",
+            match c.placement {
+                zsmem::Placement::Log { lanes } => format!("log placement ({lanes} lanes)"),
+                _ => "size classes".to_string(),
+            },
+            c.page_size / 1024,
             c.chain_size,
             c.class_delta,
             if c.kernel_handle_header {

@@ -63,20 +63,26 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}td.skip{color:#a33}
 tr:nth-child(even) td{background:#fafafa}
 .swatch{display:inline-block;width:.9em;height:.9em;border-radius:2px;margin-right:.4em;vertical-align:-.1em}
 .swatch.dashed{height:0;border-top:3px dashed;vertical-align:.25em}
-td.name{white-space:nowrap}td.best,span.best{font-weight:700;background:#dff3df}
+td.name{white-space:nowrap}
+/* More specific than the striped rows' rule above (tests check), so every best cell shows. */
+table tr td.n.best,span.best{font-weight:700;background:#dff3df}
 .wide{overflow-x:auto;max-width:100%}
 p.verdict{font-size:1.15em;line-height:1.5;background:#f3f7ff;border-left:4px solid #1f5fcd;padding:.6em 1em}
 figure{margin:1em 0;overflow-x:auto}figure svg{max-width:100%;height:auto;border:1px solid #eee}
 figcaption,.note{color:#555;font-size:.9em}.empty{font-size:1.2em;color:#a33}
 .skipped li{color:#a33}
 /* Last, to win over the rules above at phone widths. */
-@media (max-width:600px){body{padding:.5em .8em}h1{font-size:1.4em}dl.meta{gap:.1em .6em;font-size:.9em}dl.meta dd{overflow-wrap:anywhere;min-width:0}p.verdict{font-size:1em}figure svg{max-width:none;width:720px}}
+details{margin:.6em 0}details>summary{cursor:pointer;font-weight:600}
+ul.legend{list-style:none;padding:0;margin:.3em 0;display:flex;flex-wrap:wrap;gap:.2em 1.2em;font-size:.9em}
+@media (max-width:600px){body{padding:.5em .8em}h1{font-size:1.4em}dl.meta{gap:.1em .6em;font-size:.9em}dl.meta dd{overflow-wrap:anywhere;min-width:0}p.verdict{font-size:1em}}
 ";
 
-pub(super) fn figure(out: &mut String, svg: &str, file: &str, caption: &str) {
+/// A plot as a figure: the SVG, then `legend` (HTML, may be empty), then
+/// the caption naming the plot's file.
+pub(super) fn figure(out: &mut String, svg: &str, file: &str, caption: &str, legend: &str) {
     let _ = writeln!(
         out,
-        "<figure>\n{}\n<figcaption>{} (also <code>{}</code>)</figcaption>\n</figure>",
+        "<figure>\n{}\n{legend}<figcaption>{} (also <code>{}</code>)</figcaption>\n</figure>",
         svg.trim_end(),
         caption,
         esc(file)
@@ -91,6 +97,76 @@ mod tests {
     fn escapes_html() {
         assert_eq!(esc(r#"a<b&"c"'d>"#), "a&lt;b&amp;&quot;c&quot;&#39;d&gt;");
         assert_eq!(esc("plain µs"), "plain µs");
+    }
+
+    /// A selector's specificity: (ids, classes and pseudo-classes, types),
+    /// enough for the simple selectors of [`STYLE`].
+    fn specificity(selector: &str) -> (usize, usize, usize) {
+        let (mut ids, mut classes, mut types) = (0, 0, 0);
+        for part in selector
+            .split([' ', '>', '+', '~'])
+            .filter(|p| !p.is_empty())
+        {
+            let mut chars = part.chars().peekable();
+            if chars.peek().is_some_and(|c| c.is_ascii_alphabetic()) {
+                types += 1;
+            }
+            let mut depth = 0;
+            for c in part.chars() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth -= 1,
+                    '#' if depth == 0 => ids += 1,
+                    '.' | ':' | '[' if depth == 0 => classes += 1,
+                    _ => {}
+                }
+            }
+        }
+        (ids, classes, types)
+    }
+
+    /// Every rule of [`STYLE`] outside `@media`: (selector, declarations).
+    fn rules() -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let css: String = STYLE
+            .lines()
+            .filter(|l| !l.starts_with("@media") && !l.starts_with("/*"))
+            .collect();
+        for rule in css.split('}') {
+            if let Some((sel, body)) = rule.split_once('{') {
+                for s in sel.split(',') {
+                    out.push((s.trim().to_string(), body.to_string()));
+                }
+            }
+        }
+        out
+    }
+
+    /// The best cell's background is not overridden by a more specific
+    /// rule on table cells (the striped rows' once was, so only the best
+    /// cells of odd rows showed).
+    #[test]
+    fn the_best_cell_rule_wins_over_every_cell_background() {
+        let rules = rules();
+        let best = rules
+            .iter()
+            .find(|(s, _)| s.ends_with(".best") && s.contains("td"))
+            .expect("a rule for td.best");
+        assert!(best.1.contains("background"), "{best:?}");
+        let mine = specificity(&best.0);
+        for (sel, body) in &rules {
+            let on_cells = sel.ends_with("td") || sel.contains("td.") || sel.ends_with("th,td");
+            if sel != &best.0 && on_cells && body.contains("background") {
+                assert!(
+                    specificity(sel) < mine,
+                    "`{sel}` {:?} overrides `{}` {mine:?}",
+                    specificity(sel),
+                    best.0
+                );
+            }
+        }
+        assert_eq!(specificity("tr:nth-child(even) td"), (0, 1, 2));
+        assert_eq!(specificity("table tr td.n.best"), (0, 2, 3));
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! | file | content |
 //! |---|---|
 //! | `index.html` | the whole report, one page with no external CSS, JS or fonts; the plots below are inlined as `<svg>` elements |
-//! | `overhead.svg` | overhead ratio `(pool - compr) / compr` after each step, one line per contestant |
-//! | `memory.svg` | all-in memory after each step, one line per contestant, compressed bytes dashed |
+//! | `overhead.svg` | overhead `(pool - compr) / compr` after each step, one line per contestant, on a log axis when the contestants' overheads differ by orders of magnitude |
+//! | `memory.svg` | all-in memory after each step of zsmem, the reference and the nearest rival, compressed bytes dashed |
 //! | `relative.svg` | all-in memory relative to the kernel's zram after each step, in % |
 //! | `latency.svg` | every contestant's store/load/discard p50 and p99, one plot |
 //! | `latency-<contestant>.svg` | store/load/discard latency, log2 buckets, grouped bars |
@@ -15,19 +15,23 @@
 //! The page holds a header (title, source, workload, command, codec, page
 //! size, zsmem's version, host, kernel, date, contestants skipped and why),
 //! the verdict (zsmem's all-in memory against the kernel's zram, compacted
-//! and not, step by step, and the nearest rival: `verdict.rs`), the summary
-//! table `zsmem compare` prints with each contestant's peak all-in relative
-//! to the kernel's zram and the best figure of each column marked, the
-//! compaction costs, the plots, and per contestant its step table (with
-//! zsmem's split of the overhead into rounding, partial, tail and metadata
-//! where the contestant can tell) and its latency histograms in the
-//! bpftrace log2 style of reference 001, made by [`log2_histogram`].
+//! and not, its nearest rival and its other placement, each at the peak,
+//! step by step and after the last step, ties called ties: `verdict.rs`),
+//! the summary table `zsmem compare` prints with each contestant's peak
+//! all-in relative to the kernel's zram and the best figure of each column
+//! marked, the compaction costs, the plots, and per contestant, folded
+//! away in `<details>`, its step table (with zsmem's split of the overhead
+//! into rounding, partial, tail and metadata where the contestant can
+//! tell) and its latency histograms, as a plot and in the bpftrace log2
+//! style of reference 001, made by [`log2_histogram`].
 //!
-//! Each contestant keeps one colour and dash pattern across the page
-//! (`palette.rs`: zsmem always blue). The malloc baselines, whose overhead
-//! is 6-7 times the others', would flatten every other line: runs over
-//! 100% overhead are left off the step plots and their figures written in
-//! the legend instead.
+//! Each contestant keeps one colour and dash pattern, fixed by its name,
+//! across the page and from one report to the next (`palette.rs`: zsmem
+//! always blue). The malloc baselines, whose overhead is 6-7 times the
+//! others', would flatten every other line: runs over 100% overhead are
+//! left off the step plots and their figures written in the legend
+//! instead. Steps where no contestant has a figure take no room on the x
+//! axis, and each step plot has an HTML legend under it.
 //!
 //! Plots are drawn with plotters' SVG backend into memory. Their ranges are
 //! guarded so that one contestant, one step, empty histograms or all-zero
@@ -52,14 +56,17 @@ use std::path::{Path, PathBuf};
 
 pub use histogram::log2_histogram;
 use html::{STYLE, esc, figure, unique_slugs};
-use palette::looks;
+use palette::{legend_html, looks};
 use plots::{
-    latency_comparison, latency_plot, memory_plot, off_scale, overhead_plot, relative_plot,
-    x_labels,
+    Scale, latency_comparison, latency_plot, memory_plot, off_scale, overhead_plot, overhead_scale,
+    relative_plot, x_labels,
 };
 pub use rfc::{RFC_VARIANTS, rfc_text};
 use tables::{compaction_table, step_table, summary_table};
-use verdict::{references, verdict};
+pub use verdict::{
+    Call, Comparison, Measure, StepTally, TIE_THRESHOLD, VERDICT_NOTE, Verdict, compare, verdict_of,
+};
+use verdict::{nearest_rival, references, verdict_html};
 
 use crate::corpus::PAGE_SIZE;
 use crate::workloads::untar_rm::{LATENCY_NOTE, RunResult, latency_note};
@@ -157,7 +164,7 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
     out.push_str("</p></nav>\n");
 
     let looks = looks(runs);
-    verdict(&mut out, runs);
+    verdict_html(&mut out, &verdict_of(runs));
 
     out.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n");
     summary_table(&mut out, runs, &looks, &ctx.skipped);
@@ -190,9 +197,26 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
             esc(&off.join(", "))
         )
     };
+    let off_flags = off_scale(runs);
+    let drawn = |keep: &dyn Fn(usize) -> bool| {
+        legend_html(
+            runs.iter()
+                .zip(&looks)
+                .enumerate()
+                .filter(|(i, _)| !off_flags[*i] && keep(*i))
+                .map(|(_, (r, l))| (r.contestant.as_str(), *l)),
+        )
+    };
     let overhead = overhead_plot(runs, &looks, &labels)?;
     std::fs::write(dir.join("overhead.svg"), &overhead)?;
-    let memory = memory_plot(runs, &looks, &labels)?;
+    let refs = references(runs);
+    let rival = nearest_rival(runs);
+    let shown: Vec<bool> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| r.contestant == "zsmem" || refs.contains(&i) || rival == Some(i))
+        .collect();
+    let memory = memory_plot(runs, &looks, &labels, &shown)?;
     std::fs::write(dir.join("memory.svg"), &memory)?;
     let latency = latency_comparison(runs)?;
     std::fs::write(dir.join("latency.svg"), &latency)?;
@@ -202,17 +226,26 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
         &overhead,
         "overhead.svg",
         &format!(
-            "Overhead ratio (pool − compr) / compr in % after each step; steps without \
-             compressed data are left out{left_off}"
+            "Overhead (pool − compr) / compr in % after each step{}; steps without \
+             compressed data are left out{left_off}",
+            if overhead_scale(runs, &off_flags) == Scale::Log {
+                ", on a log scale: the contestants' overheads differ by orders of magnitude"
+            } else {
+                ""
+            }
         ),
+        &drawn(&|_| true),
     );
     figure(
         &mut out,
         &memory,
         "memory.svg",
         &format!(
-            "All-in memory in MiB after each step; dashed grey: the compressed bytes{left_off}"
+            "All-in memory in MiB after each step of zsmem, the reference and the nearest \
+             rival (every contestant is in the relative plot below and the summary); dashed \
+             grey: the compressed bytes{left_off}"
         ),
+        &drawn(&|i| shown[i]),
     );
     if let Some(&base) = references(runs).first() {
         let relative = relative_plot(runs, &looks, &labels, base)?;
@@ -226,6 +259,7 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
                  steps where either holds no data are left out{left_off}",
                 esc(&runs[base].contestant)
             ),
+            &drawn(&|_| true),
         );
     }
     figure(
@@ -234,6 +268,7 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
         "latency.svg",
         "Store, load and discard latency of every contestant: the bar reaches the p50, \
          the whisker the p99, on a log scale",
+        "",
     );
     out.push_str("</section>\n");
 
@@ -244,9 +279,14 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
             esc(&r.contestant),
             esc(&r.config)
         );
-        out.push_str("<h3>Steps</h3>\n");
+        let _ = writeln!(
+            out,
+            "<details><summary>Steps ({} after each step)</summary>",
+            r.steps.len()
+        );
         step_table(&mut out, r);
-        out.push_str("<h3>Latency</h3>\n");
+        out.push_str("</details>\n");
+        out.push_str("<details><summary>Latency histograms</summary>\n");
         let _ = writeln!(
             out,
             "<p class=\"note\">{}</p>",
@@ -262,6 +302,11 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
             "Store, load and discard latency: share of each operation's samples per \
              power-of-two bucket of nanoseconds (a bucket with any samples is drawn at \
              least a hair tall; the counts are in the histograms below)",
+            "",
+        );
+        out.push_str(
+            "<details><summary>The same as text, with the counts (bpftrace's log2 \
+             style)</summary>\n",
         );
         for (name, h) in [
             ("store", &r.latency.store),
@@ -274,6 +319,7 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
                 esc(&log2_histogram(h, PRE_BAR_WIDTH))
             );
         }
+        out.push_str("</details>\n</details>\n");
         out.push_str("</section>\n");
     }
     out.push_str(

@@ -1,9 +1,13 @@
 //! How each contestant is drawn: its colour and dash pattern, the same in every plot and table.
 //!
-//! zsmem is always the same blue and the kernel's zram always near-black;
-//! the others take the colours of a 12-colour qualitative palette in the
-//! order they ran. A `-compact` variant shares its contestant's colour and
-//! is dashed; past 12 contestants the colours come round again, dotted.
+//! A contestant's colour is fixed by its name, so that afmalloc is the same
+//! colour in every report whatever ran beside it: zsmem is always the same
+//! blue, the kernel's zram always near-black, and every other contestant
+//! `zsmem compare` knows has a colour of a 12-colour qualitative palette of
+//! its own ([`NAMED`]). A `-compact` variant shares its contestant's colour
+//! and is dashed. A name not in the list (a new contestant) takes a palette
+//! colour from a hash of its name, dotted, so it is never mistaken for a
+//! known one.
 
 use plotters::style::RGBColor;
 
@@ -38,7 +42,7 @@ pub(super) type Dash = (u32, u32);
 /// A compacted variant's dashes.
 const COMPACT_DASH: Dash = (9, 5);
 
-/// The dots of a contestant past the palette's length.
+/// The dots of a contestant not in [`NAMED`].
 const SECOND_ROUND_DASH: Dash = (3, 4);
 
 /// How one contestant is drawn.
@@ -59,33 +63,55 @@ fn base(name: &str) -> (&str, bool) {
     }
 }
 
+/// The contestants with a colour of their own: `PALETTE[i]` is `NAMED[i]`'s.
+const NAMED: [&str; 12] = [
+    "afmalloc",
+    "zsmem-kernel",
+    "mimalloc",
+    "zsmem-classes",
+    "zbud",
+    "jemalloc",
+    "system",
+    "z3fold",
+    "zblock",
+    "zsmem-kernel-rfc",
+    "zsmem-kernel-d16",
+    "zswap",
+];
+
+/// A stable hash of a name (FNV-1a), for a colour that does not change
+/// from one build or run to the next.
+fn name_hash(name: &str) -> usize {
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    (h % PALETTE.len() as u64) as usize
+}
+
+/// The look of one contestant, by its name alone.
+pub(super) fn look(name: &str) -> Look {
+    let (b, compact) = base(name);
+    let (color, known) = match b {
+        "zsmem" => (ZSMEM_BLUE, true),
+        "kernel-zram" => (KERNEL_BLACK, true),
+        _ => match NAMED.iter().position(|n| *n == b) {
+            Some(k) => (PALETTE[k], true),
+            None => (PALETTE[name_hash(b)], false),
+        },
+    };
+    let dash = if compact {
+        Some(COMPACT_DASH)
+    } else if !known {
+        Some(SECOND_ROUND_DASH)
+    } else {
+        None
+    };
+    Look { color, dash }
+}
+
 /// The look of every run, in order.
 pub(super) fn looks(runs: &[RunResult]) -> Vec<Look> {
-    let mut bases: Vec<&str> = Vec::new();
-    runs.iter()
-        .map(|r| {
-            let (b, compact) = base(&r.contestant);
-            let (color, round) = match b {
-                "zsmem" => (ZSMEM_BLUE, 0),
-                "kernel-zram" => (KERNEL_BLACK, 0),
-                _ => {
-                    let k = bases.iter().position(|x| *x == b).unwrap_or_else(|| {
-                        bases.push(b);
-                        bases.len() - 1
-                    });
-                    (PALETTE[k % PALETTE.len()], k / PALETTE.len())
-                }
-            };
-            let dash = if compact {
-                Some(COMPACT_DASH)
-            } else if round > 0 {
-                Some(SECOND_ROUND_DASH)
-            } else {
-                None
-            };
-            Look { color, dash }
-        })
-        .collect()
+    runs.iter().map(|r| look(&r.contestant)).collect()
 }
 
 pub(super) fn hex(c: RGBColor) -> String {
@@ -103,6 +129,21 @@ pub(super) fn swatch(l: Look) -> String {
             "<span class=\"swatch dashed\" style=\"border-color:{}\"></span>",
             hex(l.color)
         ),
+    }
+}
+
+/// A legend in HTML under a plot: a swatch and the name of each
+/// contestant drawn, wrapped to the page's width (the plot's own legend,
+/// on its right, is out of sight when a narrow screen scrolls the plot).
+pub(super) fn legend_html<'a>(drawn: impl IntoIterator<Item = (&'a str, Look)>) -> String {
+    let items: Vec<String> = drawn
+        .into_iter()
+        .map(|(name, l)| format!("<li>{}{}</li>", swatch(l), super::html::esc(name)))
+        .collect();
+    if items.is_empty() {
+        String::new()
+    } else {
+        format!("<ul class=\"legend\">{}</ul>", items.concat())
     }
 }
 
@@ -166,11 +207,39 @@ mod tests {
         assert_eq!((l[3].dash, l[4].dash), (None, Some(COMPACT_DASH)));
         // mimalloc no longer gets zsmem's colour (it did with 8 colours).
         assert_ne!(l[7].color, ZSMEM_BLUE);
-        // More contestants than colours: the rest are dotted.
-        let many: Vec<String> = (0..14).map(|i| format!("c{i}")).collect();
-        let refs: Vec<&str> = many.iter().map(String::as_str).collect();
-        let l = looks(&runs(&refs));
-        assert_eq!(l[12].color, l[0].color);
-        assert_eq!(l[12].dash, Some(SECOND_ROUND_DASH));
+        // A name not known: a palette colour, dotted, the same every time.
+        let l = looks(&runs(&["c0", "c1"]));
+        assert_eq!(l[0].dash, Some(SECOND_ROUND_DASH));
+        assert_eq!(l, looks(&runs(&["c0", "c1"])));
+    }
+
+    /// A contestant keeps its colour whatever runs beside it and in
+    /// whatever order (afmalloc was red in one report and zsmem-classes in
+    /// another).
+    #[test]
+    fn colours_are_fixed_by_name() {
+        let one = ["zsmem", "afmalloc", "zsmem-classes", "system"];
+        let two = [
+            "system",
+            "zsmem-classes",
+            "kernel-zram",
+            "jemalloc",
+            "afmalloc",
+        ];
+        let (a, b) = (looks(&runs(&one)), looks(&runs(&two)));
+        for (i, n) in one.iter().enumerate() {
+            if let Some(j) = two.iter().position(|m| m == n) {
+                assert_eq!(a[i], b[j], "{n}");
+            }
+        }
+        assert_ne!(look("afmalloc").color, look("zsmem-classes").color);
+        // Every known name has a colour no other known name has.
+        let mut all: Vec<&str> = NAMED.to_vec();
+        all.extend(["zsmem", "kernel-zram"]);
+        for (i, x) in all.iter().enumerate() {
+            for y in &all[i + 1..] {
+                assert_ne!(look(x).color, look(y).color, "{x} and {y}");
+            }
+        }
     }
 }

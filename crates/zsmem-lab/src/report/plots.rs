@@ -20,6 +20,14 @@ const OP_COLORS: [RGBColor; 3] = [
     RGBColor(255, 127, 14),
 ];
 
+/// Font size of axis labels and legends, as plotters takes it: its SVG
+/// writes 0.8 of it, 14.5 px in a 960-pixel plot, 11-12 px on the page
+/// where the plot is drawn at 75-80% (13 once made 8 px there).
+const LABEL_FONT: u32 = 18;
+
+/// Font size of axis descriptions.
+const DESC_FONT: u32 = 19;
+
 /// Size of the per-step plots.
 const STEP_PLOT: (u32, u32) = (960, 540);
 
@@ -87,6 +95,9 @@ impl Ranged for KeyAxis {
     }
 
     fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        if self.keys.is_empty() {
+            return self.inner.key_points(hint);
+        }
         if hint.weight().allow_light_points() {
             Vec::new()
         } else {
@@ -182,18 +193,21 @@ fn split_legend<'a>(
     caption: &str,
     legend: &[LegendEntry],
 ) -> Result<(Area<'a>, Area<'a>), DrawingAreaErrorKind<io::Error>> {
-    let body = root.titled(caption, ("sans-serif", 20))?;
+    let body = root.titled(caption, ("sans-serif", 22))?;
+    // Notes start where the marks do, 32 pixels left of the labels.
     let longest = legend
         .iter()
-        .filter(|e| !matches!(e.mark, Mark::Note))
-        .map(|e| legend_label(&e.label).chars().count())
+        .map(|e| match e.mark {
+            Mark::Note => e.label.chars().count().saturating_sub(4),
+            _ => legend_label(&e.label).chars().count(),
+        })
         .max()
         .unwrap_or(0) as i32;
     let width = body.dim_in_pixel().0 as i32;
     let strip = if legend.is_empty() {
         0
     } else {
-        (longest * 7 + 50).clamp(100, width / 3)
+        (longest * 9 + 50).clamp(100, width / 3)
     };
     Ok(body.split_horizontally(width - strip))
 }
@@ -212,10 +226,10 @@ fn draw_note(root: &Area, text: &str, at: (i32, i32)) -> DrawResult {
 
 /// Draw the legend down the strip made by [`split_legend`].
 fn draw_legend(area: &Area, legend: &[LegendEntry]) -> DrawResult {
-    let font =
-        TextStyle::from(("sans-serif", 15).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+    let font = TextStyle::from(("sans-serif", LABEL_FONT).into_font())
+        .pos(Pos::new(HPos::Left, VPos::Center));
     for (i, e) in legend.iter().enumerate() {
-        let (x, y) = (4, 24 + 22 * i as i32);
+        let (x, y) = (4, 24 + 24 * i as i32);
         let line = e.color.stroke_width(2);
         match e.mark {
             Mark::Line => {
@@ -254,8 +268,68 @@ struct StepLine {
     points: Vec<Option<f64>>,
 }
 
+/// The y axis of a step plot.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Scale {
+    /// Linear, from 0 or below.
+    Linear,
+    /// Logarithmic: for figures spanning orders of magnitude, where a
+    /// linear axis would flatten the small ones onto it. Figures at or
+    /// below 0 are not drawn.
+    Log,
+}
+
+/// Ticks of a log axis over `[lo, hi]` (log10 units): 1, 2 and 5 times
+/// the powers of ten in it, as log10.
+fn log_keys(lo: f64, hi: f64) -> Vec<f64> {
+    let mut keys = Vec::new();
+    let (first, last) = (lo.floor() as i32, hi.ceil() as i32);
+    for e in first..=last {
+        for m in [1.0, 2.0, 5.0] {
+            let k = (m * 10f64.powi(e)).log10();
+            if (lo..=hi).contains(&k) {
+                keys.push(k);
+            }
+        }
+    }
+    keys
+}
+
+/// A figure for a log axis's tick: 0.05, 0.1, 2, 500.
+fn log_label(v: f64) -> String {
+    let x = 10f64.powf(v);
+    if x >= 1.0 {
+        format!("{x:.0}")
+    } else {
+        let s = format!("{x:.4}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// The steps at which some line has a point: the others take no room on
+/// the x axis (a run's first and last steps often hold no data).
+fn steps_with_points(lines: &[StepLine], n: usize) -> Vec<usize> {
+    let keep: Vec<usize> = (0..n)
+        .filter(|&i| {
+            lines.iter().any(|l| {
+                l.points
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .is_some_and(f64::is_finite)
+            })
+        })
+        .collect();
+    if keep.is_empty() {
+        (0..n).collect()
+    } else {
+        keep
+    }
+}
+
 /// A plot of values after each step: x = step index labelled with
-/// `labels` (rotated), one line per entry of `lines`.
+/// `labels` (rotated), one line per entry of `lines`, on a linear or a log
+/// y axis. Steps where no line has a point are left off the x axis.
 fn step_plot(
     caption: &str,
     y_desc: &str,
@@ -263,18 +337,55 @@ fn step_plot(
     lines: &[StepLine],
     notes: &[String],
     empty_note: &str,
+    scale: Scale,
 ) -> io::Result<String> {
+    // On a log axis, the log10 of the positive figures.
+    let lines: Vec<StepLine> = lines
+        .iter()
+        .map(|l| StepLine {
+            label: l.label.clone(),
+            look: l.look,
+            points: l
+                .points
+                .iter()
+                .map(|p| match scale {
+                    Scale::Linear => *p,
+                    Scale::Log => p.filter(|v| *v > 0.0).map(f64::log10),
+                })
+                .collect(),
+        })
+        .collect();
+    let keep = steps_with_points(&lines, labels.len());
+    let labels: Vec<String> = keep.iter().map(|&i| labels[i].clone()).collect();
+    let lines: Vec<StepLine> = lines
+        .into_iter()
+        .map(|l| StepLine {
+            points: keep
+                .iter()
+                .map(|&i| l.points.get(i).copied().flatten())
+                .collect(),
+            ..l
+        })
+        .collect();
     let n = labels.len().max(1);
-    let (y_lo, y_hi) = guarded_range(
-        lines
-            .iter()
-            .flat_map(|l| l.points.iter().flatten().copied()),
-        true,
-    );
+    let values = lines
+        .iter()
+        .flat_map(|l| l.points.iter().flatten().copied());
+    let (y_lo, y_hi, y_keys) = match scale {
+        Scale::Linear => {
+            let (lo, hi) = guarded_range(values, true);
+            (lo, hi, Vec::new())
+        }
+        Scale::Log => {
+            let (lo, hi) = guarded_range(values, false);
+            let (lo, hi) = (lo - 0.1, hi + 0.1);
+            (lo, hi, log_keys(lo, hi))
+        }
+    };
     let any_point = lines.iter().any(|l| l.points.iter().any(Option::is_some));
-    // Rotated labels of about 6.5 pixels a character.
+    // Rotated labels of about 8.5 pixels a character.
     let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
-    let label_area = (longest as u32 * 13 / 2 + 24).clamp(40, 160);
+    let label_area = (longest as u32 * 17 / 2 + 24).clamp(40, 200);
     let legend: Vec<LegendEntry> = lines
         .iter()
         .filter(|l| l.points.iter().any(Option::is_some))
@@ -300,19 +411,24 @@ fn step_plot(
             .y_label_area_size(70)
             .build_cartesian_2d(
                 KeyAxis::new(-0.5, n as f64 - 0.5, (0..n).map(|i| i as f64).collect()),
-                y_lo..y_hi,
+                KeyAxis::new(y_lo, y_hi, y_keys),
             )?;
         chart
             .configure_mesh()
             .x_label_formatter(&|_| String::new())
             .y_desc(y_desc)
-            .y_label_formatter(&|v| axis_number(*v, y_hi - y_lo))
+            .y_label_formatter(&|v| match scale {
+                Scale::Linear => axis_number(*v, y_hi - y_lo),
+                Scale::Log => log_label(*v),
+            })
+            .label_style(("sans-serif", LABEL_FONT))
+            .axis_desc_style(("sans-serif", DESC_FONT))
             .max_light_lines(1)
             .light_line_style(RGBColor(240, 240, 240))
             .bold_line_style(RGBColor(210, 210, 210))
             .draw()?;
         // Zero line where the range crosses it.
-        if y_lo < 0.0 && y_hi > 0.0 {
+        if scale == Scale::Linear && y_lo < 0.0 && y_hi > 0.0 {
             chart.draw_series(std::iter::once(PathElement::new(
                 vec![(-0.5, 0.0), (n as f64 - 0.5, 0.0)],
                 BLACK.mix(0.4),
@@ -323,7 +439,7 @@ fn step_plot(
             .iter()
             .filter(|l| l.look.color != ZSMEM_BLUE)
             .chain(lines.iter().filter(|l| l.look.color == ZSMEM_BLUE));
-        for line in order {
+        for line in order.filter(|l| l.points.iter().any(Option::is_some)) {
             let color = line.look.color;
             // zsmem's line stands out a little.
             let width = if color == ZSMEM_BLUE { 3 } else { 2 };
@@ -369,8 +485,8 @@ fn step_plot(
         let (x0, _) = chart.backend_coord(&(0.0, y_lo));
         let (x1, _) = chart.backend_coord(&(1.0, y_lo));
         let spacing = (x1 - x0).max(1);
-        let stride = (14 + spacing - 1) / spacing;
-        let style = TextStyle::from(("sans-serif", 13).into_font())
+        let stride = (LABEL_FONT as i32 + 2 + spacing - 1) / spacing;
+        let style = TextStyle::from(("sans-serif", LABEL_FONT).into_font())
             .transform(FontTransform::Rotate270)
             .pos(Pos::new(HPos::Right, VPos::Center));
         for (i, label) in labels.iter().enumerate() {
@@ -466,25 +582,61 @@ pub(super) fn overhead_plot(
     let notes = off_scale_notes(runs, &off, |r| {
         format!("max {:.0}%", r.overhead_ratios().0 * 100.0)
     });
+    let scale = overhead_scale(runs, &off);
     step_plot(
-        "Overhead ratio (pool - compr) / compr after each step",
-        "overhead ratio (%)",
+        "Overhead (pool - compr) / compr after each step",
+        match scale {
+            Scale::Linear => "overhead (%)",
+            Scale::Log => "overhead (%, log scale)",
+        },
         labels,
         &lines,
         &notes,
         "no step with compressed data",
+        scale,
     )
 }
 
-/// Plot 2: all-in memory in MiB after each step, one line per contestant,
-/// the compressed bytes of the first run drawn dashed grey, the runs
+/// How many times the smallest contestant's highest overhead the largest's
+/// may be on a linear axis; past that the small ones would lie flat on the
+/// axis (mimalloc's 53% beside zsmem's 0.4%), and the axis is logarithmic.
+const LOG_SPAN: f64 = 30.0;
+
+/// The overhead plot's scale: log when the drawn runs' highest overheads
+/// span more than [`LOG_SPAN`] times.
+pub(super) fn overhead_scale(runs: &[RunResult], off: &[bool]) -> Scale {
+    let maxima: Vec<f64> = runs
+        .iter()
+        .zip(off)
+        .filter(|(_, o)| !**o)
+        .map(|(r, _)| r.overhead_ratios().0)
+        .filter(|m| m.is_finite() && *m > 0.0)
+        .collect();
+    let lo = maxima.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = maxima.iter().copied().fold(0.0, f64::max);
+    if maxima.len() > 1 && hi > LOG_SPAN * lo {
+        Scale::Log
+    } else {
+        Scale::Linear
+    }
+}
+
+/// Plot 2: all-in memory in MiB after each step, one line for each run
+/// `shown` (zsmem, the references and the nearest rival: seven lines of
+/// nearly the same figures hid one another; the relative plot has them
+/// all), the compressed bytes of the first run drawn dashed grey, the runs
 /// [`off_scale`] left out and noted.
 pub(super) fn memory_plot(
     runs: &[RunResult],
     looks: &[Look],
     labels: &[String],
+    shown: &[bool],
 ) -> io::Result<String> {
-    let off = off_scale(runs);
+    let off: Vec<bool> = off_scale(runs)
+        .into_iter()
+        .zip(shown)
+        .map(|(o, s)| o || !s)
+        .collect();
     let mut lines = on_scale_lines(runs, looks, &off, |r| {
         r.steps
             .iter()
@@ -507,7 +659,12 @@ pub(super) fn memory_plot(
                 .collect(),
         });
     }
-    let notes = off_scale_notes(runs, &off, |r| {
+    let too_high: Vec<bool> = off_scale(runs)
+        .into_iter()
+        .zip(shown)
+        .map(|(o, s)| o && *s)
+        .collect();
+    let notes = off_scale_notes(runs, &too_high, |r| {
         format!("peak {:.1} MiB", mib(r.peak_all_in()))
     });
     step_plot(
@@ -517,6 +674,7 @@ pub(super) fn memory_plot(
         &lines,
         &notes,
         "no steps",
+        Scale::Linear,
     )
 }
 
@@ -564,6 +722,7 @@ pub(super) fn relative_plot(
         &lines,
         &notes,
         "no step with data",
+        Scale::Linear,
     )
 }
 
@@ -631,6 +790,8 @@ pub(super) fn latency_plot(r: &RunResult) -> io::Result<String> {
             .x_desc("bucket lower bound (ns, 1K = 1024)")
             .y_desc("% of the operation's samples")
             .y_label_formatter(&|v| axis_number(*v, y_hi))
+            .label_style(("sans-serif", LABEL_FONT))
+            .axis_desc_style(("sans-serif", DESC_FONT))
             .max_light_lines(1)
             .light_line_style(RGBColor(240, 240, 240))
             .bold_line_style(RGBColor(210, 210, 210))
@@ -698,7 +859,7 @@ pub(super) fn latency_comparison(runs: &[RunResult]) -> io::Result<String> {
     let n = runs.len().max(1);
     let labels: Vec<String> = runs.iter().map(|r| legend_label(&r.contestant)).collect();
     let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
-    let label_area = (longest as u32 * 7 + 24).clamp(40, 200);
+    let label_area = (longest as u32 * 9 + 24).clamp(40, 240);
     let legend: Vec<LegendEntry> = ops
         .iter()
         .zip(OP_COLORS)
@@ -733,6 +894,8 @@ pub(super) fn latency_comparison(runs: &[RunResult]) -> io::Result<String> {
             .disable_x_mesh()
             .x_label_formatter(&|_| String::new())
             .y_desc("µs (log scale)")
+            .label_style(("sans-serif", LABEL_FONT))
+            .axis_desc_style(("sans-serif", DESC_FONT))
             .y_label_formatter(&|v| {
                 if *v >= 1.0 {
                     format!("{v:.0}")
@@ -763,7 +926,7 @@ pub(super) fn latency_comparison(runs: &[RunResult]) -> io::Result<String> {
             }
         }
         draw_legend(&key, &legend)?;
-        let style = TextStyle::from(("sans-serif", 13).into_font())
+        let style = TextStyle::from(("sans-serif", LABEL_FONT).into_font())
             .transform(FontTransform::Rotate270)
             .pos(Pos::new(HPos::Right, VPos::Center));
         for (i, label) in labels.iter().enumerate() {
@@ -790,5 +953,32 @@ mod tests {
         assert!(hi > lo && lo <= 5.0 && hi >= 5.0);
         let (lo, hi) = guarded_range([f64::NAN, -3.0, 2.0].into_iter(), true);
         assert!(lo < -3.0 && hi > 2.0);
+    }
+
+    #[test]
+    fn log_ticks_are_one_two_five() {
+        let keys: Vec<String> = log_keys(-1.5, 1.8).into_iter().map(log_label).collect();
+        assert_eq!(
+            keys,
+            ["0.05", "0.1", "0.2", "0.5", "1", "2", "5", "10", "20", "50"]
+        );
+    }
+
+    #[test]
+    fn steps_without_points_take_no_room() {
+        let line = |points: Vec<Option<f64>>| StepLine {
+            label: String::new(),
+            look: Look {
+                color: ZSMEM_BLUE,
+                dash: None,
+            },
+            points,
+        };
+        let lines = [
+            line(vec![None, Some(1.0), None, Some(2.0), None]),
+            line(vec![None, None, Some(f64::NAN), Some(3.0)]),
+        ];
+        assert_eq!(steps_with_points(&lines, 5), vec![1, 3]);
+        assert_eq!(steps_with_points(&[], 3), vec![0, 1, 2]);
     }
 }

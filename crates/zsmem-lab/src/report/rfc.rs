@@ -187,7 +187,7 @@ pub fn rfc_text(runs: &[RunResult], page_size: usize) -> String {
         ("load p50/p99", |r: &RunResult| &r.latency.load),
     ] as [(&str, fn(&RunResult) -> &Histogram<u64>); 2]
     {
-        let _ = write!(out, "{:<w$} {:>10}", what, "us");
+        let _ = write!(out, "{:<w$} {:>10}", what, "µs");
         for (_, r) in &v {
             let h = pick(r);
             let _ = write!(out, " | {:>9.2} / {:>7.2}", us(h, 0.5), us(h, 0.99));

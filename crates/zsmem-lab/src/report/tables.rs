@@ -86,12 +86,12 @@ pub(super) fn summary_table(
         .collect();
     for (head, pick) in [
         (
-            "max overhead ratio",
+            "max overhead",
             (|x| x.0.0) as fn(&((f64, f64), (f64, f64))) -> f64,
         ),
-        ("last overhead ratio", |x| x.0.1),
-        ("max all-in ratio", |x| x.1.0),
-        ("last all-in ratio", |x| x.1.1),
+        ("last overhead", |x| x.0.1),
+        ("max all-in overhead", |x| x.1.0),
+        ("last all-in overhead", |x| x.1.1),
     ] {
         cols.push(Column {
             head: head.into(),
@@ -181,15 +181,15 @@ pub(super) fn summary_table(
     out.push_str("</table></div>\n");
     out.push_str(
         "<p class=\"note\"><span class=\"best\">Marked</span>: the best (smallest) figure of \
-         each column. pool (zsmem compare's <code>used</code>) = pages the allocator holds for objects (zram's \
+         each column. pool = pages the allocator holds for objects (zram's \
          <code>mem_used_total</code>; for a malloc baseline its heap growth); all-in = \
          everything held for the data, the sum of the terms below, counted the same way for \
          every contestant; all-in vs X = this contestant's peak all-in over X's, minus \
-         one; overhead ratio = (pool − compr) / compr and all-in ratio = \
+         one; overhead = (pool − compr) / compr and all-in overhead = \
          (all-in − compr) / compr, over the steps with data, the final compaction left \
          out.</p>\n",
     );
-    all_in_terms(out);
+    all_in_terms(out, runs);
 }
 
 /// What the final compaction cost each contestant that reports it: the
@@ -231,12 +231,18 @@ pub(super) fn compaction_table(out: &mut String, runs: &[RunResult], looks: &[Lo
     );
 }
 
-/// The all-in terms with their formulas and sources ([`crate::allin::explain`]).
-fn all_in_terms(out: &mut String) {
+/// The all-in terms of the contestants that ran, with their formulas and
+/// sources ([`crate::allin::explain_used`]), folded away.
+fn all_in_terms(out: &mut String, runs: &[RunResult]) {
+    let terms = crate::allin::explain_used(runs.iter().flat_map(|r| &r.steps).map(|s| &s.figures));
+    if terms.is_empty() {
+        return;
+    }
     out.push_str(
-        "<div class=\"wide\"><table class=\"terms\">\n<tr><th>all-in term</th><th>formula</th><th>source</th></tr>\n",
+        "<details><summary>The all-in terms: how each is counted</summary>\n\
+         <div class=\"wide\"><table class=\"terms\">\n<tr><th>all-in term</th><th>formula</th><th>source</th></tr>\n",
     );
-    for t in crate::allin::explain() {
+    for t in terms {
         let _ = writeln!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -245,22 +251,22 @@ fn all_in_terms(out: &mut String) {
             esc(t.source)
         );
     }
-    out.push_str("</table></div>\n");
+    out.push_str("</table></div>\n</details>\n");
 }
 
 pub(super) fn step_table(out: &mut String, r: &RunResult) {
     let with_waste = r.steps.iter().any(|s| s.figures.waste.is_some());
     out.push_str(
         "<div class=\"wide\"><table class=\"steps\">\n<tr><th>round:step</th><th>orig MiB</th><th>compr MiB</th>\
-         <th>used MiB</th><th>all-in MiB</th>",
+         <th>pool MiB</th><th>all-in MiB</th>",
     );
     out.push_str(
-        "<th>overhead MiB</th><th>ratio</th><th>all-in ratio</th><th>same</th><th>huge</th>\
-         <th>compacted</th>",
+        "<th>overhead MiB</th><th>overhead</th><th>all-in overhead</th><th>same</th><th>huge</th>\
+         <th>pages compacted (total so far)</th>",
     );
     if with_waste {
         out.push_str(
-            "<th>rounding</th><th>partial</th><th>tail</th><th>meta</th><th>ratio with meta</th>",
+            "<th>rounding</th><th>partial</th><th>tail</th><th>meta</th><th>overhead with meta</th>",
         );
     }
     out.push_str("</tr>\n");
@@ -327,8 +333,10 @@ pub(super) fn step_table(out: &mut String, r: &RunResult) {
             "<p class=\"note\">In % of compressed bytes: rounding = slots larger than their \
              objects; partial = free slots in partly used zspages (what compaction recovers); \
              tail = end of each zspage no slot can use; meta = the allocator's metadata \
-             (handle tables, zspage descriptors, free stacks); ratio with meta = \
-             (pool + meta − compr) / compr.</p>\n",
+             (handle tables, zspage descriptors, free stacks); overhead with meta = \
+             (pool + meta − compr) / compr. overhead = (pool − compr) / compr and all-in \
+             overhead = (all-in − compr) / compr, in %; pages compacted: the total since the \
+             start of the run.</p>\n",
         );
     }
 }
