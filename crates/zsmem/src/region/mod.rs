@@ -42,7 +42,7 @@ use std::thread::JoinHandle;
 
 use crate::codec::Codec;
 use crate::error::{Error, Result};
-use crate::pool::PoolConfig;
+use crate::config::PoolConfig;
 use crate::store::{PageStore, PageStoreConfig, SlotInfo};
 
 pub use stats::{LatencyHistogram, RegionStats};
