@@ -61,6 +61,8 @@ run "$out/example-shared"
 # writeback at once, every byte checked; bounded by operation count.
 run "$out/stress_store-static"
 run env ZSMEM_STRESS_THREADS=8 ZSMEM_STRESS_OPS=5000 "$out/stress_store-shared"
+# Memory back after destroy (natively only: valgrind's malloc has no malloc_trim).
+run "$out/test_destroy_memory-static"
 # Programs built against an older header, run against today's library.
 for t in "${old_headers[@]}"; do
   run "$t"
