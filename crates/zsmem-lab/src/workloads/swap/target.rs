@@ -46,6 +46,20 @@ pub struct SwapTarget {
     kind: Kind,
     name: String,
     config: String,
+    /// zswap turned off for a zram or served swap area when the machine
+    /// had it on (else zswap, not the contestant, would take the pages);
+    /// put back last.
+    _zswap_off: Option<ZswapSettings>,
+}
+
+/// Turn zswap off for the life of a swap area that is not zswap's, if it
+/// is on; its setting is put back when the result is dropped.
+fn zswap_off() -> Result<Option<ZswapSettings>, BlockDevError> {
+    if read_param("enabled").as_deref() == Some("Y") {
+        Ok(Some(ZswapSettings::apply(&[("enabled", "N")])?))
+    } else {
+        Ok(None)
+    }
 }
 
 fn zram_unavailable(e: LabError) -> BlockDevError {
@@ -67,12 +81,14 @@ impl SwapTarget {
             KernelContestant::named("kernel-zram", algorithm, (bytes as usize) / PAGE_SIZE)
                 .map_err(zram_unavailable)?,
         );
+        let zswap = zswap_off()?;
         let swap = SwapOn::enable(zram.device().device_path(), false)?;
         Ok(SwapTarget {
             config: format!("swap on {}", zram.config()),
             name: "kernel-zram".into(),
             swap,
             kind: Kind::Zram(zram),
+            _zswap_off: zswap,
         })
     }
 
@@ -114,6 +130,7 @@ impl SwapTarget {
             },
             name: "zswap".into(),
             config,
+            _zswap_off: None,
         })
     }
 
@@ -130,6 +147,7 @@ impl SwapTarget {
         }
         let server = Arc::new(ContestantServer::start(bytes, make)?);
         let dev = BareDevice::on_backend(Arc::clone(&server), FUSE_THREADS)?;
+        let zswap = zswap_off()?;
         let swap = SwapOn::enable(dev.device(), true)?;
         let dio = if dev.direct_io() {
             "direct I/O"
@@ -146,6 +164,7 @@ impl SwapTarget {
             ),
             swap,
             kind: Kind::Served { _dev: dev, server },
+            _zswap_off: zswap,
         })
     }
 
