@@ -57,10 +57,10 @@ pub struct CompactBenchArgs {
 pub struct CompactFigure {
     /// Pool configuration and compaction policy.
     pub mode: String,
-    /// Pool bytes held after the stores.
-    pub held_bytes: u64,
-    /// Pool bytes held after the discards (and the compaction asked for).
-    pub after_bytes: u64,
+    /// The pool after the stores, bytes.
+    pub pool_bytes: u64,
+    /// The pool after the discards (and the compaction asked for), bytes.
+    pub pool_after_bytes: u64,
     /// Pages compaction returned.
     pub pages_compacted: u64,
     /// Objects compaction moved.
@@ -365,8 +365,8 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
         let c = store.pool().compaction_stats();
         rows.push(CompactFigure {
             mode: label.to_string(),
-            held_bytes: held,
-            after_bytes: after,
+            pool_bytes: held,
+            pool_after_bytes: after,
             pages_compacted: c.pages_compacted,
             objects_moved: c.objects_moved,
             bytes_copied: c.bytes_copied,
@@ -391,8 +391,8 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
     let mut t = crate::output::table(
         &[
             "mode",
-            "held\nMiB",
-            "after\nMiB",
+            "pool\nMiB",
+            "pool after\nMiB",
             "pages\nfreed",
             "objects\nmoved",
             "MiB\ncopied",
@@ -404,8 +404,8 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
     for r in &rows {
         t.add_row(vec![
             r.mode.clone(),
-            mib(r.held_bytes),
-            mib(r.after_bytes),
+            mib(r.pool_bytes),
+            mib(r.pool_after_bytes),
             r.pages_compacted.to_string(),
             r.objects_moved.to_string(),
             mib(r.bytes_copied),

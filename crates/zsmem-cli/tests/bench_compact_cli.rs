@@ -39,8 +39,8 @@ fn bench_compact_prints_cost_per_mode() {
     for (r, label) in rows.iter().zip(labels) {
         assert_eq!(r["mode"], label);
         let (held, after) = (
-            r["held_bytes"].as_u64().unwrap(),
-            r["after_bytes"].as_u64().unwrap(),
+            r["pool_bytes"].as_u64().unwrap(),
+            r["pool_after_bytes"].as_u64().unwrap(),
         );
         let per_byte = r["copied_per_freed"].as_f64().unwrap();
         assert!(
@@ -52,7 +52,10 @@ fn bench_compact_prints_cost_per_mode() {
     // And as csv: a header and one line per mode.
     let out = zsmem(&["bench", "compact", "--scale", "0.02", "--format", "csv"]);
     let csv = String::from_utf8(out.stdout).unwrap();
-    assert!(csv.starts_with("mode,held_bytes,after_bytes,"), "{csv}");
+    assert!(
+        csv.starts_with("mode,pool_bytes,pool_after_bytes,"),
+        "{csv}"
+    );
     assert_eq!(csv.lines().count(), 1 + labels.len(), "{csv}");
 }
 

@@ -188,7 +188,9 @@ fn full_report_has_everything() {
     assert!(html.contains("At the peak, zsmem holds"));
     assert!(html.contains("Step by step, zsmem holds"));
     assert!(html.contains("After the last step, zsmem holds"));
-    // Plots inlined: two step plots, the latency comparison and one
+    // Each step plot has a legend in HTML too (in sight at any width).
+    assert_eq!(html.matches("<ul class=\"legend\">").count(), 3);
+    // Plots inlined: three step plots, the latency comparison and one
     // latency plot per contestant.
     assert_eq!(html.matches("<svg").count(), 4 + runs.len());
     // The best figure of each column is marked.

@@ -169,6 +169,16 @@ mod tests {
         assert_eq!(specificity("table tr td.n.best"), (0, 2, 3));
     }
 
+    /// At a phone's width a plot is scaled to the screen, not given a fixed
+    /// width that scrolled its legend out of sight.
+    #[test]
+    fn narrow_screens_scale_the_plots() {
+        let narrow = &STYLE[STYLE.find("@media (max-width:600px)").unwrap()..];
+        assert!(!narrow.contains("svg"), "{narrow}");
+        assert!(STYLE.contains("figure svg{max-width:100%"));
+        assert!(STYLE.contains("ul.legend{"));
+    }
+
     #[test]
     fn slugs_are_safe_and_unique() {
         assert_eq!(slug("zsmem-kernel"), "zsmem-kernel");
