@@ -41,8 +41,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use crate::codec::Codec;
-use crate::error::{Error, Result};
 use crate::config::PoolConfig;
+use crate::error::{Error, Result};
 use crate::store::{PageStore, PageStoreConfig, SlotInfo};
 
 pub use stats::{LatencyHistogram, RegionStats};
