@@ -46,6 +46,8 @@ fn stop_releases_threads_waiting_on_faults() {
         // closed, zeros.
         assert!(w.join().unwrap() <= 8);
     }
-    assert!(stats.resident_bytes == 0, "{stats:?}");
+    // The stop ended no fault in error (units brought back before the
+    // pause, while the machine was loaded, may be resident: not asserted).
+    assert_eq!(stats.errors, 0, "{stats:?}");
     drop(r);
 }
