@@ -2,7 +2,8 @@
 //! served under a zipfian pattern with a share of updates, in plain memory
 //! (all resident) or in a [`Region`] at a budget.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
+use zsmem_lab::workloads::churn::process_cpu;
 
 use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
@@ -42,18 +43,6 @@ pub struct Outcome {
     pub stats: Option<RegionStats>,
 }
 
-/// CPU time of the whole process (user + system).
-pub fn cpu_time() -> Duration {
-    // SAFETY: getrusage writes the struct it is given.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(ru.ru_utime) + tv(ru.ru_stime)
-}
-
 /// Serve the workload from `mem`, laid out as `docs` (copied in first).
 /// `region`, if given, owns `mem`.
 pub fn run(mem: &mut [u8], docs: &Docs, w: &Workload, region: Option<&Region>) -> Outcome {
@@ -86,7 +75,7 @@ pub fn run(mem: &mut [u8], docs: &Docs, w: &Workload, region: Option<&Region>) -
     for _ in 0..w.warmup {
         request(&mut rng, mem, &mut served);
     }
-    let cpu = cpu_time();
+    let cpu = process_cpu();
     let t0 = Instant::now();
     for _ in 0..w.ops {
         let t = Instant::now();
@@ -94,7 +83,7 @@ pub fn run(mem: &mut [u8], docs: &Docs, w: &Workload, region: Option<&Region>) -
         hist.record(t.elapsed().as_nanos().max(1) as u64).ok();
     }
     let elapsed = t0.elapsed();
-    let cpu_secs = (cpu_time() - cpu).as_secs_f64();
+    let cpu_secs = (process_cpu() - cpu).as_secs_f64();
     Outcome {
         ops_per_sec: w.ops as f64 / elapsed.as_secs_f64(),
         latency_ns: [0.5, 0.99, 0.999].map(|q| hist.value_at_quantile(q)),

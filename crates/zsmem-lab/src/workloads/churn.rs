@@ -142,7 +142,7 @@ const EMPTY: u32 = u32::MAX;
 const RANDOM_PAGES: usize = 64;
 
 /// The process's user + system CPU time so far (every thread).
-fn process_cpu() -> Duration {
+pub fn process_cpu() -> Duration {
     // SAFETY: getrusage writes one rusage into the zeroed struct we own.
     let ru = unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
