@@ -44,7 +44,11 @@ fn loom_a_free_racing_a_round_is_never_forgotten() {
 
 #[test]
 fn loom_two_freers_and_a_round() {
-    loom::model(|| {
+    // Four preemptions (the exhaustive search took 8.5 minutes of CI, this
+    // a few seconds).
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(4);
+    model.check(|| {
         let src = PageSource::new(4096, None, false, NOW_DUE);
         let runs = [src.alloc_run(1).unwrap(), src.alloc_run(2).unwrap()];
         let freers: Vec<_> = runs
