@@ -736,8 +736,12 @@ pub(crate) fn print_tables(
         }
     }
     println!();
-    let terms =
-        zsmem_lab::allin::explain_used(results.iter().flat_map(|r| &r.steps).map(|s| &s.figures));
+    let terms = zsmem_lab::allin::explain_used(
+        results
+            .iter()
+            .flat_map(|r| &r.steps)
+            .map(|s| s.figures.all_in_terms.as_slice()),
+    );
     let names: Vec<&str> = terms.iter().map(|t| t.name).collect();
     print!(
         "{}",
