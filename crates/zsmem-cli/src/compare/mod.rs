@@ -23,6 +23,10 @@ use zsmem_lab::workloads::untar_rm::{
 use crate::output::{Format, mib, print_csv, print_json, print_table, table};
 use crate::{CliError, CliResult, progress};
 
+pub mod churn;
+pub mod fs;
+pub mod swap;
+
 /// The contestants `compare` runs by default (the peers are left out to
 /// keep a default run short; name them with `--contestants`).
 pub const DEFAULT_CONTESTANTS: &[&str] = &[
@@ -152,7 +156,7 @@ pub struct CompareArgs {
     /// With --workload churn: uniform (every slot alike), hot-cold (80% of
     /// the calls on a fifth of the slots) or phase (uniform, with half the
     /// slots discarded at once halfway and written again).
-    #[arg(long, default_value = "uniform", value_parser = crate::compare_churn::parse_variant)]
+    #[arg(long, default_value = "uniform", value_parser = churn::parse_variant)]
     pub variant: zsmem_lab::workloads::churn::Variant,
     /// With --workload churn: slots (default: one per page of the input).
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=u64::from(u32::MAX)))]
@@ -176,7 +180,7 @@ pub struct CompareArgs {
     pub incompressible_share: f64,
     /// The swap workload's options.
     #[command(flatten)]
-    pub swap: Box<crate::compare_swap::SwapArgs>,
+    pub swap: Box<swap::SwapArgs>,
 }
 
 /// What `--workload` takes.
@@ -320,7 +324,7 @@ fn us(ns: u64) -> f64 {
 /// Run `zsmem compare`.
 pub fn run(a: &CompareArgs) -> CliResult {
     if a.workload == Workload::Swap {
-        return crate::compare_swap::run(&a.swap, a);
+        return swap::run(&a.swap, a);
     }
     let codec = Codec::parse(&a.codec)?;
     if a.rounds == 0 {
@@ -349,7 +353,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
         ));
     }
     if let Some(fs) = &a.fs {
-        crate::compare_fs::check_fs(fs)?;
+        fs::check_fs(fs)?;
         if a.record_trace.is_some() || a.pid.is_some() {
             return Err(CliError::Usage(
                 "--fs takes files: not with --record-trace or --pid".into(),
@@ -404,7 +408,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
         )));
     }
     if a.workload == Workload::Churn {
-        return crate::compare_churn::run(a, &tree, &source, &cfg);
+        return churn::run(a, &tree, &source, &cfg);
     }
     eprintln!(
         "workload: untar/rm, {}, on {source}: {} files, {} pages of {} KiB ({:.1} MiB), loaded in {:.1}s",
@@ -433,7 +437,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
     let slots = slots_needed(&tree);
     let mut results: Vec<RunResult> = Vec::new();
     let mut skipped: Vec<(String, String)> = Vec::new();
-    let fs_run = crate::compare_fs::FsRun::new(codec, kernel_algorithm(codec), &work, total);
+    let fs_run = fs::FsRun::new(codec, kernel_algorithm(codec), &work, total);
     for name in &a.contestants {
         if a.fs.is_some() {
             fs_run.contestant(name, &tree, &mut results, &mut skipped)?;

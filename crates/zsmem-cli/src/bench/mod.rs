@@ -13,6 +13,11 @@ use zsmem_lab::contestants::objects::make_object_contestant;
 
 use crate::{CliError, CliResult, units::parse_size};
 
+pub mod free;
+pub mod pool_threads;
+pub mod store;
+pub mod threads;
+
 /// Benchmarks.
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum BenchCommand {
@@ -28,11 +33,11 @@ pub enum BenchCommand {
     /// Store then load the same pages through PageStore and the kernel's
     /// zram with the same codec: throughput, per-page p50/p99/p99.9,
     /// memory held, the allocator's share of store time.
-    Store(crate::bench_store::StoreBenchArgs),
+    Store(store::StoreBenchArgs),
     /// N threads store objects, then all free at once: Base (pool-wide
     /// lock), ClassIdx-only and Deferred free side by side, with scaling,
     /// throughput and per-free latency.
-    Free(crate::bench_free::FreeBenchArgs),
+    Free(free::FreeBenchArgs),
 }
 
 /// Arguments of `zsmem bench compact`.
@@ -102,8 +107,8 @@ pub fn run(b: &BenchCommand) -> CliResult {
     match b {
         BenchCommand::Pool(a) => bench_pool(a),
         BenchCommand::Compact(a) => bench_compact(a),
-        BenchCommand::Store(a) => crate::bench_store::bench_store(a),
-        BenchCommand::Free(a) => crate::bench_free::bench_free(a),
+        BenchCommand::Store(a) => store::bench_store(a),
+        BenchCommand::Free(a) => free::bench_free(a),
     }
 }
 
@@ -204,13 +209,12 @@ fn bench_pool(a: &PoolBenchArgs) -> CliResult {
         )));
     }
     if !a.threads.is_empty() {
-        let figures =
-            crate::bench_pool_threads::pool_threads(&sizes, &a.threads, a.live, a.ops, a.repeats)?;
+        let figures = pool_threads::pool_threads(&sizes, &a.threads, a.live, a.ops, a.repeats)?;
         return match a.format {
             crate::output::Format::Json => crate::output::print_json(&figures),
             crate::output::Format::Csv => crate::output::print_serialized(&figures),
             crate::output::Format::Table => {
-                crate::bench_pool_threads::print(&figures, a.live, a.ops, a.repeats);
+                pool_threads::print(&figures, a.live, a.ops, a.repeats);
                 Ok(())
             }
         };
