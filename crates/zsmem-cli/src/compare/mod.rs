@@ -5,11 +5,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 use zsmem::Codec;
-use zsmem_lab::contestants::forked::{Allocator, ForkedHeap};
-use zsmem_lab::contestants::kernel::KernelContestant;
 use zsmem_lab::contestants::kernel_zram::ZramError;
-use zsmem_lab::contestants::zsmem::make_variant;
-use zsmem_lab::contestants::{Figures, LabError, PageConfig, PageContestant};
+use zsmem_lab::contestants::{Figures, LabError, PageConfig};
 use zsmem_lab::corpus::FileTree;
 use zsmem_lab::report::{
     ReportContext, VERDICT_NOTE, log2_histogram, rfc_text, verdict_of, write_report,
@@ -24,40 +21,12 @@ use crate::output::{Format, mib, print_csv, print_json, print_table, table};
 use crate::{CliError, CliResult, progress};
 
 pub mod churn;
+pub mod contestants;
 pub mod fs;
 pub mod swap;
 
-/// The contestants `compare` runs by default (the peers are left out to
-/// keep a default run short; name them with `--contestants`).
-pub const DEFAULT_CONTESTANTS: &[&str] = &[
-    "zsmem",
-    "zsmem-classes",
-    "zsmem-kernel",
-    "kernel-zram",
-    "system",
-    "jemalloc",
-    "mimalloc",
-];
-
-/// Every contestant `compare` knows, in the order it runs them.
-pub const CONTESTANTS: &[&str] = &[
-    "zsmem",
-    "zsmem-classes",
-    "zsmem-kernel",
-    "zsmem-kernel-d16",
-    "zsmem-kernel-rfc",
-    "zsmem-kernel-compact",
-    "kernel-zram",
-    "kernel-zram-compact",
-    "system",
-    "jemalloc",
-    "mimalloc",
-    "zbud",
-    "z3fold",
-    "zblock",
-    "afmalloc",
-    "afmalloc-compact",
-];
+pub use contestants::{CONTESTANTS, DEFAULT_CONTESTANTS};
+use contestants::{kernel_algorithm, make};
 
 /// Arguments of `zsmem compare`.
 #[derive(clap::Args, Debug, Clone)]
@@ -279,42 +248,6 @@ fn percentiles(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
         p99: h.value_at_quantile(0.99),
         p999: h.value_at_quantile(0.999),
     }
-}
-
-pub(crate) fn make(
-    name: &str,
-    cfg: &PageConfig,
-    slots: usize,
-) -> Result<Box<dyn PageContestant>, LabError> {
-    if let Some(c) = make_variant(name, cfg, slots) {
-        return c;
-    }
-    let (codec, page) = (cfg.codec, cfg.page_size);
-    Ok(match name {
-        "system" => Box::new(ForkedHeap::with_config(Allocator::System, cfg, slots)?),
-        "jemalloc" => Box::new(ForkedHeap::with_config(Allocator::Jemalloc, cfg, slots)?),
-        "mimalloc" => Box::new(ForkedHeap::with_config(Allocator::Mimalloc, cfg, slots)?),
-        "kernel-zram" => {
-            KernelContestant::at_page_size(kernel_algorithm(codec), page, false, slots)?
-        }
-        "kernel-zram-compact" => {
-            KernelContestant::at_page_size(kernel_algorithm(codec), page, true, slots)?
-        }
-        other => match zsmem_lab::contestants::peers::make_peer_pages_with(other, cfg, slots) {
-            Some(peer) => peer?,
-            None => {
-                return Err(LabError::Usage(format!(
-                    "unknown contestant `{other}`: use {}",
-                    CONTESTANTS.join(", ")
-                )));
-            }
-        },
-    })
-}
-
-/// The kernel's name of `codec`'s algorithm.
-fn kernel_algorithm(codec: Codec) -> &'static str {
-    codec.kernel_name()
 }
 
 fn us(ns: u64) -> f64 {
