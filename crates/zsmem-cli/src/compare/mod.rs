@@ -158,9 +158,9 @@ pub enum Workload {
     /// Reference 004's untar/rm.
     #[default]
     UntarRm,
-    /// Swap-like churn (`compare_churn`).
+    /// Swap-like churn (`compare/churn.rs`).
     Churn,
-    /// Reference 001's swap experiment (`compare_swap`).
+    /// Reference 001's swap experiment (`compare/swap.rs`).
     Swap,
 }
 
