@@ -2,15 +2,8 @@
 //! can reuse them.
 
 pub mod bench;
-pub mod bench_free;
-pub mod bench_pool_threads;
-pub mod bench_store;
-pub mod bench_threads;
 pub mod classes;
 pub mod compare;
-pub mod compare_churn;
-pub mod compare_fs;
-pub mod compare_swap;
 pub mod disk;
 pub mod output;
 pub mod progress;

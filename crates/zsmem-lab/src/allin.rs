@@ -285,15 +285,13 @@ pub fn explain() -> Vec<TermInfo> {
     ]
 }
 
-/// The terms of [`explain`] that `figures` use, in its order: what a
-/// table of those figures needs explained, and no term of a contestant
-/// that did not run.
-pub fn explain_used<'a>(
-    figures: impl IntoIterator<Item = &'a crate::contestants::Figures>,
-) -> Vec<TermInfo> {
+/// The terms of [`explain`] that `figures` use (each figure's
+/// `all_in_terms`), in its order: what a table of those figures needs
+/// explained, and no term of a contestant that did not run.
+pub fn explain_used<'a>(figures: impl IntoIterator<Item = &'a [Term]>) -> Vec<TermInfo> {
     let mut used: Vec<&str> = Vec::new();
-    for f in figures {
-        for t in &f.all_in_terms {
+    for terms in figures {
+        for t in terms {
             if !used.contains(&t.name) {
                 used.push(t.name);
             }

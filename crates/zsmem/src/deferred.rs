@@ -4,7 +4,7 @@
 //! userspace. A deferred free does two lock-free steps and returns:
 //!
 //! 1. it marks the handle's entry *dying* with one compare-and-swap through
-//!    the class's handle directory (`handle/mod.rs`): from then on the handle is
+//!    the class's handle directory (`handle/directory.rs`): from then on the handle is
 //!    dead for every caller, and a read or a second free of it gets
 //!    [`HandleFault::Freed`](crate::HandleFault::Freed), exactly as after a
 //!    free under the lock;

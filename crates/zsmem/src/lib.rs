@@ -71,7 +71,7 @@
 //! |---|---|
 //! | [`size_class`] | class sizes, chain lengths, merging, huge threshold |
 //! | `zspage` | one zspage's pages, free bitmap, owners and committed pages |
-//! | `handle` | handle encoding and the per-class handle table |
+//! | `handle` | handle encoding, the pool tag, the per-class handle table and its lock-free directory |
 //! | `class` | one class: fullness groups, alloc, free, object migration |
 //! | `compact` | compaction: the kernel's algorithm, the automatic policy, its costs |
 //! | `lane` | log placement: append-only segments per lane, cleaned by copying |

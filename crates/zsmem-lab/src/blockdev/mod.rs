@@ -38,7 +38,7 @@
 //! made: a mount by its mount ID (and unique mount ID, and device), found
 //! topmost at its directory and unmounted once through a descriptor of
 //! it, never a mount made over or inside it ([`ident`]); a loop device by
-//! its backing file's device and inode; nothing else is touched. A mount
+//! its backing file's device and inode ([`loopinfo`]); nothing else is touched. A mount
 //! with another mount on or inside it is left mounted (with a warning,
 //! recorded, and the device under it kept while this process runs); a
 //! busy mount is detached lazily; a loop device still held is detached at
@@ -55,7 +55,8 @@
 //! | [`backend`] | what serves the device file: the [`Backend`] trait, `PageStore` as one |
 //! | [`server`] | any page contestant on its own thread, as a backend |
 //! | [`fuse`] | the FUSE filesystem holding the device file |
-//! | [`loopdev`] | loop devices by ioctl: attach with direct I/O, detach |
+//! | [`loopinfo`] | what a loop device is attached to; detaching it only from our file |
+//! | [`loopdev`] | loop devices by ioctl: attach with direct I/O (detached on drop) |
 //! | [`mount`] | `mkfs.ext4`, mounting, `syncfs`, mountinfo |
 //! | [`ident`] | which mount is ours (mount IDs), and unmounting only it |
 //! | [`mountpoint`] | taking a directory to mount on, exclusively |
@@ -74,6 +75,7 @@ pub mod error;
 pub mod fuse;
 pub mod ident;
 pub mod loopdev;
+pub mod loopinfo;
 pub mod map;
 pub mod mount;
 pub mod mountpoint;

@@ -8,7 +8,7 @@
 //! only if the topmost mount at its directory is the recorded mount (its
 //! mount ID, unique mount ID and device: [`super::ident`]), and nothing is
 //! mounted on or inside it; a loop device only if it is still attached to
-//! the recorded file (its device and inode); a
+//! the recorded file (its device and inode: [`super::loopinfo`]); a
 //! directory only if nothing is mounted below it, a swap area only if
 //! `/proc/swaps` lists the device, a cgroup only if its directory exists
 //! (its processes are killed first: they are the experiment's program),
@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::warn;
 use super::ident::{self, MountId};
-use super::loopdev::{self, FileId};
+use super::loopinfo::{self, FileId};
 use super::mount::mounts;
 
 /// Where the records are kept (the kernel zram contestant's directory).
@@ -281,7 +281,7 @@ fn undo(res: &Resource, wait: bool) -> Result<(), String> {
             number,
             backing,
             file,
-        } => loopdev::detach(*number, backing, file, wait),
+        } => loopinfo::detach(*number, backing, file, wait),
         Resource::Swap(device) => crate::workloads::swap::area::undo_swapon(device),
         Resource::Cgroup(dir) => crate::workloads::swap::cgroup::undo_cgroup(dir),
         Resource::Zswap(saved) => crate::workloads::swap::zswap::restore(saved),

@@ -12,17 +12,20 @@
 //! |---|---|
 //! | [`tree`] | the file tree held in memory, split into pages |
 //! | [`read`] | a directory or a tar archive (plain, gzip, xz), under an input limit |
+//! | [`error`] | [`CorpusError`], what can go wrong loading a tree (the reader's and the tree's) |
 //! | [`synth`] | the embedded corpus: a generated kernel-like tree, one module per kind of content |
 //! | [`stats`] | per-page compressed sizes: same-filled pages, LZ4 lengths, histograms |
 //!
 //! The nouns are re-exported here: `corpus::FileTree`, `corpus::Page`, ... .
 
+pub mod error;
 pub mod read;
 pub mod stats;
 pub mod synth;
 pub mod tree;
 
-pub use read::{CorpusError, default_input_limit};
+pub use error::CorpusError;
+pub use read::default_input_limit;
 pub use stats::{HUGE_THRESHOLD, Histogram, compressed_size_histogram, is_same_filled, lz4_len};
 pub use synth::GENERATED_BYTES_AT_SCALE_1;
 pub use tree::{

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::read::CorpusError;
+use super::error::CorpusError;
 
 /// The default page size, as zram and the filesystem above it see it on a
 /// 4 KiB-page system.

@@ -234,7 +234,11 @@ pub(super) fn compaction_table(out: &mut String, runs: &[RunResult], looks: &[Lo
 /// The all-in terms of the contestants that ran, with their formulas and
 /// sources ([`crate::allin::explain_used`]), folded away.
 fn all_in_terms(out: &mut String, runs: &[RunResult]) {
-    let terms = crate::allin::explain_used(runs.iter().flat_map(|r| &r.steps).map(|s| &s.figures));
+    let terms = crate::allin::explain_used(
+        runs.iter()
+            .flat_map(|r| &r.steps)
+            .map(|s| s.figures.all_in_terms.as_slice()),
+    );
     if terms.is_empty() {
         return;
     }

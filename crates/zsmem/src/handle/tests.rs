@@ -1,6 +1,10 @@
 //! Unit tests of the handle encoding, the handle table and the directory.
 
+use super::directory::{SEGMENTS, locate};
+use super::entry::Entry;
+use super::table::RETIRED_CHUNK;
 use super::*;
+use std::sync::Arc;
 
 /// Object-index bits of the tables below (`loc` uses object 7).
 const OBJ_BITS: u32 = 4;

@@ -370,7 +370,7 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
         codec.name()
     );
     if !a.threads.is_empty() {
-        let (rows, kernel_skipped) = crate::bench_threads::store_threads(
+        let (rows, kernel_skipped) = super::threads::store_threads(
             &pages,
             codec,
             &pool,
@@ -381,7 +381,7 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
         if let Some(why) = &kernel_skipped {
             eprintln!("kernel zram skipped: {why}");
         }
-        let result = crate::bench_threads::ThreadBench {
+        let result = super::threads::ThreadBench {
             source,
             codec: codec.name(),
             pages: pages.len(),
@@ -392,7 +392,7 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
             Format::Json => print_json(&result),
             Format::Csv => crate::output::print_serialized(&result.rows),
             Format::Table => {
-                crate::bench_threads::print_rows(&result.rows);
+                super::threads::print_rows(&result.rows);
                 Ok(())
             }
         };

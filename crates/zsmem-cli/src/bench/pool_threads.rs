@@ -15,7 +15,7 @@ use serde::Serialize;
 use zsmem::{Handle, Pool, PoolConfig};
 use zsmem_lab::contestants::objects::make_object_contestant;
 
-use crate::bench::Ring;
+use super::ring::Ring;
 use crate::{CliError, CliResult};
 
 /// One figure: a contestant at an object size and a thread count.

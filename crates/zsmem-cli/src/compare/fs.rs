@@ -107,7 +107,7 @@ impl FsRun {
                     codec,
                     ..Default::default()
                 };
-                crate::compare::make(&owned, &cfg, slots)
+                super::contestants::make(&owned, &cfg, slots)
             })
         };
         let mut c = match made {

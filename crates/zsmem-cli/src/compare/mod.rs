@@ -5,11 +5,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 use zsmem::Codec;
-use zsmem_lab::contestants::forked::{Allocator, ForkedHeap};
-use zsmem_lab::contestants::kernel::KernelContestant;
 use zsmem_lab::contestants::kernel_zram::ZramError;
-use zsmem_lab::contestants::zsmem::make_variant;
-use zsmem_lab::contestants::{Figures, LabError, PageConfig, PageContestant};
+use zsmem_lab::contestants::{Figures, LabError, PageConfig};
 use zsmem_lab::corpus::FileTree;
 use zsmem_lab::report::{
     ReportContext, VERDICT_NOTE, log2_histogram, rfc_text, verdict_of, write_report,
@@ -23,37 +20,13 @@ use zsmem_lab::workloads::untar_rm::{
 use crate::output::{Format, mib, print_csv, print_json, print_table, table};
 use crate::{CliError, CliResult, progress};
 
-/// The contestants `compare` runs by default (the peers are left out to
-/// keep a default run short; name them with `--contestants`).
-pub const DEFAULT_CONTESTANTS: &[&str] = &[
-    "zsmem",
-    "zsmem-classes",
-    "zsmem-kernel",
-    "kernel-zram",
-    "system",
-    "jemalloc",
-    "mimalloc",
-];
+pub mod churn;
+pub mod contestants;
+pub mod fs;
+pub mod swap;
 
-/// Every contestant `compare` knows, in the order it runs them.
-pub const CONTESTANTS: &[&str] = &[
-    "zsmem",
-    "zsmem-classes",
-    "zsmem-kernel",
-    "zsmem-kernel-d16",
-    "zsmem-kernel-rfc",
-    "zsmem-kernel-compact",
-    "kernel-zram",
-    "kernel-zram-compact",
-    "system",
-    "jemalloc",
-    "mimalloc",
-    "zbud",
-    "z3fold",
-    "zblock",
-    "afmalloc",
-    "afmalloc-compact",
-];
+pub use contestants::{CONTESTANTS, DEFAULT_CONTESTANTS};
+use contestants::{kernel_algorithm, make};
 
 /// Arguments of `zsmem compare`.
 #[derive(clap::Args, Debug, Clone)]
@@ -152,7 +125,7 @@ pub struct CompareArgs {
     /// With --workload churn: uniform (every slot alike), hot-cold (80% of
     /// the calls on a fifth of the slots) or phase (uniform, with half the
     /// slots discarded at once halfway and written again).
-    #[arg(long, default_value = "uniform", value_parser = crate::compare_churn::parse_variant)]
+    #[arg(long, default_value = "uniform", value_parser = churn::parse_variant)]
     pub variant: zsmem_lab::workloads::churn::Variant,
     /// With --workload churn: slots (default: one per page of the input).
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=u64::from(u32::MAX)))]
@@ -176,7 +149,7 @@ pub struct CompareArgs {
     pub incompressible_share: f64,
     /// The swap workload's options.
     #[command(flatten)]
-    pub swap: Box<crate::compare_swap::SwapArgs>,
+    pub swap: Box<swap::SwapArgs>,
 }
 
 /// What `--workload` takes.
@@ -185,9 +158,9 @@ pub enum Workload {
     /// Reference 004's untar/rm.
     #[default]
     UntarRm,
-    /// Swap-like churn (`compare_churn`).
+    /// Swap-like churn (`compare/churn.rs`).
     Churn,
-    /// Reference 001's swap experiment (`compare_swap`).
+    /// Reference 001's swap experiment (`compare/swap.rs`).
     Swap,
 }
 
@@ -277,42 +250,6 @@ fn percentiles(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
     }
 }
 
-pub(crate) fn make(
-    name: &str,
-    cfg: &PageConfig,
-    slots: usize,
-) -> Result<Box<dyn PageContestant>, LabError> {
-    if let Some(c) = make_variant(name, cfg, slots) {
-        return c;
-    }
-    let (codec, page) = (cfg.codec, cfg.page_size);
-    Ok(match name {
-        "system" => Box::new(ForkedHeap::with_config(Allocator::System, cfg, slots)?),
-        "jemalloc" => Box::new(ForkedHeap::with_config(Allocator::Jemalloc, cfg, slots)?),
-        "mimalloc" => Box::new(ForkedHeap::with_config(Allocator::Mimalloc, cfg, slots)?),
-        "kernel-zram" => {
-            KernelContestant::at_page_size(kernel_algorithm(codec), page, false, slots)?
-        }
-        "kernel-zram-compact" => {
-            KernelContestant::at_page_size(kernel_algorithm(codec), page, true, slots)?
-        }
-        other => match zsmem_lab::contestants::peers::make_peer_pages_with(other, cfg, slots) {
-            Some(peer) => peer?,
-            None => {
-                return Err(LabError::Usage(format!(
-                    "unknown contestant `{other}`: use {}",
-                    CONTESTANTS.join(", ")
-                )));
-            }
-        },
-    })
-}
-
-/// The kernel's name of `codec`'s algorithm.
-fn kernel_algorithm(codec: Codec) -> &'static str {
-    codec.kernel_name()
-}
-
 fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
 }
@@ -320,7 +257,7 @@ fn us(ns: u64) -> f64 {
 /// Run `zsmem compare`.
 pub fn run(a: &CompareArgs) -> CliResult {
     if a.workload == Workload::Swap {
-        return crate::compare_swap::run(&a.swap, a);
+        return swap::run(&a.swap, a);
     }
     let codec = Codec::parse(&a.codec)?;
     if a.rounds == 0 {
@@ -349,7 +286,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
         ));
     }
     if let Some(fs) = &a.fs {
-        crate::compare_fs::check_fs(fs)?;
+        fs::check_fs(fs)?;
         if a.record_trace.is_some() || a.pid.is_some() {
             return Err(CliError::Usage(
                 "--fs takes files: not with --record-trace or --pid".into(),
@@ -404,7 +341,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
         )));
     }
     if a.workload == Workload::Churn {
-        return crate::compare_churn::run(a, &tree, &source, &cfg);
+        return churn::run(a, &tree, &source, &cfg);
     }
     eprintln!(
         "workload: untar/rm, {}, on {source}: {} files, {} pages of {} KiB ({:.1} MiB), loaded in {:.1}s",
@@ -433,7 +370,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
     let slots = slots_needed(&tree);
     let mut results: Vec<RunResult> = Vec::new();
     let mut skipped: Vec<(String, String)> = Vec::new();
-    let fs_run = crate::compare_fs::FsRun::new(codec, kernel_algorithm(codec), &work, total);
+    let fs_run = fs::FsRun::new(codec, kernel_algorithm(codec), &work, total);
     for name in &a.contestants {
         if a.fs.is_some() {
             fs_run.contestant(name, &tree, &mut results, &mut skipped)?;
@@ -736,8 +673,12 @@ pub(crate) fn print_tables(
         }
     }
     println!();
-    let terms =
-        zsmem_lab::allin::explain_used(results.iter().flat_map(|r| &r.steps).map(|s| &s.figures));
+    let terms = zsmem_lab::allin::explain_used(
+        results
+            .iter()
+            .flat_map(|r| &r.steps)
+            .map(|s| s.figures.all_in_terms.as_slice()),
+    );
     let names: Vec<&str> = terms.iter().map(|t| t.name).collect();
     print!(
         "{}",

@@ -3,7 +3,6 @@
 //! object (what a program would do without zsmem). The same kernels drive
 //! the criterion bench in `benches/pool.rs`.
 
-use std::hint::black_box;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -12,6 +11,14 @@ use zsmem_lab::contestants::ObjectContestant;
 use zsmem_lab::contestants::objects::make_object_contestant;
 
 use crate::{CliError, CliResult, units::parse_size};
+
+pub mod free;
+pub mod pool_threads;
+pub mod ring;
+pub mod store;
+pub mod threads;
+
+pub use ring::Ring;
 
 /// Benchmarks.
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -28,11 +35,11 @@ pub enum BenchCommand {
     /// Store then load the same pages through PageStore and the kernel's
     /// zram with the same codec: throughput, per-page p50/p99/p99.9,
     /// memory held, the allocator's share of store time.
-    Store(crate::bench_store::StoreBenchArgs),
+    Store(store::StoreBenchArgs),
     /// N threads store objects, then all free at once: Base (pool-wide
     /// lock), ClassIdx-only and Deferred free side by side, with scaling,
     /// throughput and per-free latency.
-    Free(crate::bench_free::FreeBenchArgs),
+    Free(free::FreeBenchArgs),
 }
 
 /// Arguments of `zsmem bench compact`.
@@ -102,56 +109,8 @@ pub fn run(b: &BenchCommand) -> CliResult {
     match b {
         BenchCommand::Pool(a) => bench_pool(a),
         BenchCommand::Compact(a) => bench_compact(a),
-        BenchCommand::Store(a) => crate::bench_store::bench_store(a),
-        BenchCommand::Free(a) => crate::bench_free::bench_free(a),
-    }
-}
-
-/// A ring of live objects: each `churn` frees the oldest and stores a new one.
-pub struct Ring {
-    ids: Vec<u64>,
-    next: usize,
-    data: Vec<u8>,
-}
-
-impl Ring {
-    /// Fill `store` with `live` objects of `size` bytes.
-    pub fn fill(store: &mut dyn ObjectContestant, live: usize, size: usize) -> Ring {
-        let data: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
-        let ids = (0..live)
-            .map(|_| store.alloc(&data).expect("benchmark store"))
-            .collect();
-        Ring { ids, next: 0, data }
-    }
-
-    /// `n` times: free the oldest object, store a new one (alloc + write).
-    pub fn churn(&mut self, store: &mut dyn ObjectContestant, n: usize) {
-        for _ in 0..n {
-            let slot = &mut self.ids[self.next];
-            store.free(*slot).expect("benchmark free");
-            *slot = store.alloc(black_box(&self.data)).expect("benchmark store");
-            self.next = (self.next + 1) % self.ids.len();
-        }
-    }
-
-    /// `n` reads (copies out) of pseudo-randomly chosen live objects.
-    pub fn read(&self, store: &mut dyn ObjectContestant, n: usize, buf: &mut Vec<u8>) {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        for _ in 0..n {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let id = self.ids[(x % self.ids.len() as u64) as usize];
-            store.read(id, buf).expect("benchmark read");
-            black_box(&buf);
-        }
-    }
-
-    /// Free every object.
-    pub fn drain(self, store: &mut dyn ObjectContestant) {
-        for id in self.ids {
-            store.free(id).expect("benchmark free");
-        }
+        BenchCommand::Store(a) => store::bench_store(a),
+        BenchCommand::Free(a) => free::bench_free(a),
     }
 }
 
@@ -204,13 +163,12 @@ fn bench_pool(a: &PoolBenchArgs) -> CliResult {
         )));
     }
     if !a.threads.is_empty() {
-        let figures =
-            crate::bench_pool_threads::pool_threads(&sizes, &a.threads, a.live, a.ops, a.repeats)?;
+        let figures = pool_threads::pool_threads(&sizes, &a.threads, a.live, a.ops, a.repeats)?;
         return match a.format {
             crate::output::Format::Json => crate::output::print_json(&figures),
             crate::output::Format::Csv => crate::output::print_serialized(&figures),
             crate::output::Format::Table => {
-                crate::bench_pool_threads::print(&figures, a.live, a.ops, a.repeats);
+                pool_threads::print(&figures, a.live, a.ops, a.repeats);
                 Ok(())
             }
         };

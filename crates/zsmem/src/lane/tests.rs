@@ -1,0 +1,258 @@
+//! Unit tests of a lane: packing, holes, cleaning, dead pages, the memory
+//! limit, freed handles.
+
+use super::*;
+use crate::compact::Counters;
+use crate::config::PageReturn;
+
+const PAGE: usize = 4096;
+
+fn source(limit: Option<usize>) -> std::sync::Arc<PageSource> {
+    PageSource::new(PAGE, limit, true, PageReturn::Immediate)
+}
+
+fn read(l: &Lane, h: Handle) -> Vec<u8> {
+    l.bytes(l.resolve(h).unwrap()).to_vec()
+}
+
+#[test]
+fn objects_are_packed_to_the_unit() {
+    let src = source(None);
+    let mut l = Lane::new(300, 0, PAGE, None);
+    assert_eq!(l.placed(1000), 1000);
+    assert_eq!(l.placed(1001), 1002);
+    let hs: Vec<Handle> = (0..4u8)
+        .map(|i| l.alloc(1001, Some(&[i; 1001]), &src).unwrap())
+        .collect();
+    assert_eq!(hs[0].class(), 300);
+    // 4 x 1002 bytes: one page.
+    assert_eq!((l.resident_pages(), src.held_pages()), (1, 1));
+    for (i, &h) in hs.iter().enumerate() {
+        assert_eq!(read(&l, h), vec![i as u8; 1001]);
+    }
+    let w = l.waste();
+    assert_eq!((w.rounding, w.dead, w.tail), (4, 0, PAGE - 4 * 1002));
+    l.check(None).unwrap();
+    for h in hs {
+        assert_eq!(l.free(h, &src).unwrap(), 1001);
+        l.check(None).unwrap();
+    }
+    assert_eq!(
+        (l.resident_pages(), src.held_pages(), l.objects()),
+        (0, 0, 0)
+    );
+}
+
+#[test]
+fn a_sealed_segments_end_takes_the_next_small_object() {
+    let src = source(None);
+    let mut l = Lane::new(1, 0, PAGE, None);
+    // 32 objects of 4000 bytes fill 128,000 of a segment's 131,072.
+    let big: Vec<Handle> = (0..33)
+        .map(|i| l.alloc(4000, Some(&[i as u8; 4000]), &src).unwrap())
+        .collect();
+    let first = l.resolve(big[0]).unwrap().zspage;
+    assert_ne!(l.resolve(big[32]).unwrap().zspage, first, "sealed");
+    assert_eq!(l.holes, vec![first]);
+    let small = l.alloc(1000, Some(&[9; 1000]), &src).unwrap();
+    let loc = l.resolve(small).unwrap();
+    assert_eq!(
+        (loc.zspage, usize::from(loc.obj) << l.unit_shift),
+        (first, 128_000)
+    );
+    assert_eq!(read(&l, small), vec![9; 1000]);
+    l.check(None).unwrap();
+    assert_eq!(read(&l, big[31]), vec![31; 4000]);
+}
+
+#[test]
+fn cleaning_moves_the_live_objects_of_sparse_segments_and_gives_pages_back() {
+    let src = source(None);
+    let counters = Counters::default();
+    let mut l = Lane::new(1, 0, PAGE, None);
+    let hs: Vec<Handle> = (0..100)
+        .map(|i| l.alloc(3000, Some(&[i as u8; 3000]), &src).unwrap())
+        .collect();
+    for h in hs.iter().step_by(2) {
+        l.free(*h, &src).unwrap();
+        l.check(None).unwrap();
+    }
+    let before = l.resident_pages();
+    assert!(l.compaction_due(1));
+    let m = l.clean(usize::MAX, |l| l.compaction_due(1), None, &src, &counters);
+    l.check(None).unwrap();
+    assert!(m.objects > 0 && m.released);
+    assert!(
+        l.resident_pages() < before,
+        "{} -> {}",
+        before,
+        l.resident_pages()
+    );
+    assert!(!l.compaction_due(1));
+    assert_eq!(counters.snapshot().objects_moved, m.objects as u64);
+    for (i, h) in hs.iter().enumerate().skip(1).step_by(2) {
+        assert_eq!(read(&l, *h), vec![i as u8; 3000]);
+    }
+    // Live bytes 150,000 (37 pages) of 74 held: what is held now is
+    // them, the dead half of the open segment (not cleaned: objects
+    // are still appended to it, 14 of 3,000 bytes) and the two open
+    // segments' unused ends.
+    assert!(
+        l.resident_pages() * PAGE <= 150_000 + 14 * 3000 + 2 * PAGE,
+        "{} pages",
+        l.resident_pages()
+    );
+    l.release_all(&src);
+    assert_eq!(src.held_pages(), 0);
+}
+
+#[test]
+fn a_freed_objects_room_takes_the_next_objects_that_fit() {
+    let src = source(None);
+    let mut l = Lane::new(1, 0, PAGE, None);
+    let hs: Vec<Handle> = (0..100)
+        .map(|i| l.alloc(1000, Some(&[i as u8; 1000]), &src).unwrap())
+        .collect();
+    let end = |l: &Lane| l.seg(0).end;
+    let (pages, end0) = (l.resident_pages(), end(&l));
+    // Objects 20 and 21 (bytes 20,000..22,000) share their pages with
+    // live neighbours: one free extent of 2,000 bytes, no page back.
+    l.free(hs[20], &src).unwrap();
+    l.free(hs[21], &src).unwrap();
+    l.check(None).unwrap();
+    assert_eq!(
+        l.seg(0).extents.iter().collect::<Vec<_>>(),
+        vec![(10_000, 1000)]
+    );
+    // The best fit first: a 1,500-byte object at its start, then 500
+    // bytes after it; nothing appended, no page committed.
+    let a = l.alloc(1500, Some(&[0xA; 1500]), &src).unwrap();
+    let b = l.alloc(500, Some(&[0xB; 500]), &src).unwrap();
+    let at = |l: &Lane, h: Handle| usize::from(l.resolve(h).unwrap().obj) << l.unit_shift;
+    assert_eq!((at(&l, a), at(&l, b)), (20_000, 21_500));
+    assert_eq!((l.resident_pages(), end(&l)), (pages, end0));
+    l.check(None).unwrap();
+    // No room left below the end: the next object is appended.
+    let c = l.alloc(100, Some(&[0xC; 100]), &src).unwrap();
+    assert_eq!(at(&l, c), end0);
+    assert_eq!(read(&l, a), vec![0xA; 1500]);
+    assert_eq!(read(&l, b), vec![0xB; 500]);
+    for (i, &h) in hs.iter().enumerate().filter(|&(i, _)| i != 20 && i != 21) {
+        assert_eq!(read(&l, h), vec![i as u8; 1000]);
+    }
+    l.check(None).unwrap();
+}
+
+#[test]
+fn a_page_given_back_leaves_the_free_extents() {
+    let src = source(None);
+    let mut l = Lane::new(1, 0, PAGE, None);
+    let hs: Vec<Handle> = (0..100)
+        .map(|i| l.alloc(1000, Some(&[i as u8; 1000]), &src).unwrap())
+        .collect();
+    // Objects 3..=8 (bytes 3,000..9,000): page 1 (4,096..8,192) goes
+    // back; the extents keep 3,000..4,096 and 8,192..9,000 only.
+    for &h in &hs[3..9] {
+        l.free(h, &src).unwrap();
+        l.check(None).unwrap();
+    }
+    assert_eq!(l.seg(0).punched, 1 << 1);
+    assert_eq!(
+        l.seg(0).extents.iter().collect::<Vec<_>>(),
+        vec![(1500, 548), (4096, 404)]
+    );
+    // A 1,000-byte object fits the first (1,096 bytes), never the page
+    // given back; the next one fits nowhere and is appended.
+    let at = |l: &Lane, h: Handle| usize::from(l.resolve(h).unwrap().obj) << l.unit_shift;
+    let n = l.alloc(1000, Some(&[1; 1000]), &src).unwrap();
+    assert_eq!(at(&l, n), 3000);
+    let m = l.alloc(1000, Some(&[2; 1000]), &src).unwrap();
+    assert_eq!(at(&l, m), 100_000);
+    assert_eq!(l.seg(0).punched, 1 << 1);
+    l.check(None).unwrap();
+}
+
+#[test]
+fn whole_dead_pages_go_back_without_copying() {
+    for policy in [
+        PageReturn::Immediate,
+        PageReturn::Delayed {
+            delay: std::time::Duration::from_secs(3600),
+            max_pages: 1 << 20,
+        },
+    ] {
+        let src = PageSource::new(PAGE, None, true, policy);
+        let counters = Counters::default();
+        let mut l = Lane::new(1, 0, PAGE, None);
+        let hs: Vec<Handle> = (0..100)
+            .map(|i| l.alloc(1000, Some(&[i as u8; 1000]), &src).unwrap())
+            .collect();
+        assert_eq!(l.resident_pages(), 25);
+        // Objects 10..60 lie at bytes 10,000..60,000: pages 3..=13
+        // (12,288..57,344) hold nothing else.
+        for &h in &hs[10..60] {
+            l.free(h, &src).unwrap();
+            l.check(None).unwrap();
+        }
+        assert_eq!(l.resident_pages(), 25 - 11);
+        assert_eq!(src.held_pages(), 14);
+        assert_eq!(counters.snapshot().objects_moved, 0);
+        for (i, &h) in hs.iter().enumerate().filter(|(i, _)| !(10..60).contains(i)) {
+            assert_eq!(read(&l, h), vec![i as u8; 1000]);
+        }
+        // New objects go after the end, never into a given-back page.
+        let n = l.alloc(3000, Some(&[7; 3000]), &src).unwrap();
+        assert_eq!(read(&l, n), vec![7; 3000]);
+        l.check(None).unwrap();
+        // The segment empties: its held pages are a prefix again and
+        // all of them go.
+        for &h in hs[..10].iter().chain(&hs[60..]).chain([&n]) {
+            l.free(h, &src).unwrap();
+        }
+        l.check(None).unwrap();
+        assert_eq!((l.resident_pages(), src.held_pages()), (0, 0));
+        src.purge_cache();
+        assert_eq!(src.cached_pages(), 0);
+    }
+}
+
+#[test]
+fn at_the_memory_limit_nothing_changes() {
+    let src = source(Some(2 * PAGE));
+    let mut l = Lane::new(1, 0, PAGE, None);
+    let a = l.alloc(4000, Some(&[1; 4000]), &src).unwrap();
+    let b = l.alloc(4000, Some(&[2; 4000]), &src).unwrap();
+    let err = l.alloc(4000, Some(&[3; 4000]), &src).unwrap_err();
+    assert!(matches!(err, Error::MemoryLimit { .. }), "{err:?}");
+    l.check(None).unwrap();
+    assert_eq!((l.objects(), src.held_pages()), (2, 2));
+    assert_eq!((read(&l, a)[0], read(&l, b)[0]), (1, 2));
+    l.free(a, &src).unwrap();
+    // The freed bytes are dead space: cleaning could move `b` down,
+    // but its new place needs a page the limit refuses.
+    l.check(None).unwrap();
+    l.release_all(&src);
+}
+
+#[test]
+fn a_freed_handle_is_refused_and_its_bytes_never_read() {
+    let src = source(None);
+    let mut l = Lane::new(1, 0, PAGE, None);
+    let h = l.alloc(10, Some(&[7; 10]), &src).unwrap();
+    l.free(h, &src).unwrap();
+    assert!(l.resolve(h).is_err());
+    assert!(l.free(h, &src).is_err());
+    assert!(l.write(h, 0, &[1]).is_err());
+    let g = l.alloc(10, Some(&[8; 10]), &src).unwrap();
+    assert!(
+        l.resolve(h).is_err(),
+        "the slot's new object is not the old handle's"
+    );
+    assert!(matches!(
+        l.write(g, 5, &[0; 6]),
+        Err(Error::WriteTooLong { .. })
+    ));
+    l.write(g, 4, &[1; 6]).unwrap();
+    assert_eq!(read(&l, g), [8, 8, 8, 8, 1, 1, 1, 1, 1, 1]);
+    l.release_all(&src);
+}
