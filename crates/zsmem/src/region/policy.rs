@@ -187,6 +187,7 @@ mod tests {
         /// The clock against the model over random sequences of fault-ins,
         /// writes and evictions.
         #[test]
+        #[cfg_attr(miri, ignore = "safe code (the clock and its model): 2 minutes of Miri for nothing unsafe")]
         fn clock_matches_model(
             n in 1usize..24,
             ops in proptest::collection::vec((0u8..3, 0usize..24), 1..200),
