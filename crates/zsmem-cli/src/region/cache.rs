@@ -11,7 +11,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use zsmem::region::{Region, RegionStats};
 
-use super::docs::{Docs, Zipf};
+use super::docs::Zipf;
 
 /// How the cache is driven.
 #[derive(Clone, Debug)]
@@ -29,7 +29,7 @@ pub struct Workload {
 }
 
 /// What one run measured.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Outcome {
     /// Requests per second.
     pub ops_per_sec: f64,
@@ -40,23 +40,28 @@ pub struct Outcome {
     /// Fingerprint of everything served, to compare runs.
     pub served: u64,
     /// The region's statistics at the end (None for plain memory).
+    #[serde(skip_deserializing)]
     pub stats: Option<RegionStats>,
 }
 
-/// Serve the workload from `mem`, laid out as `docs` (copied in first).
-/// `region`, if given, owns `mem`.
-pub fn run(mem: &mut [u8], docs: &Docs, w: &Workload, region: Option<&Region>) -> Outcome {
-    mem[..docs.bytes.len()].copy_from_slice(&docs.bytes);
-    let zipf = Zipf::new(docs.spans.len(), w.zipf);
+/// Serve the workload from `mem`, which holds the documents at `spans`
+/// (the caller copied them in). `region`, if given, owns `mem`.
+pub fn run(
+    mem: &mut [u8],
+    spans: &[(usize, usize)],
+    w: &Workload,
+    region: Option<&Region>,
+) -> Outcome {
+    let zipf = Zipf::new(spans.len(), w.zipf);
     let mut rng = StdRng::seed_from_u64(w.seed);
     // Hot documents spread over the memory, not packed at its start.
-    let mut order: Vec<usize> = (0..docs.spans.len()).collect();
+    let mut order: Vec<usize> = (0..spans.len()).collect();
     order.shuffle(&mut rng);
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
     let mut served = 0u64;
     let mut out = Vec::with_capacity(1 << 20);
     let mut request = |rng: &mut StdRng, mem: &mut [u8], served: &mut u64| {
-        let (off, len) = docs.spans[order[zipf.sample(rng)]];
+        let (off, len) = spans[order[zipf.sample(rng)]];
         let update = rng.random_range(0..100) < w.write_percent;
         let doc = &mut mem[off..off + len];
         if update {

@@ -22,6 +22,13 @@ pub fn read(dir: &Path, limit: usize) -> CliResult<Docs> {
         bytes: Vec::new(),
         spans: Vec::new(),
     };
+    // Room for all at once: growing by doubling would hold up to twice
+    // the data for a moment (the plain-memory child's cgroup sees it).
+    docs.bytes.try_reserve_exact(limit).map_err(|e| {
+        CliError::Usage(format!(
+            "--data {limit}: cannot reserve that much memory ({e})"
+        ))
+    })?;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {

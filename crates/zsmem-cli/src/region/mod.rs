@@ -1,14 +1,14 @@
 //! `zsmem region`: a real program on a [`Region`]: an in-memory cache of
 //! documents read from this machine, served under a zipfian pattern, side
-//! by side all resident (the speed limit) and in a region at several
-//! budgets; then fault-in latency, stored size and CPU by unit size.
-//!
-//! The kernel's way (plain memory in a memory-limited cgroup swapping to
-//! zram) is not run here yet: see the report's note.
+//! by side all resident (the speed limit), in a region at several budgets,
+//! and the kernel's way at the same budgets (plain memory in a child
+//! process in a memory-limited cgroup swapping to a private zram device:
+//! [`kernel`]); then fault-in latency, stored size and CPU by unit size.
 
 mod cache;
 mod docs;
 mod fault_in;
+mod kernel;
 
 use std::path::PathBuf;
 
@@ -48,9 +48,23 @@ pub struct RegionArgs {
     /// Unit sizes for the fault-in measurement (empty: skip it).
     #[arg(long, default_value = "4K,16K,64K")]
     pub fault_units: String,
+    /// The region's readahead: bytes of evicted units restored after a
+    /// sequential fault (0: off).
+    #[arg(long, default_value = "16K", value_parser = parse_size)]
+    pub readahead: usize,
+    /// Skip the kernel's way (plain memory in a memory-limited cgroup
+    /// swapping to a private zram device; needs root, a cgroup memory
+    /// controller and zram).
+    #[arg(long)]
+    pub no_kernel: bool,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Internal: serve the cache in plain memory only and write the
+    /// outcome as JSON to this file (the kernel's way runs this as its
+    /// child).
+    #[arg(long, hide = true)]
+    pub plain_child: Option<PathBuf>,
 }
 
 fn fraction(s: &str) -> CliResult<f64> {
@@ -87,8 +101,9 @@ pub fn run(a: &RegionArgs) -> CliResult {
         .filter(|s| !s.trim().is_empty())
         .map(|s| parse_size(s.trim()).map_err(CliError::Usage))
         .collect::<CliResult<_>>()?;
-    let docs = docs::read(&a.dir, a.data)?;
-    let data = docs.bytes.len();
+    if a.data == 0 || a.ops == 0 {
+        return Err(CliError::Usage("--data and --ops must be above 0".into()));
+    }
     let w = cache::Workload {
         ops: a.ops,
         warmup: a.ops / 4,
@@ -96,6 +111,16 @@ pub fn run(a: &RegionArgs) -> CliResult {
         write_percent: a.write_percent,
         seed: 1,
     };
+    if let Some(path) = &a.plain_child {
+        return plain_child(a, &w, path);
+    }
+    let kernel_skip = if a.no_kernel {
+        Some("--no-kernel".to_string())
+    } else {
+        kernel::unavailable_reason()
+    };
+    let docs = docs::read(&a.dir, a.data)?;
+    let data = docs.bytes.len();
     if !a.json {
         println!(
             "documents: {} files, {:.1} MiB from {}; {} requests (zipf {}, {}% updates), unit {} B, codec {}",
@@ -124,8 +149,8 @@ pub fn run(a: &RegionArgs) -> CliResult {
         );
     }
     let mut rows = Vec::new();
-    let mut plain = vec![0u8; data];
-    let resident = cache::run(&mut plain, &docs, &w, None);
+    let mut plain = docs.bytes.clone();
+    let resident = cache::run(&mut plain, &docs.spans, &w, None);
     let print = |name: &str, budget: &str, o: &cache::Outcome, held: f64, base: f64| {
         let s = o.stats.as_ref();
         println!(
@@ -159,11 +184,13 @@ pub fn run(a: &RegionArgs) -> CliResult {
             budget,
             unit: a.unit,
             codec,
+            readahead: a.readahead,
             ..Default::default()
         })?;
         // SAFETY: the region's bytes are this thread's alone while it lives.
         let mem = unsafe { std::slice::from_raw_parts_mut(region.as_ptr(), region.len()) };
-        let o = cache::run(mem, &docs, &w, Some(&region));
+        mem[..data].copy_from_slice(&docs.bytes);
+        let o = cache::run(mem, &docs.spans, &w, Some(&region));
         let same = mem[..data] == plain[..] && o.served == resident.served;
         if !same {
             return Err(CliError::Usage(format!(
@@ -177,6 +204,21 @@ pub fn run(a: &RegionArgs) -> CliResult {
         }
         rows.push((name.clone(), budget, o));
     }
+    let kernel = match kernel_skip {
+        Some(why) => {
+            if !a.json {
+                println!("{:<14} skipped: {why}", "kernel zram");
+            }
+            KernelColumn {
+                skipped: Some(why),
+                ..KernelColumn::default()
+            }
+        }
+        None => kernel_column(a, data, codec, &budgets, &resident)?,
+    };
+    if !a.json && kernel.skipped.is_none() {
+        print_kernel(&kernel, &rows, resident.ops_per_sec);
+    }
     let mut units = Vec::new();
     for &unit in &fault_units {
         units.push(fault_in::measure(&docs.bytes, unit, codec)?);
@@ -187,6 +229,8 @@ pub fn run(a: &RegionArgs) -> CliResult {
             "data_bytes": data,
             "all_resident": resident,
             "region": rows.iter().map(|(n, b, o)| serde_json::json!({"budget": n, "budget_bytes": b, "outcome": o})).collect::<Vec<_>>(),
+            "kernel_zram": kernel,
+            "region_vs_kernel": compare_rows(&rows, &kernel),
             "fault_in": units,
         });
         println!(
@@ -198,7 +242,7 @@ pub fn run(a: &RegionArgs) -> CliResult {
     for (name, _, o) in &rows {
         let s = o.stats.as_ref().expect("a region run");
         println!(
-            "  budget {name}: resident {:.1} MiB of budget {:.1}, store {:.1} MiB all-in for {:.1} MiB compressed, {} evictions ({} clean drops, {} by the fault thread), fault service p50 {:.1} us p99 {:.1} us",
+            "  budget {name}: resident {:.1} MiB of budget {:.1}, store {:.1} MiB all-in for {:.1} MiB compressed, {} evictions ({} clean drops, {} by the fault thread), {} units read ahead, fault service p50 {:.1} us p99 {:.1} us",
             mib(s.resident_bytes as f64),
             mib(s.budget as f64),
             mib(s.store_memory as f64),
@@ -206,6 +250,7 @@ pub fn run(a: &RegionArgs) -> CliResult {
             s.evictions,
             s.clean_drops,
             s.sync_evictions,
+            s.readahead,
             s.fault_latency.quantile(0.5) as f64 / 1e3,
             s.fault_latency.quantile(0.99) as f64 / 1e3,
         );
@@ -246,4 +291,364 @@ pub fn run(a: &RegionArgs) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// The child of the kernel's way: the cache in plain memory, its outcome
+/// written as JSON to `path` (relative to the working directory, the
+/// child's tmpfs).
+fn plain_child(a: &RegionArgs, w: &cache::Workload, path: &std::path::Path) -> CliResult {
+    let docs = docs::read(&a.dir, a.data)?;
+    let mut mem = docs.bytes;
+    let o = cache::run(&mut mem, &docs.spans, w, None);
+    let text = serde_json::to_vec(&o).map_err(std::io::Error::other)?;
+    std::fs::write(path, text)
+        .map_err(|e| CliError::Usage(format!("writing {}: {e}", path.display())))?;
+    Ok(())
+}
+
+/// One budget of the kernel's way.
+#[derive(Debug, serde::Serialize)]
+struct KernelRow {
+    /// The budget as given.
+    budget: String,
+    /// The region's budget, bytes.
+    budget_bytes: usize,
+    /// The cgroup's limit: the budget plus the program's own needs.
+    limit_bytes: u64,
+    /// The child's outcome (None: it failed, `failed` says why).
+    outcome: Option<cache::Outcome>,
+    /// Why it failed.
+    failed: Option<String>,
+    /// Peak of the cgroup's charge plus zram's all-in, read together.
+    held_bytes: u64,
+    /// The cgroup's peak charge.
+    cgroup_peak_bytes: u64,
+    /// zram's peak all-in and peak pool (mem_used_total).
+    zram_all_in_bytes: u64,
+    /// zram's peak pool.
+    zram_pool_bytes: u64,
+    /// Pages swapped out and in during the run (the machine's counters).
+    pswpout: u64,
+    /// Pages swapped in.
+    pswpin: u64,
+    /// The child's whole run (loading, warm-up and requests): user and
+    /// system CPU seconds.
+    child_user_s: f64,
+    /// System CPU seconds.
+    child_sys_s: f64,
+}
+
+/// The kernel's way at every budget.
+#[derive(Debug, Default, serde::Serialize)]
+struct KernelColumn {
+    /// Why it did not run.
+    skipped: Option<String>,
+    /// The child without a limit or swap: its peak charge.
+    sizing_peak_bytes: u64,
+    /// What the program needs beyond its data (the sizing peak less the
+    /// data), added to each budget to make the cgroup's limit.
+    program_overhead_bytes: u64,
+    /// The child without a limit (plain memory in a child process).
+    unlimited: Option<cache::Outcome>,
+    /// The zram device's configuration.
+    config: String,
+    /// One per budget.
+    rows: Vec<KernelRow>,
+}
+
+fn kernel_column(
+    a: &RegionArgs,
+    data: usize,
+    codec: Codec,
+    budgets: &[(String, f64)],
+    resident: &cache::Outcome,
+) -> CliResult<KernelColumn> {
+    kernel::reap_stale();
+    let ca = kernel::ChildArgs {
+        dir: &a.dir,
+        data: a.data,
+        ops: a.ops,
+        zipf: a.zipf,
+        write_percent: a.write_percent,
+    };
+    let mut col = KernelColumn::default();
+    let same = |o: &cache::Outcome, what: &str| {
+        if o.served == resident.served {
+            Ok(())
+        } else {
+            Err(CliError::Usage(format!(
+                "the plain-memory child {what} served other bytes than this process did: its documents differ (a file under --dir changed?)"
+            )))
+        }
+    };
+    let sizing = match kernel::run(&ca, None, codec.kernel_name(), 0)? {
+        Ok(r) => r,
+        Err(why) => {
+            col.skipped = Some(why);
+            return Ok(col);
+        }
+    };
+    same(&sizing.outcome, "without a limit")?;
+    col.sizing_peak_bytes = sizing.swap.cgroup_peak.unwrap_or(0);
+    col.program_overhead_bytes = col.sizing_peak_bytes.saturating_sub(data as u64);
+    col.unlimited = Some(sizing.outcome);
+    // zram's disk size is virtual: room for all the data twice over.
+    let zram_bytes = (2 * data as u64 + (64 << 20)).next_multiple_of(1 << 20);
+    for (name, f) in budgets {
+        let budget = ((data as f64 * f) as usize).max(a.unit);
+        let limit = (budget as u64 + col.program_overhead_bytes).next_multiple_of(4096);
+        let r = kernel::run(&ca, Some(limit), codec.kernel_name(), zram_bytes)?;
+        let row = match r {
+            Ok(r) => {
+                same(&r.outcome, &format!("at budget {name}"))?;
+                KernelRow {
+                    budget: name.clone(),
+                    budget_bytes: budget,
+                    limit_bytes: limit,
+                    held_bytes: r.swap.peaks.held,
+                    cgroup_peak_bytes: r.swap.cgroup_peak.unwrap_or(0),
+                    zram_all_in_bytes: r.swap.peaks.all_in,
+                    zram_pool_bytes: r.swap.peaks.pool,
+                    pswpout: r.swap.swap.pswpout,
+                    pswpin: r.swap.swap.pswpin,
+                    child_user_s: r.swap.outcome.user_s,
+                    child_sys_s: r.swap.outcome.sys_s,
+                    outcome: Some(r.outcome),
+                    failed: None,
+                }
+            }
+            Err(why) if why.starts_with("the plain-memory child failed") => KernelRow {
+                budget: name.clone(),
+                budget_bytes: budget,
+                limit_bytes: limit,
+                outcome: None,
+                failed: Some(why),
+                held_bytes: 0,
+                cgroup_peak_bytes: 0,
+                zram_all_in_bytes: 0,
+                zram_pool_bytes: 0,
+                pswpout: 0,
+                pswpin: 0,
+                child_user_s: 0.0,
+                child_sys_s: 0.0,
+            },
+            Err(why) => {
+                col.skipped = Some(why);
+                return Ok(col);
+            }
+        };
+        col.rows.push(row);
+    }
+    col.config = format!(
+        "a private zram device ({}, {} MiB disk size) as the only swap in use (priority {}), zswap off for the run",
+        codec.kernel_name(),
+        zram_bytes >> 20,
+        zsmem_lab::workloads::swap::area::PRIORITY
+    );
+    Ok(col)
+}
+
+/// The region against the kernel's way: at the same budget, and at the
+/// same memory held (the kernel's throughput interpolated along its curve
+/// at the region's held, counting the kernel's held without the program's
+/// own overhead, which the region's figure does not include either).
+#[derive(Debug, serde::Serialize)]
+struct Versus {
+    budget: String,
+    /// Region req/s over kernel req/s at the same budget.
+    same_budget: Option<f64>,
+    /// Region req/s over the kernel's at the region's memory held
+    /// (None: outside the kernel's curve).
+    same_held: Option<f64>,
+}
+
+fn compare_rows(rows: &[(String, usize, cache::Outcome)], k: &KernelColumn) -> Vec<Versus> {
+    // (data held, req/s) of the kernel's runs, by held.
+    let mut curve: Vec<(f64, f64)> = k
+        .rows
+        .iter()
+        .filter_map(|r| {
+            let o = r.outcome.as_ref()?;
+            Some((
+                r.held_bytes.saturating_sub(k.program_overhead_bytes) as f64,
+                o.ops_per_sec,
+            ))
+        })
+        .collect();
+    curve.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let at = |held: f64| -> Option<f64> {
+        let i = curve.partition_point(|p| p.0 < held);
+        if i == 0 || i == curve.len() {
+            // Exactly the lowest point, or outside the curve.
+            return curve
+                .first()
+                .filter(|p| (p.0 - held).abs() < 1.0)
+                .map(|p| p.1);
+        }
+        let (a, b) = (curve[i - 1], curve[i]);
+        Some(a.1 + (b.1 - a.1) * (held - a.0) / (b.0 - a.0))
+    };
+    rows.iter()
+        .map(|(name, _, o)| {
+            let s = o.stats.as_ref();
+            let held = s.map_or(0.0, |s| (s.resident_bytes + s.store_memory) as f64);
+            let same_budget = k
+                .rows
+                .iter()
+                .find(|r| &r.budget == name)
+                .and_then(|r| r.outcome.as_ref())
+                .map(|ko| o.ops_per_sec / ko.ops_per_sec);
+            Versus {
+                budget: name.clone(),
+                same_budget,
+                same_held: at(held).map(|t| o.ops_per_sec / t),
+            }
+        })
+        .collect()
+}
+
+fn print_kernel(k: &KernelColumn, rows: &[(String, usize, cache::Outcome)], resident: f64) {
+    if let Some(u) = &k.unlimited {
+        println!(
+            "{:<14} {:>9} {:>10.0} {:>8.2} {:>8.2} {:>9.2} {:>10.1} {:>7.2} {:>9} {:>7} {:>8.2}",
+            "plain child",
+            "no limit",
+            u.ops_per_sec,
+            u.latency_ns[0] as f64 / 1e3,
+            u.latency_ns[1] as f64 / 1e3,
+            u.latency_ns[2] as f64 / 1e3,
+            mib(k.sizing_peak_bytes as f64),
+            u.cpu_secs,
+            0,
+            "-",
+            resident / u.ops_per_sec,
+        );
+    }
+    for r in &k.rows {
+        match &r.outcome {
+            Some(o) => println!(
+                "{:<14} {:>9} {:>10.0} {:>8.2} {:>8.2} {:>9.2} {:>10.1} {:>7.2} {:>9} {:>7} {:>8.2}",
+                "kernel zram",
+                r.budget,
+                o.ops_per_sec,
+                o.latency_ns[0] as f64 / 1e3,
+                o.latency_ns[1] as f64 / 1e3,
+                o.latency_ns[2] as f64 / 1e3,
+                mib(r.held_bytes as f64),
+                o.cpu_secs,
+                r.pswpin,
+                "-",
+                resident / o.ops_per_sec,
+            ),
+            None => println!(
+                "{:<14} {:>9} failed: {}",
+                "kernel zram",
+                r.budget,
+                r.failed.as_deref().unwrap_or("?")
+            ),
+        }
+    }
+    println!(
+        "  kernel zram: the same cache in plain memory in a child process, in a memory cgroup limited to the budget + {:.1} MiB (the program's own needs: its peak without a limit, {:.1} MiB, less the data), swapping to {}; held = the cgroup's charge + zram's all-in, peak of readings every 50 ms; faults = pages swapped in (pswpin); CPU = the child's own over the requests",
+        mib(k.program_overhead_bytes as f64),
+        mib(k.sizing_peak_bytes as f64),
+        k.config
+    );
+    for r in &k.rows {
+        if r.outcome.is_some() {
+            println!(
+                "  kernel budget {}: limit {:.1} MiB, cgroup peak {:.1} MiB, zram {:.1} MiB all-in ({:.1} MiB pool), {} pages out, {} in; child CPU over its whole run {:.2} s user, {:.2} s sys",
+                r.budget,
+                mib(r.limit_bytes as f64),
+                mib(r.cgroup_peak_bytes as f64),
+                mib(r.zram_all_in_bytes as f64),
+                mib(r.zram_pool_bytes as f64),
+                r.pswpout,
+                r.pswpin,
+                r.child_user_s,
+                r.child_sys_s
+            );
+        }
+    }
+    let show = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}x"));
+    for v in compare_rows(rows, k) {
+        println!(
+            "  region vs kernel zram, budget {}: {} the kernel's req/s at the same budget, {} at the same memory held (the kernel's held less the program's own needs, interpolated along its curve)",
+            v.budget,
+            show(v.same_budget),
+            show(v.same_held)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(ops_per_sec: f64, held: Option<u64>) -> cache::Outcome {
+        cache::Outcome {
+            ops_per_sec,
+            latency_ns: [1, 2, 3],
+            cpu_secs: 1.0,
+            served: 7,
+            stats: held.map(|h| {
+                let mut s = zsmem::region::RegionStats::default();
+                s.resident_bytes = h / 2;
+                s.store_memory = h - h / 2;
+                s
+            }),
+        }
+    }
+
+    fn kernel_row(budget: &str, held: u64, ops: f64) -> KernelRow {
+        KernelRow {
+            budget: budget.into(),
+            budget_bytes: 0,
+            limit_bytes: 0,
+            outcome: Some(outcome(ops, None)),
+            failed: None,
+            held_bytes: held,
+            cgroup_peak_bytes: 0,
+            zram_all_in_bytes: 0,
+            zram_pool_bytes: 0,
+            pswpout: 0,
+            pswpin: 0,
+            child_user_s: 0.0,
+            child_sys_s: 0.0,
+        }
+    }
+
+    #[test]
+    fn the_kernel_is_compared_at_the_same_budget_and_the_same_held() {
+        // The kernel's held counts 10 of the program's own; without them its
+        // curve is (100, 1000 req/s) and (200, 3000 req/s).
+        let k = KernelColumn {
+            program_overhead_bytes: 10,
+            rows: vec![
+                kernel_row("1/2", 210, 3000.0),
+                kernel_row("1/4", 110, 1000.0),
+            ],
+            ..KernelColumn::default()
+        };
+        let rows = vec![
+            ("1/2".to_string(), 0, outcome(6000.0, Some(150))),
+            ("1/4".to_string(), 0, outcome(4000.0, Some(300))),
+        ];
+        let v = compare_rows(&rows, &k);
+        assert_eq!(v[0].same_budget, Some(2.0));
+        // At 150 the kernel's curve gives 2000 req/s.
+        assert_eq!(v[0].same_held, Some(3.0));
+        assert_eq!(v[1].same_budget, Some(4.0));
+        // 300 is past the kernel's curve: no figure, not an extrapolation.
+        assert_eq!(v[1].same_held, None);
+    }
+
+    #[test]
+    fn budgets_parse_as_fractions() {
+        assert_eq!(fraction("1/3").unwrap(), 1.0 / 3.0);
+        assert_eq!(fraction(" 0.25 ").unwrap(), 0.25);
+        for bad in ["0", "2", "1/0", "x", "1/x", "-1/2"] {
+            assert!(fraction(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -23,6 +23,13 @@
 //! Before installing, the fault thread makes room itself if the region is
 //! at its budget (the evictor thread fell behind), so resident never passes
 //! the budget. It holds one unit lock at a time, never with the clock's.
+//!
+//! **Readahead**: when a restore brings back the unit just after the one
+//! the last restore brought back (a sequential read, such as a copy of a
+//! document spanning units), the thread then restores the evicted units
+//! after it (`RegionConfig::readahead` bytes), each as a fault would, once
+//! the faulting thread is woken; within the budget less one unit, never
+//! evicting for them.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -40,6 +47,8 @@ pub(super) fn run(sh: &Shared) {
     let mut faults = Vec::with_capacity(16);
     let mut buf = vec![0u8; sh.unit];
     let zeros = vec![0u8; sh.unit];
+    // The unit the last restore (by a fault or ahead of one) brought back.
+    let mut last = usize::MAX;
     loop {
         match uffd::wait(&sh.uffd, &sh.stop) {
             Ok(true) => {}
@@ -54,14 +63,14 @@ pub(super) fn run(sh: &Shared) {
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        let mut last = Instant::now();
+        let mut served = Instant::now();
         loop {
             if sh.uffd.read_faults(&mut faults).is_err() {
                 add(&sh.counters.errors, 1);
                 break;
             }
             if faults.is_empty() {
-                if last.elapsed() >= sh.spin || sh.stopping.load(Ordering::Relaxed) {
+                if served.elapsed() >= sh.spin || sh.stopping.load(Ordering::Relaxed) {
                     break;
                 }
                 // Give the CPU to a runnable thread (the one just woken,
@@ -71,34 +80,95 @@ pub(super) fn run(sh: &Shared) {
             }
             for &f in &faults {
                 let t = Instant::now();
-                resolve(sh, f, &mut buf, &zeros);
+                let ahead = resolve(sh, f, &mut buf, &zeros, &mut last);
                 sh.latency.record(t.elapsed().as_nanos() as u64);
+                if ahead {
+                    // After the faulting thread is woken and the service
+                    // timed: it does not wait for these.
+                    last = restore_ahead(sh, last, &mut buf);
+                }
             }
-            last = Instant::now();
+            served = Instant::now();
         }
     }
 }
 
 /// Resolve one fault; the faulting thread is woken whatever happens (an
-/// error is counted, and the thread retries its access).
-fn resolve(sh: &Shared, f: Fault, buf: &mut [u8], zeros: &[u8]) {
+/// error is counted, and the thread retries its access). `last` is the
+/// unit the last restore brought back; returns whether this fault
+/// restored the unit just after it (a sequential read: restore ahead).
+fn resolve(sh: &Shared, f: Fault, buf: &mut [u8], zeros: &[u8], last: &mut usize) -> bool {
     let Some(index) = sh.unit_of(f.address) else {
-        return;
+        return false;
     };
     let start = sh.base + index * sh.unit;
     let result = if f.write_protect {
         add(&sh.counters.write_faults, 1);
-        write_fault(sh, index, start, f.address)
+        write_fault(sh, index, start, f.address).map(|()| false)
     } else {
         add(&sh.counters.missing_faults, 1);
         missing(sh, index, start, f.address, buf, zeros)
     };
-    if result.is_err() {
-        add(&sh.counters.errors, 1);
-        let _ = sh.uffd.wake(f.address, sh.os_page);
+    match result {
+        Ok(true) => {
+            let sequential = last.checked_add(1) == Some(index);
+            *last = index;
+            sequential && sh.readahead_units > 0
+        }
+        Ok(false) => false,
+        Err(_) => {
+            add(&sh.counters.errors, 1);
+            let _ = sh.uffd.wake(f.address, sh.os_page);
+            false
+        }
     }
 }
 
+/// Restore up to `readahead_units` evicted units after unit `index`, in
+/// order, stopping at the first that is not evicted and while a unit of
+/// the budget is left for the next fault (readahead never evicts).
+/// Returns the last unit restored (`index` if none).
+fn restore_ahead(sh: &Shared, index: usize, buf: &mut [u8]) -> usize {
+    let mut last = index;
+    let end = index
+        .saturating_add(1 + sh.readahead_units)
+        .min(sh.units.len());
+    for next in index + 1..end {
+        if get(&sh.counters.resident_units) as usize + 1 >= sh.budget_units() {
+            break;
+        }
+        let mut u = sh.units[next].lock();
+        if u.kind != Kind::Evicted {
+            break;
+        }
+        let t = Instant::now();
+        if sh.store.read(next, buf).is_err() {
+            add(&sh.counters.errors, 1);
+            break;
+        }
+        add(&sh.counters.decompress_ns, t.elapsed().as_nanos() as u64);
+        // No thread waits there (one that faults meanwhile is woken by the
+        // copy, and its message finds the unit resident).
+        if sh
+            .uffd
+            .copy(sh.base + next * sh.unit, buf, sh.os_page, true)
+            .is_err()
+        {
+            add(&sh.counters.errors, 1);
+            break;
+        }
+        // As a fault's install, without the heat of a promotion.
+        u.installed(false);
+        add(&sh.counters.readahead, 1);
+        sh.counters.evicted_units.fetch_sub(1, Ordering::Relaxed);
+        add(&sh.counters.resident_units, 1);
+        last = next;
+    }
+    sh.wake_evictor();
+    last
+}
+
+/// A missing page: `Ok(true)` if an evicted unit was restored.
 fn missing(
     sh: &Shared,
     index: usize,
@@ -106,7 +176,7 @@ fn missing(
     page: usize,
     buf: &mut [u8],
     zeros: &[u8],
-) -> std::io::Result<()> {
+) -> std::io::Result<bool> {
     // Room first, before taking the unit's lock (the clock locks units).
     if sh.units[index].lock().kind != Kind::Resident {
         let mut room = 0;
@@ -119,6 +189,7 @@ fn missing(
         }
     }
     let mut u = sh.units[index].lock();
+    let restored = u.kind == Kind::Evicted;
     match u.kind {
         Kind::Evicted => {
             let t = Instant::now();
@@ -157,7 +228,7 @@ fn missing(
     }
     drop(u);
     sh.wake_evictor();
-    Ok(())
+    Ok(restored)
 }
 
 fn write_fault(sh: &Shared, index: usize, start: usize, page: usize) -> std::io::Result<()> {

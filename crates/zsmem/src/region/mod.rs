@@ -85,6 +85,13 @@ pub struct RegionConfig {
     /// price of that much CPU after each burst. Default 50 µs; zero
     /// sleeps at once.
     pub spin: std::time::Duration,
+    /// Readahead: after a fault restores the unit just past the one the
+    /// previous restore brought back (a sequential read, such as a copy of
+    /// a document spanning units), the fault thread also restores up to
+    /// this many bytes of units after it that are evicted, once the
+    /// faulting thread is woken, and only within the budget (it never
+    /// evicts for them). Default 16 KiB; zero turns it off.
+    pub readahead: usize,
     /// The pool under the store (its `page_size` is set to the unit).
     /// Default [`PoolConfig::log`]: log placement holds objects of any
     /// size up to the unit without a size class per size.
@@ -100,6 +107,7 @@ impl Default for RegionConfig {
             codec: Codec::Lz4,
             headroom: 0,
             spin: std::time::Duration::from_micros(50),
+            readahead: 16 << 10,
             pool: PoolConfig::log(),
         }
     }
@@ -123,6 +131,8 @@ pub(crate) struct Shared {
     wake: (Mutex<()>, Condvar),
     asleep: AtomicBool,
     spin: std::time::Duration,
+    /// Units restored ahead of a sequential fault (`readahead` in units).
+    readahead_units: usize,
     #[cfg(test)]
     paused: AtomicBool,
 }
@@ -310,6 +320,7 @@ impl Region {
             wake: (Mutex::new(()), Condvar::new()),
             asleep: AtomicBool::new(false),
             spin: cfg.spin,
+            readahead_units: cfg.readahead / cfg.unit,
             #[cfg(test)]
             paused: AtomicBool::new(false),
         });
@@ -429,6 +440,7 @@ impl Region {
             write_faults: get(&c.write_faults),
             zero_fills: get(&c.zero_fills),
             promotions: get(&c.restores),
+            readahead: get(&c.readahead),
             evictions: get(&c.evictions),
             clean_drops: get(&c.clean_drops),
             compressions: get(&c.compressions),

@@ -101,6 +101,7 @@ pub(crate) struct Counters {
     pub write_faults: AtomicU64,
     pub zero_fills: AtomicU64,
     pub restores: AtomicU64,
+    pub readahead: AtomicU64,
     pub evictions: AtomicU64,
     pub clean_drops: AtomicU64,
     pub compressions: AtomicU64,
@@ -148,8 +149,12 @@ pub struct RegionStats {
     pub write_faults: u64,
     /// Units never written installed as zeros.
     pub zero_fills: u64,
-    /// Evicted units brought back (decompressed and installed).
+    /// Evicted units brought back (decompressed and installed) by a fault
+    /// on them.
     pub promotions: u64,
+    /// Evicted units brought back ahead of a sequential read, without a
+    /// fault on them (see `RegionConfig::readahead`).
+    pub readahead: u64,
     /// Units dropped from the region.
     pub evictions: u64,
     /// Of those, dropped without compressing (the stored copy was current).

@@ -27,6 +27,12 @@ impl Version {
             Version::V2 => "memory.max",
         }
     }
+    fn usage_file(self) -> &'static str {
+        match self {
+            Version::V1 => "memory.usage_in_bytes",
+            Version::V2 => "memory.current",
+        }
+    }
     fn peak_file(self) -> &'static str {
         match self {
             Version::V1 => "memory.max_usage_in_bytes",
@@ -148,6 +154,15 @@ impl MemoryCgroup {
     /// `cgroup.procs`: a process writing `0` there moves itself in.
     pub fn procs_file(&self) -> PathBuf {
         self.dir.join("cgroup.procs")
+    }
+
+    /// The memory the cgroup is charged now, in bytes (v1's
+    /// `memory.usage_in_bytes`, v2's `memory.current`): its processes'
+    /// anonymous memory and the page cache they brought in, not what they
+    /// swapped out.
+    pub fn usage(&self) -> Option<u64> {
+        let t = std::fs::read_to_string(self.dir.join(self.version.usage_file())).ok()?;
+        parse_limit(&t)
     }
 
     /// The most memory the cgroup was charged at once, in bytes.

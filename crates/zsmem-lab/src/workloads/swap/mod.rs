@@ -22,10 +22,11 @@
 //! - **The figures** ([`results`]): wall, user and sys time; swap-outs and
 //!   swap-ins (`pswpout`, `pswpin` of `/proc/vmstat`, [`procfs`]); the
 //!   store's peak pool and all-in, sampled every 100 ms while the program
-//!   runs; the cgroup's peak charge; per-page store and load latencies
-//!   where the contestant times its own calls (a served one: the kernel's
-//!   zram and zswap are called from the kernel's swap path and cannot be
-//!   timed here without BPF or kprobes).
+//!   runs; the cgroup's peak charge; the peak of memory held for the
+//!   program (the cgroup's charge plus the store's all-in, read together);
+//!   per-page store and load latencies where the contestant times its own
+//!   calls (a served one: the kernel's zram and zswap are called from the
+//!   kernel's swap path and cannot be timed here without BPF or kprobes).
 //!
 //! # The machine put back
 //!
@@ -106,10 +107,23 @@ impl SwapExperiment {
     /// `label` names the contestant in the result.
     pub fn run(
         &self,
-        mut target: Option<SwapTarget>,
+        target: Option<SwapTarget>,
         label: &str,
         run: usize,
     ) -> Result<SwapRun, BlockDevError> {
+        self.run_then(target, label, run, |_| ()).map(|(r, ())| r)
+    }
+
+    /// As [`SwapExperiment::run`], then calls `after` with the program's
+    /// tmpfs directory once the program has exited, before the tmpfs goes:
+    /// to read what the program wrote there (its own figures).
+    pub fn run_then<T>(
+        &self,
+        mut target: Option<SwapTarget>,
+        label: &str,
+        run: usize,
+        after: impl FnOnce(&std::path::Path) -> T,
+    ) -> Result<(SwapRun, T), BlockDevError> {
         crate::blockdev::install_signal_cleanup().map_err(BlockDevError::Unavailable)?;
         let dir = private_dir()?;
         let tmp = held_dir(&dir).join("tmp");
@@ -143,14 +157,23 @@ impl SwapExperiment {
             &log,
             self.every,
             || {
+                let usage = cg.usage();
+                let mut store = 0;
                 if let Some(t) = target.as_mut() {
                     match t.figures() {
-                        Ok(f) => peaks.update(&f),
+                        Ok(f) => {
+                            store = f.all_in;
+                            peaks.update(&f);
+                        }
                         Err(e) => sample_error = Some(e),
                     }
                 }
+                if let Some(u) = usage {
+                    peaks.update_held(u, store);
+                }
             },
         )?;
+        let kept = after(&tmp);
         let swap = SwapCounters::now().since(&before);
         let cgroup_peak = cg.peak();
         let oom_kills = cg.oom_kills();
@@ -170,7 +193,7 @@ impl SwapExperiment {
                 "{label}: a reading of the store's figures failed: {e}"
             ));
         }
-        Ok(SwapRun {
+        let r = SwapRun {
             contestant: label.to_string(),
             run,
             outcome,
@@ -181,6 +204,7 @@ impl SwapExperiment {
             limit,
             swapoff_s,
             latency,
-        })
+        };
+        Ok((r, kept))
     }
 }

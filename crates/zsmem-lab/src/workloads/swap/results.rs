@@ -21,6 +21,10 @@ pub struct Peaks {
     pub compr: u64,
     /// How many samples were taken.
     pub samples: u64,
+    /// Memory held for the program, all in: the cgroup's charge plus the
+    /// store's all-in, read together at each sample (not the sum of the
+    /// two peaks, which need not coincide).
+    pub held: u64,
 }
 
 impl Peaks {
@@ -31,6 +35,12 @@ impl Peaks {
         self.orig = self.orig.max(f.orig);
         self.compr = self.compr.max(f.compr);
         self.samples += 1;
+    }
+
+    /// Takes a sample of memory held into account: `cgroup` charged and
+    /// `store` all-in at the same moment.
+    pub fn update_held(&mut self, cgroup: u64, store: u64) {
+        self.held = self.held.max(cgroup + store);
     }
 }
 
