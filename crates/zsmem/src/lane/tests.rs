@@ -15,7 +15,7 @@ fn source(limit: Option<usize>) -> std::sync::Arc<PageSource> {
 /// step natively, every 16th under Miri (a check there costs seconds, and
 /// a test checking each of 50 frees took 19 minutes of CI).
 fn check_step(l: &Lane, i: usize) {
-    if !cfg!(miri) || i % 16 == 0 {
+    if !cfg!(miri) || i.is_multiple_of(16) {
         l.check(None).unwrap();
     }
 }
