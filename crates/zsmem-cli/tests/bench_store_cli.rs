@@ -92,3 +92,113 @@ fn bench_store_refuses_bad_arguments() {
         assert!(e.contains(msg), "{args:?}: {e}");
     }
 }
+
+#[test]
+fn bench_store_churn_rows_in_the_table_and_the_json() {
+    let args = [
+        "bench",
+        "store",
+        "--scale",
+        "0.01",
+        "--pages",
+        "200",
+        "--no-kernel",
+        "--threads",
+        "1,2",
+        "--repeats",
+        "1",
+        "--churn",
+        "2",
+    ];
+    let out = zsmem(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        t.contains("churn phase: 400 calls"),
+        "no churn header in\n{t}"
+    );
+    for who in ["zsmem ", "zsmem-classes", "codec-alone"] {
+        let rows = t
+            .lines()
+            .skip_while(|l| !l.starts_with("churn phase"))
+            .filter(|l| l.starts_with(who))
+            .count();
+        assert_eq!(rows, 2, "{who}: one churn row per thread count in\n{t}");
+    }
+    let mut json = args.to_vec();
+    json.extend(["--format", "json"]);
+    let out = zsmem(&json);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["churn_calls"], 400);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 6, "three contestants at two thread counts");
+    for r in rows {
+        assert!(r["churn_mb_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["churn_x_codec"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let codec = rows
+        .iter()
+        .find(|r| r["contestant"] == "codec-alone")
+        .unwrap();
+    assert_eq!(codec["churn_x_codec"].as_f64(), Some(1.0));
+}
+
+#[test]
+fn bench_store_churn_alone_runs_one_thread_and_without_it_prints_no_churn() {
+    let base = [
+        "bench",
+        "store",
+        "--scale",
+        "0.01",
+        "--pages",
+        "100",
+        "--no-kernel",
+        "--repeats",
+        "1",
+        "--format",
+        "json",
+    ];
+    // `--churn` with no number: one call per page, at one thread.
+    let mut args = base.to_vec();
+    args.push("--churn");
+    let out = zsmem(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["churn_calls"], 100);
+    assert!(
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["threads"] == 1)
+    );
+    // `--threads` without `--churn`: the rows as before.
+    let mut args = base.to_vec();
+    args.extend(["--threads", "1"]);
+    let out = zsmem(&args);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.get("churn_calls").is_none());
+    for r in v["rows"].as_array().unwrap() {
+        assert!(r.get("churn_mb_s").is_none(), "{r}");
+    }
+}
+
+#[test]
+fn bench_store_refuses_bad_churn_values() {
+    for bad in ["0", "-1", "nan", "inf", "65", "lots"] {
+        let arg = format!("--churn={bad}");
+        let out = zsmem(&["bench", "store", "--no-kernel", &arg]);
+        assert!(!out.status.success(), "--churn {bad} accepted");
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(e.contains("--churn"), "--churn {bad}: {e}");
+    }
+}

@@ -73,6 +73,27 @@ pub struct StoreBenchArgs {
     /// Runs per thread count with `--threads`; the median is printed.
     #[arg(long, default_value_t = 3, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100))]
     pub repeats: usize,
+    /// After the fill and the load, a churn phase of this many calls per
+    /// page (1 if no number is given; up to 64), split among the threads:
+    /// 80% overwrite a slot with a random page of the input, 20% discard
+    /// one, rewritten later; timed for every contestant (zsmem with
+    /// `--pool`'s placement and with zsmem's classes, the kernel's zram,
+    /// the codec alone) at every count of `--threads` (1 if not given).
+    #[arg(long, num_args = 0..=1, default_missing_value = "1", value_parser = parse_churn)]
+    pub churn: Option<f64>,
+}
+
+/// `--churn`: calls per page, in (0, 64].
+fn parse_churn(s: &str) -> Result<f64, String> {
+    let x: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of calls per page"))?;
+    if x > 0.0 && x <= 64.0 {
+        Ok(x)
+    } else {
+        Err(format!("{x} calls per page: give a number in (0, 64]"))
+    }
 }
 
 /// `--page-size`: 4K, 16K, 64K or a number of bytes.
@@ -369,14 +390,30 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
         (pages.len() * page_size) as f64 / (1 << 20) as f64,
         codec.name()
     );
-    if !a.threads.is_empty() {
+    if !a.threads.is_empty() || a.churn.is_some() {
+        let threads = if a.threads.is_empty() {
+            vec![1]
+        } else {
+            a.threads.clone()
+        };
+        // The churn's calls at each thread count: at least one.
+        let churn_calls = a
+            .churn
+            .map(|x| ((x * pages.len() as f64).ceil() as u64).max(1));
+        let mut pools = vec![("zsmem", pool.clone())];
+        if churn_calls.is_some() && variant != "zsmem-classes" {
+            let classes = variant_pool("zsmem-classes", page_size)
+                .ok_or_else(|| CliError::Usage("no pool zsmem-classes".into()))?;
+            pools.push(("zsmem-classes", classes));
+        }
         let (rows, kernel_skipped) = super::threads::store_threads(
             &pages,
             codec,
-            &pool,
-            &a.threads,
+            &pools,
+            &threads,
             a.repeats,
             a.no_kernel,
+            churn_calls,
         )?;
         if let Some(why) = &kernel_skipped {
             eprintln!("kernel zram skipped: {why}");
@@ -387,12 +424,16 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
             pages: pages.len(),
             rows,
             kernel_skipped,
+            churn_calls,
         };
         return match a.format {
             Format::Json => print_json(&result),
             Format::Csv => crate::output::print_serialized(&result.rows),
             Format::Table => {
                 super::threads::print_rows(&result.rows);
+                if let Some(calls) = churn_calls {
+                    super::threads::print_churn_rows(&result.rows, calls);
+                }
                 Ok(())
             }
         };

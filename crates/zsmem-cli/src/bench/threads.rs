@@ -6,6 +6,21 @@
 //! under both. Each thread stores and loads its own slots (page `i` goes to
 //! thread `i % threads`), every loaded page is compared with the original,
 //! and the time is from the moment all threads start until the last ends.
+//!
+//! With `--churn X`, each run goes on after the load with a churn phase
+//! of `X` times as many calls as there are pages, split among the threads:
+//! each thread's calls come from the lab's churn workload
+//! ([`ChurnCalls`], its default shares: 80% writes of a random page of the
+//! input, a quarter of them rewriting the slot discarded longest ago, the
+//! others overwriting a random slot; 20% discards of a stored slot) over
+//! the thread's own slots, drawn before the clock starts, the same calls
+//! for every contestant and repeat. The phase is timed as the others and
+//! reported as MB/s of pages written (a discard takes time, writes no
+//! bytes) and as a ratio to the codec alone's (which compresses each page
+//! written into a buffer of its own and frees the one it replaces, or the
+//! discarded one). Every slot is read back and checked after it, untimed.
+//! zsmem runs twice then: with the pool `--pool` names (the page store's
+//! default placement unless told) and with zsmem's classes.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -14,8 +29,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use zsmem::{Codec, PageStore, PageStoreConfig, PoolConfig};
-use zsmem_lab::contestants::kernel_zram::{KernelZram, ZramConfig, ZramError};
+use zsmem_lab::contestants::kernel_zram::{KernelZram, ZramConfig, ZramError, discard_pages};
 use zsmem_lab::corpus::{PAGE_SIZE, Page};
+use zsmem_lab::workloads::churn::{Churn, ChurnCall, ChurnCalls};
 
 /// Bytes per page of the run (every page has the tree's size).
 fn page_len(pages: &[&Page]) -> usize {
@@ -35,6 +51,69 @@ pub struct ThreadRow {
     pub store_mb_s: f64,
     /// Load throughput, MB/s.
     pub load_mb_s: f64,
+    /// Churn throughput (`--churn`): MB/s of pages written by the churn's
+    /// calls (its discards take time, write no bytes), median.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub churn_mb_s: Option<f64>,
+    /// That over the codec alone's at the same thread count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub churn_x_codec: Option<f64>,
+}
+
+/// A run's phases: the fill (store), the load, and the churn if asked for.
+struct Phases {
+    store: Duration,
+    load: Duration,
+    churn: Option<Duration>,
+}
+
+/// The churn phase's calls at one thread count, drawn before any clock
+/// starts: per thread, `(slot, Some(page))` for a write of page `page` to
+/// slot `slot` and `(slot, None)` for a discard (slots and pages are the
+/// run's own numbers: thread `t` has slots `t, t + threads, ..`).
+pub struct ChurnPlan {
+    calls: Vec<Vec<(usize, Option<usize>)>>,
+    /// The page each slot holds after the churn (`None`: discarded).
+    last: Vec<Option<usize>>,
+    /// Pages written by the calls.
+    writes: usize,
+}
+
+/// The calls of a churn of `calls` calls over `pages` slots and pages, at
+/// `threads` threads.
+pub fn churn_plan(pages: usize, threads: usize, calls: u64) -> CliResult<ChurnPlan> {
+    let lab = |e: zsmem_lab::contestants::LabError| CliError::Usage(format!("churn: {e}"));
+    let n = u32::try_from(pages).map_err(|_| CliError::Usage("churn: too many pages".into()))?;
+    let mut plan = ChurnPlan {
+        calls: Vec::with_capacity(threads),
+        last: (0..pages).map(Some).collect(),
+        writes: 0,
+    };
+    let threads64 = threads as u64;
+    for t in 0..threads {
+        let slots = pages.saturating_sub(t).div_ceil(threads);
+        let mine = calls / threads64 + u64::from((t as u64) < calls % threads64);
+        let mut list = Vec::with_capacity(mine as usize);
+        if slots > 0 {
+            let mut drawn =
+                ChurnCalls::new(&Churn::default(), slots, n, 1 + t as u64).map_err(lab)?;
+            for k in 0..slots as u64 {
+                drawn.fill(k);
+            }
+            for _ in 0..mine {
+                let (slot, page) = match drawn.next_call() {
+                    ChurnCall::Write { slot, page } => (slot, Some(page as usize)),
+                    ChurnCall::Discard { slot } => (slot, None),
+                };
+                let slot = t + slot as usize * threads;
+                plan.writes += usize::from(page.is_some());
+                plan.last[slot] = page;
+                list.push((slot, page));
+            }
+        }
+        plan.calls.push(list);
+    }
+    Ok(plan)
 }
 
 /// Run `work(thread, threads)` on `threads` threads at once; the wall time
@@ -85,7 +164,8 @@ fn zsmem_run(
     codec: Codec,
     pool: &PoolConfig,
     threads: usize,
-) -> CliResult<(Duration, Duration)> {
+    churn: Option<&ChurnPlan>,
+) -> CliResult<Phases> {
     let store = PageStore::new(PageStoreConfig {
         slots: pages.len(),
         codec,
@@ -108,7 +188,35 @@ fn zsmem_run(
         }
         Ok(())
     })?;
-    Ok((w, r))
+    let churn = match churn {
+        None => None,
+        Some(plan) => {
+            let c = timed(threads, |t| {
+                for &(slot, page) in &plan.calls[t] {
+                    match page {
+                        Some(p) => store.write(slot, pages[p])?,
+                        None => store.discard(slot, 1)?,
+                    }
+                }
+                Ok(())
+            })?;
+            let mut buf = vec![0u8; page_len(pages)];
+            for (slot, page) in plan.last.iter().enumerate() {
+                if let Some(p) = *page {
+                    store.read(slot, &mut buf)?;
+                    if buf[..] != pages[p][..] {
+                        return Err(wrong("zsmem after the churn", slot));
+                    }
+                }
+            }
+            Some(c)
+        }
+    };
+    Ok(Phases {
+        store: w,
+        load: r,
+        churn,
+    })
 }
 
 /// One page, aligned for `O_DIRECT`.
@@ -120,7 +228,8 @@ fn kernel_run(
     dev: &KernelZram,
     pages: &[&Page],
     threads: usize,
-) -> CliResult<(Duration, Duration)> {
+    churn: Option<&ChurnPlan>,
+) -> CliResult<Phases> {
     let open = || -> CliResult<File> {
         OpenOptions::new()
             .read(true)
@@ -153,11 +262,52 @@ fn kernel_run(
         }
         Ok(())
     })?;
-    Ok((w, r))
+    let churn = match churn {
+        None => None,
+        Some(plan) => {
+            let c = timed(threads, |t| {
+                let mut page = Box::new(Aligned([0; PAGE_SIZE]));
+                for &(slot, p) in &plan.calls[t] {
+                    match p {
+                        Some(p) => {
+                            page.0.copy_from_slice(pages[p]);
+                            files[t]
+                                .write_all_at(&page.0, (slot * PAGE_SIZE) as u64)
+                                .map_err(io)?;
+                        }
+                        None => discard_pages(&files[t], slot as u64, 1).map_err(io)?,
+                    }
+                }
+                Ok(())
+            })?;
+            let mut page = Box::new(Aligned([0; PAGE_SIZE]));
+            for (slot, p) in plan.last.iter().enumerate() {
+                if let Some(p) = *p {
+                    files[0]
+                        .read_exact_at(&mut page.0, (slot * PAGE_SIZE) as u64)
+                        .map_err(io)?;
+                    if page.0[..] != pages[p][..] {
+                        return Err(wrong("kernel zram after the churn", slot));
+                    }
+                }
+            }
+            Some(c)
+        }
+    };
+    Ok(Phases {
+        store: w,
+        load: r,
+        churn,
+    })
 }
 
 /// The codec alone at `threads`: compress every page, then decompress.
-fn codec_run(pages: &[&Page], codec: Codec, threads: usize) -> CliResult<(Duration, Duration)> {
+fn codec_run(
+    pages: &[&Page],
+    codec: Codec,
+    threads: usize,
+    churn: Option<&ChurnPlan>,
+) -> CliResult<Phases> {
     let compressed: Vec<std::sync::Mutex<Vec<Vec<u8>>>> =
         (0..threads).map(|_| Default::default()).collect();
     let w = timed(threads, |t| {
@@ -189,7 +339,51 @@ fn codec_run(pages: &[&Page], codec: Codec, threads: usize) -> CliResult<(Durati
         }
         Ok(())
     })?;
-    Ok((w, r))
+    let churn = match churn {
+        None => None,
+        Some(plan) => {
+            let c = timed(threads, |t| {
+                let mut mine = compressed[t].lock().unwrap_or_else(|e| e.into_inner());
+                let page = page_len(pages);
+                let mut scratch = vec![0u8; page];
+                for &(slot, p) in &plan.calls[t] {
+                    // Thread t's k-th slot is slot t + k * threads.
+                    let k = slot / threads;
+                    mine[k] = match p {
+                        Some(p) => match codec.compress(pages[p], &mut scratch) {
+                            Some(n) if n < page => scratch[..n].to_vec(),
+                            _ => pages[p].to_vec(),
+                        },
+                        None => Vec::new(),
+                    };
+                }
+                Ok(())
+            })?;
+            let mut buf = vec![0u8; page_len(pages)];
+            for (slot, p) in plan.last.iter().enumerate() {
+                if let Some(p) = *p {
+                    let mine = compressed[slot % threads]
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner());
+                    let kept = &mine[slot / threads];
+                    if kept.len() == buf.len() {
+                        buf.copy_from_slice(kept);
+                    } else {
+                        codec.decompress(kept, &mut buf)?;
+                    }
+                    if buf[..] != pages[p][..] {
+                        return Err(wrong("the codec after the churn", slot));
+                    }
+                }
+            }
+            Some(c)
+        }
+    };
+    Ok(Phases {
+        store: w,
+        load: r,
+        churn,
+    })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -197,16 +391,19 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Every contestant at every thread count, `repeats` times each (medians).
-/// The kernel's zram runs unless `no_kernel` or it is unavailable (the
-/// reason is returned).
+/// Every contestant at every thread count, `repeats` times each (medians):
+/// zsmem with each of `pools` (name, configuration), the kernel's zram
+/// unless `no_kernel` or it is unavailable (the reason is returned), the
+/// codec alone; with a churn phase of `churn` calls after the fill and the
+/// load if given.
 pub fn store_threads(
     pages: &[&Page],
     codec: Codec,
-    pool: &PoolConfig,
+    pools: &[(&str, PoolConfig)],
     threads: &[usize],
     repeats: usize,
     no_kernel: bool,
+    churn: Option<u64>,
 ) -> CliResult<(Vec<ThreadRow>, Option<String>)> {
     let algorithm = codec.kernel_name();
     let page = page_len(pages);
@@ -231,29 +428,42 @@ pub fn store_threads(
             Err(e) => return Err(CliError::Usage(format!("kernel zram: {e}"))),
         }
     };
-    let mut rows = Vec::new();
+    let mut rows: Vec<ThreadRow> = Vec::new();
     for &n in threads {
-        let mut add = |name: &str, run: &dyn Fn() -> CliResult<(Duration, Duration)>| {
-            let mut st = Vec::new();
-            let mut ld = Vec::new();
+        let plan = churn.map(|c| churn_plan(pages.len(), n, c)).transpose()?;
+        let plan = plan.as_ref();
+        let first = rows.len();
+        let mut add = |name: &str, run: &dyn Fn() -> CliResult<Phases>| {
+            let (mut st, mut ld, mut ch) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..repeats {
-                let (w, r) = run()?;
-                st.push(mb_s(pages.len() * page, w));
-                ld.push(mb_s(pages.len() * page, r));
+                let p = run()?;
+                st.push(mb_s(pages.len() * page, p.store));
+                ld.push(mb_s(pages.len() * page, p.load));
+                if let (Some(c), Some(plan)) = (p.churn, plan) {
+                    ch.push(mb_s(plan.writes * page, c));
+                }
             }
             rows.push(ThreadRow {
                 contestant: name.into(),
                 threads: n,
                 store_mb_s: median(st),
                 load_mb_s: median(ld),
+                churn_mb_s: (!ch.is_empty()).then(|| median(ch)),
+                churn_x_codec: None,
             });
             CliResult::Ok(())
         };
-        add("zsmem", &|| zsmem_run(pages, codec, pool, n))?;
-        if let Some(k) = &kernel {
-            add("kernel-zram", &|| kernel_run(k, pages, n))?;
+        for (name, pool) in pools {
+            add(name, &|| zsmem_run(pages, codec, pool, n, plan))?;
         }
-        add("codec-alone", &|| codec_run(pages, codec, n))?;
+        if let Some(k) = &kernel {
+            add("kernel-zram", &|| kernel_run(k, pages, n, plan))?;
+        }
+        add("codec-alone", &|| codec_run(pages, codec, n, plan))?;
+        let codec_churn = rows.last().and_then(|r| r.churn_mb_s);
+        for r in &mut rows[first..] {
+            r.churn_x_codec = r.churn_mb_s.zip(codec_churn).map(|(x, c)| x / c);
+        }
     }
     Ok((rows, skipped))
 }
@@ -271,6 +481,9 @@ pub struct ThreadBench {
     pub rows: Vec<ThreadRow>,
     /// Why the kernel's zram did not run.
     pub kernel_skipped: Option<String>,
+    /// Calls of the churn phase at each thread count (`--churn`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub churn_calls: Option<u64>,
 }
 
 /// The rows as a table, with each contestant's scaling over its first
@@ -278,7 +491,7 @@ pub struct ThreadBench {
 pub fn print_rows(rows: &[ThreadRow]) {
     let find = |c: &str, n: usize| rows.iter().find(|r| r.contestant == c && r.threads == n);
     println!(
-        "{:<12} {:>7} {:>11} {:>11} {:>10} {:>10} {:>12} {:>12}",
+        "{:<14} {:>7} {:>11} {:>11} {:>10} {:>10} {:>12} {:>12}",
         "contestant",
         "threads",
         "store MB/s",
@@ -295,7 +508,7 @@ pub fn print_rows(rows: &[ThreadRow]) {
             .expect("r itself");
         let z = find("zsmem", r.threads).expect("zsmem runs at every count");
         println!(
-            "{:<12} {:>7} {:>11.1} {:>11.1} {:>9.2}x {:>9.2}x {:>12.2}x {:>12.2}x",
+            "{:<14} {:>7} {:>11.1} {:>11.1} {:>9.2}x {:>9.2}x {:>12.2}x {:>12.2}x",
             r.contestant,
             r.threads,
             r.store_mb_s,
@@ -304,6 +517,29 @@ pub fn print_rows(rows: &[ThreadRow]) {
             r.load_mb_s / first.load_mb_s,
             z.store_mb_s / r.store_mb_s,
             z.load_mb_s / r.load_mb_s,
+        );
+    }
+}
+
+/// The churn phase's rows (`--churn`): each contestant's MB/s of pages
+/// written and its ratio to the codec alone at the same thread count.
+pub fn print_churn_rows(rows: &[ThreadRow], calls: u64) {
+    println!();
+    println!(
+        "churn phase: {calls} calls after the fill at each thread count (80% writes of a random \
+         page, 20% discards, rewritten later); MB/s of pages written"
+    );
+    println!(
+        "{:<14} {:>7} {:>11} {:>14}",
+        "contestant", "threads", "churn MB/s", "x codec-alone"
+    );
+    for r in rows {
+        let (Some(mb_s), Some(x)) = (r.churn_mb_s, r.churn_x_codec) else {
+            continue;
+        };
+        println!(
+            "{:<14} {:>7} {:>11.1} {:>13.2}x",
+            r.contestant, r.threads, mb_s, x
         );
     }
 }

@@ -139,7 +139,7 @@ impl ChurnResult {
 const EMPTY: u32 = u32::MAX;
 
 /// Random pages kept for incompressible writes.
-const RANDOM_PAGES: usize = 64;
+pub const RANDOM_PAGES: usize = 64;
 
 /// The process's user + system CPU time so far (every thread).
 pub fn process_cpu() -> Duration {
@@ -159,15 +159,210 @@ fn record(h: &mut hdrhistogram::Histogram<u64>, d: Duration) {
     h.saturating_record(d.as_nanos().clamp(1, u128::from(u64::MAX)) as u64);
 }
 
-/// The run's state: what every slot holds, which slots wait to be written
-/// again, the clocks.
-struct State<'a> {
-    pages: Vec<&'a Page>,
+/// One call of the churn, as [`ChurnCalls`] makes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChurnCall {
+    /// Store page `page` (an index into the run's pages) in `slot`.
+    Write {
+        /// Slot written.
+        slot: u64,
+        /// Page written.
+        page: u32,
+    },
+    /// Discard `slot` (it holds a page; it waits to be written again).
+    Discard {
+        /// Slot discarded.
+        slot: u64,
+    },
+}
+
+/// The churn's random calls over `slots` slots and `pages` pages, as
+/// [`Churn::run`] makes them (and `zsmem bench store --churn`, one per
+/// thread over the thread's slots): the fill, then calls each a discard
+/// ([`Churn::discard_share`]) of a stored slot or a write of a random page,
+/// a quarter of the writes (with the default shares) rewriting the slot
+/// discarded longest ago. It keeps what every slot holds, so a caller can
+/// check it. Page numbers from `pages` on name the zero-filled page
+/// (`pages`) and [`RANDOM_PAGES`] random ones after it, for
+/// [`Churn::zero_share`] and [`Churn::incompressible_share`].
+pub struct ChurnCalls {
+    rng: ChaCha8Rng,
+    /// Page in each slot, or `EMPTY`.
     content: Vec<u32>,
     /// Slots discarded, oldest first. A waiting slot drawn at random is
     /// simply written and left here; `next_waiting` skips it when its turn
     /// comes (a slot discarded again is then here twice, also skipped).
     waiting: VecDeque<u64>,
+    /// The hot fifth of the slots ([`Variant::HotCold`]), else empty.
+    hot: Vec<u64>,
+    pages: u32,
+    discard_share: f64,
+    refill_share: f64,
+    zero_share: f64,
+    incompressible_share: f64,
+}
+
+impl ChurnCalls {
+    /// The calls of `churn` (its variant and shares; not its slot and call
+    /// counts) over `slots` slots and `pages` pages of input, drawn from
+    /// `seed`. The shares are checked ([`Churn::validate`]).
+    pub fn new(churn: &Churn, slots: usize, pages: u32, seed: u64) -> Result<Self, LabError> {
+        churn.validate()?;
+        Self::with_rng(churn, slots, pages, ChaCha8Rng::seed_from_u64(seed))
+    }
+
+    fn with_rng(
+        churn: &Churn,
+        slots: usize,
+        pages: u32,
+        mut rng: ChaCha8Rng,
+    ) -> Result<Self, LabError> {
+        if slots == 0 || pages == 0 {
+            return Err(LabError::Usage(
+                "churn: at least one slot and one page".into(),
+            ));
+        }
+        // The hot fifth: a random choice of slots.
+        let hot: Vec<u64> = if churn.variant == Variant::HotCold {
+            let mut all: Vec<u64> = (0..slots as u64).collect();
+            for i in 0..all.len() {
+                let j = rng.random_range(i..all.len());
+                all.swap(i, j);
+            }
+            all.truncate((slots / 5).max(1));
+            all
+        } else {
+            Vec::new()
+        };
+        Ok(ChurnCalls {
+            rng,
+            content: vec![EMPTY; slots],
+            waiting: VecDeque::with_capacity(slots),
+            hot,
+            pages,
+            discard_share: churn.discard_share,
+            refill_share: (churn.discard_share / (1.0 - churn.discard_share)).min(1.0),
+            zero_share: churn.zero_share,
+            incompressible_share: churn.incompressible_share,
+        })
+    }
+
+    /// Slots.
+    pub fn slots(&self) -> usize {
+        self.content.len()
+    }
+
+    /// The page `slot` holds, if any (`None` also for a slot out of range).
+    pub fn page_in(&self, slot: u64) -> Option<u32> {
+        self.content
+            .get(slot as usize)
+            .copied()
+            .filter(|&p| p != EMPTY)
+    }
+
+    fn pick_page(&mut self) -> u32 {
+        let x: f64 = self.rng.random();
+        if x < self.zero_share {
+            self.pages
+        } else if x < self.zero_share + self.incompressible_share {
+            self.pages + 1 + self.rng.random_range(0..RANDOM_PAGES as u32)
+        } else {
+            self.rng.random_range(0..self.pages)
+        }
+    }
+
+    /// A slot drawn at random (the hot fifth 80% of the time with
+    /// [`Variant::HotCold`]).
+    pub fn pick_slot(&mut self) -> u64 {
+        if !self.hot.is_empty() && self.rng.random_bool(0.8) {
+            self.hot[self.rng.random_range(0..self.hot.len())]
+        } else {
+            self.rng.random_range(0..self.content.len() as u64)
+        }
+    }
+
+    fn write(&mut self, slot: u64) -> ChurnCall {
+        let page = self.pick_page();
+        self.content[slot as usize] = page;
+        ChurnCall::Write { slot, page }
+    }
+
+    fn discard(&mut self, slot: u64) -> ChurnCall {
+        self.content[slot as usize] = EMPTY;
+        self.waiting.push_back(slot);
+        ChurnCall::Discard { slot }
+    }
+
+    /// The fill's write of `slot`: the input's pages in order (again from
+    /// the start when there are more slots than pages), or with zero or
+    /// incompressible shares, a page drawn as the churn draws them.
+    pub fn fill(&mut self, slot: u64) -> ChurnCall {
+        if self.zero_share + self.incompressible_share > 0.0 {
+            self.write(slot)
+        } else {
+            let page = (slot % u64::from(self.pages)) as u32;
+            self.content[slot as usize] = page;
+            ChurnCall::Write { slot, page }
+        }
+    }
+
+    /// The next call after the fill.
+    pub fn next_call(&mut self) -> ChurnCall {
+        if self.rng.random_bool(self.discard_share) {
+            // Discard a stored slot (drawn until one holds a page; a few
+            // tries, then the call is a write instead).
+            for _ in 0..8 {
+                let s = self.pick_slot();
+                if self.content[s as usize] != EMPTY {
+                    return self.discard(s);
+                }
+            }
+            let s = self.pick_slot();
+            self.write(s)
+        } else {
+            let refill = self.rng.random_bool(self.refill_share);
+            let slot = match refill.then(|| self.next_waiting()).flatten() {
+                Some(s) => s,
+                None => self.pick_slot(),
+            };
+            self.write(slot)
+        }
+    }
+
+    /// [`Variant::Phase`]'s burst: every stored slot discarded with
+    /// probability one half (a process exiting).
+    fn burst(&mut self) -> Vec<u64> {
+        let mut out = Vec::new();
+        for slot in 0..self.content.len() as u64 {
+            if self.content[slot as usize] != EMPTY && self.rng.random_bool(0.5) {
+                self.discard(slot);
+                out.push(slot);
+            }
+        }
+        out
+    }
+
+    /// A write of the slot discarded longest ago that is still empty, if
+    /// any.
+    fn refill(&mut self) -> Option<ChurnCall> {
+        let slot = self.next_waiting()?;
+        Some(self.write(slot))
+    }
+
+    /// The slot discarded longest ago that is still empty.
+    fn next_waiting(&mut self) -> Option<u64> {
+        while let Some(s) = self.waiting.pop_front() {
+            if self.content[s as usize] == EMPTY {
+                return Some(s);
+            }
+        }
+        None
+    }
+}
+
+/// The run's state: the pages, the clocks.
+struct State<'a> {
+    pages: Vec<&'a Page>,
     lat: Latencies,
     calls: u64,
     op_time: Duration,
@@ -176,12 +371,19 @@ struct State<'a> {
 }
 
 impl State<'_> {
+    /// Make `call` (the generator has already noted its effect).
+    fn make(&mut self, c: &mut dyn PageContestant, call: ChurnCall) -> Result<(), LabError> {
+        match call {
+            ChurnCall::Write { slot, page } => self.store(c, slot, page),
+            ChurnCall::Discard { slot } => self.discard(c, slot),
+        }
+    }
+
     fn store(&mut self, c: &mut dyn PageContestant, slot: u64, page: u32) -> Result<(), LabError> {
         let t = Instant::now();
         c.store(slot, self.pages[page as usize])?;
         let d = t.elapsed();
         self.account(c, d, Op::Store);
-        self.content[slot as usize] = page;
         Ok(())
     }
 
@@ -190,16 +392,19 @@ impl State<'_> {
         c.discard(slot, 1)?;
         let d = t.elapsed();
         self.account(c, d, Op::Discard);
-        self.content[slot as usize] = EMPTY;
-        self.waiting.push_back(slot);
         Ok(())
     }
 
-    fn check(&mut self, c: &mut dyn PageContestant, slot: u64) -> Result<(), LabError> {
-        let page = self.content[slot as usize];
-        if page == EMPTY {
+    /// Read `slot` back and compare it with `page`, the one it holds.
+    fn check(
+        &mut self,
+        c: &mut dyn PageContestant,
+        slot: u64,
+        page: Option<u32>,
+    ) -> Result<(), LabError> {
+        let Some(page) = page else {
             return Ok(());
-        }
+        };
         let t = Instant::now();
         c.load(slot, &mut self.buf)?;
         let d = t.elapsed();
@@ -317,60 +522,21 @@ impl Churn {
             })
             .collect();
         let mut pages: Vec<&Page> = tree.pages().map(|(_, _, p)| p).collect();
-        let tree_pages = pages.len() as u32;
-        let zero_id = pages.len() as u32;
+        let tree_pages = u32::try_from(pages.len())
+            .map_err(|_| LabError::Usage("churn: more than 2^32 pages".into()))?;
         pages.push(&*zero);
-        let random_base = pages.len() as u32;
         pages.extend(random.iter().map(|p| &**p));
-        // The hot fifth: a random choice of slots.
-        let hot: Vec<u64> = if self.variant == Variant::HotCold {
-            let mut all: Vec<u64> = (0..slots as u64).collect();
-            for i in 0..all.len() {
-                let j = rng.random_range(i..all.len());
-                all.swap(i, j);
-            }
-            all.truncate((slots / 5).max(1));
-            all
-        } else {
-            Vec::new()
-        };
+        let mut calls = ChurnCalls::with_rng(self, slots, tree_pages, rng)?;
         let mut st = State {
             pages,
-            content: vec![EMPTY; slots],
-            waiting: VecDeque::with_capacity(slots),
             lat: Latencies::default(),
             calls: 0,
             op_time: Duration::ZERO,
             timed_elsewhere: false,
             buf: vec![0u8; page_size].into_boxed_slice(),
         };
-        let pick_page = |rng: &mut ChaCha8Rng| -> u32 {
-            let x: f64 = rng.random();
-            if x < self.zero_share {
-                zero_id
-            } else if x < self.zero_share + self.incompressible_share {
-                random_base + rng.random_range(0..RANDOM_PAGES as u32)
-            } else {
-                rng.random_range(0..tree_pages)
-            }
-        };
-        let pick_slot = |rng: &mut ChaCha8Rng| -> u64 {
-            if !hot.is_empty() && rng.random_bool(0.8) {
-                hot[rng.random_range(0..hot.len())]
-            } else {
-                rng.random_range(0..slots as u64)
-            }
-        };
-        // Fill: the tree's pages in write order (again from the start when
-        // there are more slots than pages).
         for slot in 0..slots as u64 {
-            let page = (slot % u64::from(tree_pages)) as u32;
-            let page = if self.zero_share + self.incompressible_share > 0.0 {
-                pick_page(&mut rng)
-            } else {
-                page
-            };
-            st.store(c, slot, page)?;
+            st.make(c, calls.fill(slot))?;
         }
         let mut steps = vec![Step {
             round: 1,
@@ -384,43 +550,16 @@ impl Churn {
         let every = ops.div_ceil(self.readings as u64).max(1);
         let half = ops / 2;
         let mut waiting_after_burst = None;
-        let refill_share = self.discard_share / (1.0 - self.discard_share);
         for op in 1..=ops {
-            if rng.random_bool(self.discard_share) {
-                // Discard a stored slot (drawn until one holds a page; a
-                // few tries, then the call is a write instead).
-                let mut slot = None;
-                for _ in 0..8 {
-                    let s = pick_slot(&mut rng);
-                    if st.content[s as usize] != EMPTY {
-                        slot = Some(s);
-                        break;
-                    }
-                }
-                if let Some(s) = slot {
-                    st.discard(c, s)?;
-                } else {
-                    let s = pick_slot(&mut rng);
-                    st.store(c, s, pick_page(&mut rng))?;
-                }
-            } else {
-                let refill = rng.random_bool(refill_share.min(1.0));
-                let slot = match refill.then(|| next_waiting(&mut st)).flatten() {
-                    Some(s) => s,
-                    None => pick_slot(&mut rng),
-                };
-                st.store(c, slot, pick_page(&mut rng))?;
-            }
+            st.make(c, calls.next_call())?;
             if self.verify_every > 0 && op.is_multiple_of(self.verify_every) {
-                let s = pick_slot(&mut rng);
-                st.check(c, s)?;
+                let s = calls.pick_slot();
+                st.check(c, s, calls.page_in(s))?;
             }
             if self.variant == Variant::Phase && op == half {
                 // A process exits: half the slots, at random, at once.
-                for slot in 0..slots as u64 {
-                    if st.content[slot as usize] != EMPTY && rng.random_bool(0.5) {
-                        st.discard(c, slot)?;
-                    }
+                for slot in calls.burst() {
+                    st.discard(c, slot)?;
                 }
                 waiting_after_burst = c.waiting_pages();
                 steps.push(Step {
@@ -429,8 +568,8 @@ impl Churn {
                     figures: c.figures()?,
                 });
                 // Its successor writes as much again.
-                while let Some(slot) = next_waiting(&mut st) {
-                    st.store(c, slot, pick_page(&mut rng))?;
+                while let Some(call) = calls.refill() {
+                    st.make(c, call)?;
                 }
                 steps.push(Step {
                     round: 1,
@@ -472,16 +611,6 @@ impl Churn {
             waiting_after_burst,
         })
     }
-}
-
-/// The slot discarded longest ago that is still empty.
-fn next_waiting(st: &mut State<'_>) -> Option<u64> {
-    while let Some(s) = st.waiting.pop_front() {
-        if st.content[s as usize] == EMPTY {
-            return Some(s);
-        }
-    }
-    None
 }
 
 #[cfg(test)]

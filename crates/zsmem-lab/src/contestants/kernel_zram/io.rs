@@ -25,6 +25,22 @@ const PAGE_U64: u64 = PAGE_SIZE as u64;
 /// `_IO(0x12, 119)`: discard a byte range `[start, len]` of a block device.
 const BLKDISCARD: u64 = 0x1277;
 
+/// Discard `pages` pages from `index` of the block device open as `file`
+/// with `BLKDISCARD` (for callers with a descriptor of their own, such as
+/// one per thread: [`KernelZram::device_path`] opened again). Checks no
+/// range: the kernel refuses one past the device's end.
+pub fn discard_pages(file: &File, index: u64, pages: u64) -> io::Result<()> {
+    let range: [u64; 2] = [index * PAGE_U64, pages * PAGE_U64];
+    // SAFETY: BLKDISCARD reads two u64 (start, length in bytes) through
+    // its pointer argument; `range` is that array and lives across the
+    // call. The descriptor is open: `file` owns it for the call.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKDISCARD as _, range.as_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// How to set up a [`KernelZram`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ZramConfig {
@@ -280,25 +296,18 @@ impl KernelZram {
                 self.pages()
             )));
         }
-        let range: [u64; 2] = [index * PAGE_U64, pages * PAGE_U64];
-        let fd = self.file()?.as_raw_fd();
         let start = Instant::now();
-        // SAFETY: BLKDISCARD reads two u64 (start, length in bytes) through
-        // its pointer argument; `range` is that array and lives across the
-        // call. `fd` is an open descriptor owned by `self.file`.
-        let rc = unsafe { libc::ioctl(fd, BLKDISCARD as _, range.as_ptr()) };
-        let took = start.elapsed();
-        if rc != 0 {
-            return Err(ZramError::io(
+        discard_pages(self.file()?, index, pages).map_err(|e| {
+            ZramError::io(
                 format!(
                     "BLKDISCARD of pages {index}..{} of {}",
                     index + pages,
                     self.path.display()
                 ),
-                io::Error::last_os_error(),
-            ));
-        }
-        Ok(took)
+                e,
+            )
+        })?;
+        Ok(start.elapsed())
     }
 
     /// Reads and parses `/sys/block/zramN/mm_stat`.

@@ -131,7 +131,7 @@ mod sysfs;
 
 pub use device::{remove_registered_devices, remove_stale_devices};
 pub use error::ZramError;
-pub use io::{KernelZram, PAGE_SIZE, ZramConfig};
+pub use io::{KernelZram, PAGE_SIZE, ZramConfig, discard_pages};
 pub use records::RECORD_DIR;
 pub use signals::install_signal_cleanup;
 pub use stat::{IoStat, MmStat};
