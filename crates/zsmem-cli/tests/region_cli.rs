@@ -43,6 +43,16 @@ fn machine() -> Machine {
     }
 }
 
+/// The root tests one at a time: each compares the machine before and
+/// after its run, and waits for a swap area to come up, so another's swap
+/// area or device would be taken for its own (a SIGTERM then reached a run
+/// that had not yet installed its handler).
+static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    MACHINE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn skip(test: &str) -> bool {
     match zsmem_lab::workloads::swap::unavailable_reason() {
         Some(why) => {
@@ -71,6 +81,7 @@ fn the_kernel_way_runs_small_and_leaves_nothing_behind() {
     if skip("the_kernel_way_runs_small_and_leaves_nothing_behind") {
         return;
     }
+    let _serial = serial();
     let before = machine();
     let out = common::zsmem(SMALL);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -100,6 +111,7 @@ fn sigterm_during_the_kernel_way_puts_the_machine_back() {
     if skip("sigterm_during_the_kernel_way_puts_the_machine_back") {
         return;
     }
+    let _serial = serial();
     let before = machine();
     let bin = std::env::var_os("ZSMEM_BIN").unwrap_or(env!("CARGO_BIN_EXE_zsmem").into());
     let mut child = Command::new(bin)
