@@ -69,7 +69,7 @@ fn loom_two_freers_and_a_round() {
             .lock()
             .sources
             .iter()
-            .filter(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&src)))
+            .filter(|w| std::ptr::addr_eq(w.as_ptr(), Arc::as_ptr(&src)))
             .count();
         assert!(registrations <= 1, "registered {registrations} times");
         check_registered(&src);

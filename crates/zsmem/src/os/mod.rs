@@ -74,7 +74,7 @@ use crate::sync::atomic::{AtomicUsize as SyncCount, Ordering as SyncOrdering};
 use crate::sync::{Mutex, MutexGuard};
 use arena::{Arena, PREFAULT_MIN_PAGES, Region};
 use budget::Budget;
-use returner::Returner;
+use returner::{Returner, Served};
 
 /// Refuse a page size that is not a power of two at least as large as the
 /// system's: `madvise` gives back whole OS pages, so a smaller page could
@@ -175,6 +175,21 @@ static PREFAULT_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::Atom
 /// returner thread, and the loom models leave it out (it is the returner's
 /// own work, outside the hand-off they check).
 const PREFAULT_BUILT: bool = !cfg!(miri) && !cfg!(loom);
+
+/// The returner serves a source through these three calls.
+impl Served for PageSource {
+    fn closing(&self) -> bool {
+        PageSource::closing(self)
+    }
+
+    fn refill(&self, yielding: bool) {
+        PageSource::refill(self, yielding)
+    }
+
+    fn return_due_yielding(&self, now: Instant) -> Option<Instant> {
+        PageSource::return_due_yielding(self, now)
+    }
+}
 
 impl PageSource {
     pub(crate) fn new(
@@ -618,7 +633,7 @@ impl PageSource {
             self.returner.resume();
             return pending;
         }
-        if !self.returner.register(self.me.clone()) {
+        if !self.returner.register(self.me.clone() as Weak<dyn Served>) {
             // No thread serves the source: return what is due ourselves,
             // now and at every later queueing (the flag stays clear).
             self.return_due(now, false);

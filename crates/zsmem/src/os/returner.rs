@@ -50,15 +50,28 @@ use std::sync::OnceLock;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::os::PageSource;
 use crate::sync::atomic::{AtomicBool as SyncBool, Ordering as SyncOrdering};
 use crate::sync::{Condvar, Mutex, RwLock};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+/// What the returner serves: a page source with pages waiting. A trait, so
+/// that this file needs nothing of the source's (the source registers
+/// itself here, and the returner sits below it).
+pub(crate) trait Served: Send + Sync {
+    /// Its pool is being dropped: let go of it at once.
+    fn closing(&self) -> bool;
+    /// Fault in the pages it keeps ready ahead of a stream of stores
+    /// (`yielding`: between batches, as the returner does).
+    fn refill(&self, yielding: bool);
+    /// Return what is due by `now`, yielding between batches; when the
+    /// next pages are due, or `None` with nothing left waiting.
+    fn return_due_yielding(&self, now: Instant) -> Option<Instant>;
+}
+
 /// Sources with pages waiting, and whether the returner thread runs.
 #[derive(Default)]
 pub(crate) struct Registry {
-    pub(crate) sources: Vec<Weak<PageSource>>,
+    pub(crate) sources: Vec<Weak<dyn Served>>,
     running: bool,
     /// The thread waits with nothing registered: a registration must
     /// signal it (else it looks again within [`POLL`]).
@@ -153,7 +166,7 @@ impl Returner {
     /// is set by the caller). Starts the thread if it is not running.
     /// False when no thread serves it (under Miri, or the thread could not
     /// be started): the caller then returns its due pages itself.
-    pub(crate) fn register(self: &Arc<Self>, src: Weak<PageSource>) -> bool {
+    pub(crate) fn register(self: &Arc<Self>, src: Weak<dyn Served>) -> bool {
         if cfg!(miri) {
             return false;
         }
@@ -297,12 +310,12 @@ impl Returner {
 
     /// Whether `src` is registered (for the loom model's checks).
     #[cfg(loom)]
-    pub(crate) fn holds(&self, src: &Arc<PageSource>) -> bool {
+    pub(crate) fn holds<S: Served>(&self, src: &Arc<S>) -> bool {
         self.registry
             .lock()
             .sources
             .iter()
-            .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(src)))
+            .any(|w| std::ptr::addr_eq(w.as_ptr(), Arc::as_ptr(src)))
     }
 
     /// The thread: rounds over the registered sources until none is left.
