@@ -3,7 +3,7 @@
 //! by side all resident (the speed limit), in a region at several budgets,
 //! and the kernel's way at the same budgets (plain memory in a child
 //! process in a memory-limited cgroup swapping to a private zram device:
-//! [`kernel`]); then fault-in latency, stored size and CPU by unit size.
+//! `kernel`); then fault-in latency, stored size and CPU by unit size.
 
 mod cache;
 mod docs;

@@ -2,7 +2,7 @@
 //! (`LOOP_GET_STATUS64`: the backing file's device and inode), and
 //! detaching it (`LOOP_CLR_FD`) only while it is still attached to the file
 //! this process gave it. Below the registry, which undoes loop devices with
-//! [`detach`]; attaching is [`super::loopdev`]'s.
+//! `detach`; attaching is [`super::loopdev`]'s.
 
 use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
