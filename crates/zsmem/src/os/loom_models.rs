@@ -113,24 +113,3 @@ fn loom_frees_past_the_bound_leave_no_excess_in_the_inbox() {
         assert!(waiting <= 2, "{waiting} pages wait past the bound of 2");
     });
 }
-
-/// A free that passes the returner's mark presses it while the thread
-/// decides whether to sleep between rounds: the press is never lost. The
-/// thread either takes it before sleeping (and makes a round at once), or
-/// the press finds it sleeping and signals it, or the press comes after
-/// the sleep and waits for the next look (loom's wait is a yield, so the
-/// press may land after the thread woke).
-#[test]
-fn loom_a_press_racing_the_returners_sleep_is_never_lost() {
-    loom::model(|| {
-        let r = returner::Returner::without_thread();
-        let r2 = r.clone();
-        let presser = loom::thread::spawn(move || r2.press());
-        let slept = r.sleep_unless_pressed(r.registry.lock(), Duration::from_millis(1));
-        let signalled = presser.join().unwrap();
-        assert!(
-            !slept || signalled || r.pressed(),
-            "the thread slept through a press that neither signalled it nor waits"
-        );
-    });
-}

@@ -540,8 +540,7 @@ impl PageSource {
     /// from the inbox, by whoever holds it): if more than `max_pages` now
     /// wait, return the oldest, down to half the bound, on this thread and
     /// now (the returner runs at idle priority and may get no CPU, and no
-    /// later free may come); else one comparison, and a second one that
-    /// wakes the returner past its lower mark (`returner_mark`). Takes the lock again,
+    /// later free may come); else one comparison. Takes the lock again,
     /// without waiting, to put the returned runs back on the free lists;
     /// the caller then looks after the inbox.
     fn keep_bound(&self, mut arena: MutexGuard<'_, Arena>) {
@@ -549,14 +548,7 @@ impl PageSource {
             return self.release(arena);
         };
         if arena.waiting_pages <= max_pages {
-            let press = arena.waiting_pages > returner_mark(max_pages);
-            self.release(arena);
-            if press {
-                // Past the returner's mark: let it start on the excess in
-                // the background (a relaxed load unless this crosses it).
-                self.returner.press();
-            }
-            return;
+            return self.release(arena);
         }
         let runs = arena.take_excess(max_pages);
         self.release(arena);
@@ -684,10 +676,7 @@ impl PageSource {
     /// Give back the runs that are due at `now` (all with `all`) and the
     /// oldest beyond the page bound (`discard`), yielding the CPU between
     /// batches with `yielding`; returns when the oldest run left is due.
-    /// The returner (`yielding`) takes the oldest from its lower mark
-    /// ([`returner_mark`]) on, so that where it gets a CPU the frees of a
-    /// burst rarely reach the bound themselves. Leaves the registration
-    /// alone.
+    /// Leaves the registration alone.
     fn discard_due(
         &self,
         now: Instant,
@@ -696,12 +685,7 @@ impl PageSource {
         max_pages: usize,
         yielding: bool,
     ) -> Option<Instant> {
-        let mark = if yielding {
-            returner_mark(max_pages)
-        } else {
-            max_pages
-        };
-        let (runs, next) = self.lock().take_due(now, all, delay, mark);
+        let (runs, next) = self.lock().take_due(now, all, delay, max_pages);
         let done = self.discard(runs, yielding);
         self.look_after_inbox();
         if done { next } else { Some(now) }
@@ -879,15 +863,6 @@ impl PageSource {
                 needed: pages * self.page_size,
             })
     }
-}
-
-/// Waiting pages past which the returner, woken by the free that passes
-/// them ([`Returner::press`]), returns the oldest down to half this mark:
-/// half the bound, so that where it gets an idle CPU it does the work of a
-/// burst of frees in the background and the freeing threads rarely reach
-/// the bound, which they keep themselves (`PageSource::keep_bound`).
-pub(super) fn returner_mark(max_pages: usize) -> usize {
-    max_pages / 2
 }
 
 /// The arena lock, held (with what frees left in the inbox applied at

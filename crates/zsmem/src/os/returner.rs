@@ -11,10 +11,7 @@
 //! jemalloc's and mimalloc's answer (decay, purge delay): the freeing
 //! thread makes no system call, and two freeing threads do not shoot down
 //! each other's TLBs. The thread runs at idle priority, so it never takes
-//! a CPU from the threads that free. Past a lower mark (half the bound) the
-//! free that passes it wakes the thread ([`Returner::press`]), which returns
-//! the oldest down to a quarter of the bound, so that where a CPU is idle a
-//! burst of frees rarely reaches the bound. The page bound does not wait for it:
+//! a CPU from the threads that free. The page bound does not wait for it:
 //! a free that leaves more than `max_pages` waiting in its source returns
 //! the oldest, down to half the bound, itself (`PageSource::keep_bound`),
 //! so no more wait whatever CPU the thread gets.
@@ -50,7 +47,6 @@ use std::sync::OnceLock;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::sync::atomic::{AtomicBool as SyncBool, Ordering as SyncOrdering};
 use crate::sync::{Condvar, Mutex, RwLock};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -76,9 +72,6 @@ pub(crate) struct Registry {
     /// The thread waits with nothing registered: a registration must
     /// signal it (else it looks again within [`POLL`]).
     idle: bool,
-    /// The thread waits between rounds with sources registered: a press
-    /// ([`Returner::press`]) signals it.
-    sleeping: bool,
 }
 
 /// The returner: its registry, and the thread that serves it. One per
@@ -100,12 +93,6 @@ pub(crate) struct Returner {
     /// In a forked child: sources registered in the parent wait with no
     /// thread to serve them; the next queueing or new zspage starts one.
     orphaned: AtomicBool,
-    /// A free left more than the returner's mark waiting in a source
-    /// (`os::returner_mark`): the thread makes a round at once instead of
-    /// sleeping. Set before the registry lock is taken to look whether the
-    /// thread sleeps, taken (cleared) under it by the thread before it
-    /// sleeps, so a press is either seen by that look or signals the sleep.
-    pressed: SyncBool,
 }
 
 /// How long the thread lingers with nothing registered before it ends.
@@ -132,7 +119,6 @@ impl Returner {
             working: RwLock::new(()),
             forks: AtomicUsize::new(0),
             orphaned: AtomicBool::new(false),
-            pressed: SyncBool::new(false),
         }
     }
 
@@ -187,52 +173,6 @@ impl Returner {
             self.wake.notify_one();
         }
         true
-    }
-
-    /// A free left more than the returner's mark waiting in a registered
-    /// source: make a round now, not at the next due time or poll. Costs a
-    /// relaxed load while a press is pending; else the registry lock, and
-    /// a signal (a system call) only if the thread sleeps between rounds:
-    /// once per crossing of the mark, not per free. Returns whether it
-    /// signalled (for the loom model). No-op under Miri (no thread).
-    pub(crate) fn press(&self) -> bool {
-        if cfg!(miri) || self.pressed.load(SyncOrdering::Relaxed) {
-            return false;
-        }
-        if self.pressed.swap(true, SyncOrdering::Relaxed) {
-            return false;
-        }
-        // The thread takes `pressed` under this lock before it sleeps: it
-        // saw the press, or it sleeps now and is signalled.
-        let sleeping = self.registry.lock().sleeping;
-        if sleeping {
-            self.wake.notify_one();
-        }
-        sleeping
-    }
-
-    /// Between rounds, with sources registered (`reg` locked): sleep up to
-    /// `wait` unless a press came since the last look (taken here: the
-    /// thread then makes a round at once). Returns whether it slept.
-    pub(crate) fn sleep_unless_pressed(
-        &self,
-        mut reg: crate::sync::MutexGuard<'_, Registry>,
-        wait: Duration,
-    ) -> bool {
-        if self.pressed.swap(false, SyncOrdering::Relaxed) {
-            return false;
-        }
-        reg.sleeping = true;
-        let mut reg = self.wake.wait_timeout(reg, wait);
-        reg.sleeping = false;
-        true
-    }
-
-    /// Whether a press waits for the thread (for the tests and the loom
-    /// model).
-    #[cfg(any(loom, test))]
-    pub(crate) fn pressed(&self) -> bool {
-        self.pressed.load(SyncOrdering::Relaxed)
     }
 
     /// Start the thread (`reg` locked, no thread running); false if it
@@ -341,11 +281,10 @@ impl Returner {
             }
             if let Some(next) = next {
                 // A little slack batches the returns of neighbouring frees;
-                // at most `POLL`, to see new sources and refills asked for;
-                // none if a free passed the mark meanwhile.
+                // at most `POLL`, to see new sources and refills asked for.
                 let wait =
                     next.saturating_duration_since(Instant::now()) + Duration::from_micros(200);
-                self.sleep_unless_pressed(reg, wait.min(POLL));
+                drop(self.wake.wait_timeout(reg, wait.min(POLL)));
             }
         }
     }
@@ -416,7 +355,6 @@ mod fork {
             // The parent's thread is not in the child.
             registry.running = false;
             registry.idle = false;
-            registry.sleeping = false;
             r.orphaned
                 .store(!registry.sources.is_empty(), Ordering::Relaxed);
             drop(registry);

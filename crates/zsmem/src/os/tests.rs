@@ -72,10 +72,8 @@ fn waiting_runs_are_counted_and_reused_first() {
 #[test]
 fn the_page_bound_returns_the_oldest_runs() {
     // The free that passes the bound returns the oldest runs, down to half
-    // of it; the newest stay for reuse. Purge returns the rest. (A
-    // returner that runs only when told: the real one, pressed past half
-    // the bound, would race the counts.)
-    let src = served_by(&Returner::without_thread(), delayed(16), 0);
+    // of it; the newest stay for reuse. Purge returns the rest.
+    let src = PageSource::new(4096, None, false, delayed(16));
     let runs: Vec<Run> = (0..6).map(|_| src.alloc_run(4).unwrap()).collect();
     let newest = runs[5].as_ptr();
     for r in runs {
@@ -84,34 +82,6 @@ fn the_page_bound_returns_the_oldest_runs() {
     // The fifth free left 20 waiting: the three oldest runs went back;
     // the sixth joined the two left.
     assert_eq!(src.cached_pages(), 12);
-    let again = src.alloc_run(4).unwrap();
-    assert_eq!(again.as_ptr(), newest);
-    src.free_run(again, 4, 4);
-    src.purge_cache();
-    assert_eq!(src.cached_pages(), 0);
-}
-
-#[test]
-fn the_returner_starts_at_half_the_bound() {
-    // Past half the bound a free keeps its pages waiting but presses the
-    // returner, whose round takes the oldest down to a quarter of it; the
-    // newest stay for reuse. Below half, a round leaves what is not due.
-    let returner = Returner::without_thread();
-    let src = served_by(&returner, delayed(16), 0);
-    let runs: Vec<Run> = (0..3).map(|_| src.alloc_run(4).unwrap()).collect();
-    let newest = runs[2].as_ptr();
-    let mut runs = runs.into_iter();
-    for r in runs.by_ref().take(2) {
-        src.free_run(r, 4, 4);
-    }
-    assert!(!returner.pressed(), "8 waiting is not past half of 16");
-    returner.round();
-    assert_eq!(src.cached_pages(), 8);
-    src.free_run(runs.next().unwrap(), 4, 4);
-    assert!(returner.pressed(), "12 waiting is past half of 16");
-    assert_eq!(src.cached_pages(), 12, "the free itself returns nothing");
-    returner.round();
-    assert_eq!(src.cached_pages(), 4);
     let again = src.alloc_run(4).unwrap();
     assert_eq!(again.as_ptr(), newest);
     src.free_run(again, 4, 4);
