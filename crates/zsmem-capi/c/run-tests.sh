@@ -131,8 +131,12 @@ if [[ ${ZSMEM_NO_VALGRIND:-0} != 1 ]] && command -v valgrind >/dev/null 2>&1; th
   # Definite leaks are errors. "Possibly lost" is not shown: the page
   # returner thread (zsmem-return) lingers a second after its last work, so
   # a program that exits sooner leaves its thread-local block "possibly lost".
-  vg=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
-    --show-possibly-lost=no)
+  # Fair scheduling: valgrind runs threads one at a time, and by default a
+  # thread that makes no system call keeps running (destroy_while_in_use's
+  # racers, storing without a pause, starved the thread that waits to
+  # destroy the pool for over 10 minutes).
+  vg=(valgrind -q --fair-sched=yes --error-exitcode=99 --leak-check=full
+    --errors-for-leak-kinds=definite --show-possibly-lost=no)
   # Fewer operations per thread: valgrind runs threads one at a time.
   run env ZSMEM_TEST_OPS=3000 "${vg[@]}" "$out/test_zsmem-shared"
   run env ZSMEM_STRESS_OPS=1500 "${vg[@]}" "$out/stress_store-shared"
