@@ -79,6 +79,28 @@ pub struct ChurnPlan {
     writes: usize,
 }
 
+impl ChurnPlan {
+    /// After the churn, every slot still holding a page reads back as that
+    /// page: `read` fills the slot's bytes into the buffer it is given.
+    fn check(
+        &self,
+        pages: &[&[u8]],
+        who: &str,
+        mut read: impl FnMut(usize, &mut [u8]) -> CliResult<()>,
+    ) -> CliResult<()> {
+        let mut buf = vec![0u8; page_len(pages)];
+        for (slot, page) in self.last.iter().enumerate() {
+            if let Some(p) = *page {
+                read(slot, &mut buf)?;
+                if buf[..] != pages[p][..] {
+                    return Err(wrong(&format!("{who} after the churn"), slot));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The calls of a churn of `calls` calls over `pages` slots and pages, at
 /// `threads` threads.
 pub fn churn_plan(pages: usize, threads: usize, calls: u64) -> CliResult<ChurnPlan> {
@@ -200,15 +222,10 @@ fn zsmem_run(
                 }
                 Ok(())
             })?;
-            let mut buf = vec![0u8; page_len(pages)];
-            for (slot, page) in plan.last.iter().enumerate() {
-                if let Some(p) = *page {
-                    store.read(slot, &mut buf)?;
-                    if buf[..] != pages[p][..] {
-                        return Err(wrong("zsmem after the churn", slot));
-                    }
-                }
-            }
+            plan.check(pages, "zsmem", |slot, buf| {
+                store.read(slot, buf)?;
+                Ok(())
+            })?;
             Some(c)
         }
     };
@@ -281,16 +298,14 @@ fn kernel_run(
                 Ok(())
             })?;
             let mut page = Box::new(Aligned([0; PAGE_SIZE]));
-            for (slot, p) in plan.last.iter().enumerate() {
-                if let Some(p) = *p {
-                    files[0]
-                        .read_exact_at(&mut page.0, (slot * PAGE_SIZE) as u64)
-                        .map_err(io)?;
-                    if page.0[..] != pages[p][..] {
-                        return Err(wrong("kernel zram after the churn", slot));
-                    }
-                }
-            }
+            plan.check(pages, "kernel zram", |slot, buf| {
+                // O_DIRECT: read into the aligned page, then copy.
+                files[0]
+                    .read_exact_at(&mut page.0, (slot * PAGE_SIZE) as u64)
+                    .map_err(io)?;
+                buf.copy_from_slice(&page.0[..buf.len()]);
+                Ok(())
+            })?;
             Some(c)
         }
     };
@@ -359,23 +374,18 @@ fn codec_run(
                 }
                 Ok(())
             })?;
-            let mut buf = vec![0u8; page_len(pages)];
-            for (slot, p) in plan.last.iter().enumerate() {
-                if let Some(p) = *p {
-                    let mine = compressed[slot % threads]
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner());
-                    let kept = &mine[slot / threads];
-                    if kept.len() == buf.len() {
-                        buf.copy_from_slice(kept);
-                    } else {
-                        codec.decompress(kept, &mut buf)?;
-                    }
-                    if buf[..] != pages[p][..] {
-                        return Err(wrong("the codec after the churn", slot));
-                    }
+            plan.check(pages, "the codec", |slot, buf| {
+                let mine = compressed[slot % threads]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                let kept = &mine[slot / threads];
+                if kept.len() == buf.len() {
+                    buf.copy_from_slice(kept);
+                } else {
+                    codec.decompress(kept, buf)?;
                 }
-            }
+                Ok(())
+            })?;
             Some(c)
         }
     };
