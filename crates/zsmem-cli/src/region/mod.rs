@@ -306,8 +306,8 @@ fn plain_child(a: &RegionArgs, w: &cache::Workload, path: &std::path::Path) -> C
     Ok(())
 }
 
-/// One budget of the kernel's way.
-#[derive(Debug, serde::Serialize)]
+/// One budget of the kernel's way (`Default`: nothing measured).
+#[derive(Debug, Default, serde::Serialize)]
 struct KernelRow {
     /// The budget as given.
     budget: String,
@@ -421,16 +421,8 @@ fn kernel_column(
                 budget: name.clone(),
                 budget_bytes: budget,
                 limit_bytes: limit,
-                outcome: None,
                 failed: Some(why),
-                held_bytes: 0,
-                cgroup_peak_bytes: 0,
-                zram_all_in_bytes: 0,
-                zram_pool_bytes: 0,
-                pswpout: 0,
-                pswpin: 0,
-                child_user_s: 0.0,
-                child_sys_s: 0.0,
+                ..KernelRow::default()
             },
             Err(why) => {
                 col.skipped = Some(why);
@@ -606,15 +598,8 @@ mod tests {
             budget_bytes: 0,
             limit_bytes: 0,
             outcome: Some(outcome(ops, None)),
-            failed: None,
             held_bytes: held,
-            cgroup_peak_bytes: 0,
-            zram_all_in_bytes: 0,
-            zram_pool_bytes: 0,
-            pswpout: 0,
-            pswpin: 0,
-            child_user_s: 0.0,
-            child_sys_s: 0.0,
+            ..KernelRow::default()
         }
     }
 
