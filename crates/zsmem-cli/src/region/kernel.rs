@@ -50,6 +50,16 @@ pub struct ChildArgs<'a> {
     pub write_percent: u32,
 }
 
+/// Why a run of the child gave no figures.
+pub enum Failed {
+    /// The machine cannot run the kernel's way: the column is skipped.
+    Unavailable(String),
+    /// The child failed; `oom` when the OOM killer ended it (a tight
+    /// memory cgroup can, at random, when reclaim finds only pages the
+    /// child is faulting back in).
+    Child { why: String, oom: bool },
+}
+
 /// One run of the child.
 pub struct KernelRun {
     /// The child's own figures (requests served in plain memory).
@@ -104,7 +114,7 @@ fn read_result(dir: &Path) -> Result<Outcome, String> {
 /// Runs the child once in a cgroup limited to `limit` bytes (`None`: no
 /// limit, no swap of ours: the sizing run), its swap a private zram device
 /// of `zram_bytes` compressing with `algorithm` (the kernel's name).
-/// `Ok(Err(why))` where the machine cannot, or the child failed (killed
+/// `Ok(Err(_))` where the machine cannot, or the child failed (killed
 /// by the OOM killer, say): a column skipped or a row failed, not an
 /// error of the whole run.
 pub fn run(
@@ -112,7 +122,7 @@ pub fn run(
     limit: Option<u64>,
     algorithm: &str,
     zram_bytes: u64,
-) -> CliResult<Result<KernelRun, String>> {
+) -> CliResult<Result<KernelRun, Failed>> {
     let exp = SwapExperiment {
         program: program(a)?,
         limit,
@@ -123,7 +133,7 @@ pub fn run(
         None => None,
         Some(_) => match SwapTarget::kernel_zram(algorithm, zram_bytes) {
             Ok(t) => Some(t),
-            Err(BlockDevError::Unavailable(why)) => return Ok(Err(why)),
+            Err(BlockDevError::Unavailable(why)) => return Ok(Err(Failed::Unavailable(why))),
             Err(e) => return Err(CliError::Usage(format!("kernel zram as swap: {e}"))),
         },
     };
@@ -134,19 +144,22 @@ pub fn run(
     };
     let (swap, outcome) = match exp.run_then(target, label, 1, read_result) {
         Ok(r) => r,
-        Err(BlockDevError::Unavailable(why)) => return Ok(Err(why)),
+        Err(BlockDevError::Unavailable(why)) => return Ok(Err(Failed::Unavailable(why))),
         Err(e) => return Err(CliError::Usage(format!("the plain-memory child: {e}"))),
     };
     if !swap.outcome.success {
-        return Ok(Err(format!(
+        let oom = swap.oom_kills.is_some_and(|n| n > 0);
+        let why = format!(
             "the plain-memory child failed ({}{}): {}",
             swap.outcome.status,
-            match swap.oom_kills {
-                Some(n) if n > 0 => format!(", {n} OOM kills"),
-                _ => String::new(),
+            if oom {
+                ", killed by the OOM killer"
+            } else {
+                ""
             },
             swap.outcome.stderr_tail
-        )));
+        );
+        return Ok(Err(Failed::Child { why, oom }));
     }
     let outcome = outcome.map_err(|e| CliError::Usage(format!("the child's result: {e}")))?;
     Ok(Ok(KernelRun { outcome, swap }))

@@ -306,6 +306,10 @@ fn plain_child(a: &RegionArgs, w: &cache::Workload, path: &std::path::Path) -> C
     Ok(())
 }
 
+/// Runs of the kernel's way at one budget before its row is called failed
+/// when the OOM killer ends each.
+const KERNEL_TRIES: u32 = 5;
+
 /// One budget of the kernel's way (`Default`: nothing measured).
 #[derive(Debug, Default, serde::Serialize)]
 struct KernelRow {
@@ -319,6 +323,9 @@ struct KernelRow {
     outcome: Option<cache::Outcome>,
     /// Why it failed.
     failed: Option<String>,
+    /// Runs at this budget the OOM killer ended (each is run again, up to
+    /// [`KERNEL_TRIES`] runs in all).
+    oom_killed_runs: u32,
     /// Peak of the cgroup's charge plus zram's all-in, read together.
     held_bytes: u64,
     /// The cgroup's peak charge.
@@ -383,7 +390,7 @@ fn kernel_column(
     };
     let sizing = match kernel::run(&ca, None, codec.kernel_name(), 0)? {
         Ok(r) => r,
-        Err(why) => {
+        Err(kernel::Failed::Unavailable(why) | kernel::Failed::Child { why, .. }) => {
             col.skipped = Some(why);
             return Ok(col);
         }
@@ -397,38 +404,42 @@ fn kernel_column(
     for (name, f) in budgets {
         let budget = ((data as f64 * f) as usize).max(a.unit);
         let limit = (budget as u64 + col.program_overhead_bytes).next_multiple_of(4096);
-        let r = kernel::run(&ca, Some(limit), codec.kernel_name(), zram_bytes)?;
-        let row = match r {
-            Ok(r) => {
-                same(&r.outcome, &format!("at budget {name}"))?;
-                KernelRow {
-                    budget: name.clone(),
-                    budget_bytes: budget,
-                    limit_bytes: limit,
-                    held_bytes: r.swap.peaks.held,
-                    cgroup_peak_bytes: r.swap.cgroup_peak.unwrap_or(0),
-                    zram_all_in_bytes: r.swap.peaks.all_in,
-                    zram_pool_bytes: r.swap.peaks.pool,
-                    pswpout: r.swap.swap.pswpout,
-                    pswpin: r.swap.swap.pswpin,
-                    child_user_s: r.swap.outcome.user_s,
-                    child_sys_s: r.swap.outcome.sys_s,
-                    outcome: Some(r.outcome),
-                    failed: None,
+        let mut row = KernelRow {
+            budget: name.clone(),
+            budget_bytes: budget,
+            limit_bytes: limit,
+            ..KernelRow::default()
+        };
+        // The OOM killer may end a run in a tight cgroup at random: try
+        // again, up to KERNEL_TRIES runs, and say how many it ended.
+        loop {
+            match kernel::run(&ca, Some(limit), codec.kernel_name(), zram_bytes)? {
+                Ok(r) => {
+                    same(&r.outcome, &format!("at budget {name}"))?;
+                    row.held_bytes = r.swap.peaks.held;
+                    row.cgroup_peak_bytes = r.swap.cgroup_peak.unwrap_or(0);
+                    row.zram_all_in_bytes = r.swap.peaks.all_in;
+                    row.zram_pool_bytes = r.swap.peaks.pool;
+                    row.pswpout = r.swap.swap.pswpout;
+                    row.pswpin = r.swap.swap.pswpin;
+                    row.child_user_s = r.swap.outcome.user_s;
+                    row.child_sys_s = r.swap.outcome.sys_s;
+                    row.outcome = Some(r.outcome);
+                    break;
+                }
+                Err(kernel::Failed::Child { why, oom }) => {
+                    row.oom_killed_runs += u32::from(oom);
+                    if !oom || row.oom_killed_runs == KERNEL_TRIES {
+                        row.failed = Some(why);
+                        break;
+                    }
+                }
+                Err(kernel::Failed::Unavailable(why)) => {
+                    col.skipped = Some(why);
+                    return Ok(col);
                 }
             }
-            Err(why) if why.starts_with("the plain-memory child failed") => KernelRow {
-                budget: name.clone(),
-                budget_bytes: budget,
-                limit_bytes: limit,
-                failed: Some(why),
-                ..KernelRow::default()
-            },
-            Err(why) => {
-                col.skipped = Some(why);
-                return Ok(col);
-            }
-        };
+        }
         col.rows.push(row);
     }
     col.config = format!(
@@ -539,6 +550,14 @@ fn print_kernel(k: &KernelColumn, rows: &[(String, usize, cache::Outcome)], resi
                 r.failed.as_deref().unwrap_or("?")
             ),
         }
+    }
+    for r in k.rows.iter().filter(|r| r.oom_killed_runs > 0) {
+        println!(
+            "  kernel budget {}: the OOM killer ended {} of its {} runs (each run again; the figures are the last run's)",
+            r.budget,
+            r.oom_killed_runs,
+            r.oom_killed_runs + u32::from(r.outcome.is_some())
+        );
     }
     println!(
         "  kernel zram: the same cache in plain memory in a child process, in a memory cgroup limited to the budget + {:.1} MiB (the program's own needs: its peak without a limit, {:.1} MiB, less the data), swapping to {}; held = the cgroup's charge + zram's all-in, peak of readings every 50 ms; faults = pages swapped in (pswpin); CPU = the child's own over the requests",
