@@ -9,7 +9,8 @@
  * fields.
  *
  * Only what the first header declared is used, so that every header
- * compiles it. Prints one line per check that fails and exits 0 only if
+ * compiles it, except for regions, checked only against the headers that
+ * declare them (those defining zsmem_region_config_default). Prints one line per check that fails and exits 0 only if
  * none did. */
 #include <errno.h>
 #include <inttypes.h>
@@ -133,6 +134,36 @@ int main(void) {
         CHECK(mm.orig_data_size == 4096);
         zsmem_store_destroy(store);
     }
+
+#ifdef zsmem_region_config_default
+    /* A region config of the old size: its prefix of today's defaults,
+       nothing past it, and a region made from it. */
+    struct {
+        zsmem_region_config cfg;
+        unsigned char after[GUARD];
+    } r;
+    memset(&r, GUARD_BYTE, sizeof r);
+    CHECK_RC(zsmem_region_config_default(&r.cfg), 0);
+    CHECK(r.cfg.size == sizeof r.cfg);
+    CHECK(r.cfg.unit == 4096 && r.cfg.codec == ZSMEM_CODEC_LZ4);
+    CHECK(untouched(r.after, sizeof r.after));
+    r.cfg.bytes = 1 << 20;
+    r.cfg.budget = 256 << 10;
+    zsmem_region *region = NULL;
+    int rc = zsmem_region_new(&r.cfg, &region);
+    if (rc == 0) {
+        unsigned char *mem = NULL;
+        size_t len = 0;
+        CHECK_RC(zsmem_region_ptr(region, (void **)&mem, &len), 0);
+        for (size_t i = 0; i < len; i++) mem[i] = (unsigned char)(i / 4096);
+        int same = 1;
+        for (size_t i = 0; i < len; i++) same &= mem[i] == (unsigned char)(i / 4096);
+        CHECK(same);
+        zsmem_region_destroy(region);
+    } else {
+        printf("region skipped: %s\n", zsmem_last_error_message());
+    }
+#endif
 
     if (failures != 0) {
         fprintf(stderr, "%d checks failed\n", failures);

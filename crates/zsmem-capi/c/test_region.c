@@ -46,9 +46,13 @@ static void *fill_and_check(void *arg) {
     return NULL;
 }
 
-static int test_round_trip(void) {
+/* keep_copies: SIZE_MAX (the default) keeps every copy of a resident unit,
+   0 none. */
+static int round_trip(size_t keep_copies) {
     struct zsmem_region_config cfg;
     CHECK(zsmem_region_config_default(&cfg) == 0);
+    CHECK(cfg.keep_copies == SIZE_MAX);
+    cfg.keep_copies = keep_copies;
     cfg.bytes = 8 << 20;
     cfg.budget = 1 << 20;
     cfg.unit = 16384;
@@ -74,6 +78,8 @@ static int test_round_trip(void) {
     CHECK(s.resident_bytes <= s.budget && s.budget == 1 << 20);
     CHECK(s.evictions > 0 && s.promotions > 0 && s.stored_bytes > 0 && s.errors == 0);
     CHECK(s.fault_p50_ns > 0 && s.fault_p50_ns <= s.fault_p99_ns);
+    if (keep_copies == 0) CHECK(s.copy_bytes == 0 && s.copies_dropped > 0);
+    else CHECK(s.copies_dropped == 0);
     CHECK(zsmem_region_set_budget(r, 256 << 10) == 0);
     CHECK(zsmem_region_set_budget(r, 0) == -EINVAL);
     for (size_t i = 0; i < n; i++)
@@ -85,6 +91,10 @@ static int test_round_trip(void) {
     CHECK(zsmem_region_len(r) == 0); /* destroyed: looked up, not used */
     return 0;
 }
+
+static int test_round_trip(void) { return round_trip(SIZE_MAX); }
+
+static int test_round_trip_without_copies(void) { return round_trip(0); }
 
 static int test_errors(void) {
     struct zsmem_region_config cfg;
@@ -109,7 +119,9 @@ int main(void) {
     struct {
         const char *name;
         int (*run)(void);
-    } tests[] = {{"region_round_trip", test_round_trip}, {"region_errors", test_errors}};
+    } tests[] = {{"region_round_trip", test_round_trip},
+                 {"region_round_trip_without_copies", test_round_trip_without_copies},
+                 {"region_errors", test_errors}};
     int passed = 0, failed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         int before = failures;

@@ -310,7 +310,8 @@ typedef struct zsmem_class_stats {
 // (which sets `size` and every default), then change fields.
 //
 // Defaults: 64 MiB, a budget of 16 MiB, 4 KiB units, LZ4, headroom a 64th
-// of the budget, 50 microseconds of spinning.
+// of the budget, 50 microseconds of spinning, copies of resident units
+// kept without a cap (`keep_copies` `SIZE_MAX`).
 typedef struct zsmem_region_config {
   // `sizeof(zsmem_region_config)` as the caller compiled it; set by
   // `zsmem_region_config_default`. Lets later versions append fields.
@@ -331,6 +332,12 @@ typedef struct zsmem_region_config {
   // Microseconds the fault thread keeps reading after a burst before
   // it sleeps (0: at once).
   uint64_t spin_us;
+  // The most bytes of the store spent on compressed copies of resident
+  // units: `SIZE_MAX` keeps every copy (a unit brought back and evicted
+  // again unwritten is dropped without compressing), 0 none (a unit's
+  // slot is freed when it is brought back, as zram's swap-in does), and
+  // a value between is a cap (see `RegionConfig::keep_copies`).
+  size_t keep_copies;
 } zsmem_region_config;
 
 // A region's statistics (`zsmem_region_get_stats`). Fields may be appended.
@@ -371,6 +378,10 @@ typedef struct zsmem_region_stats {
   uint64_t fault_p99_ns;
   // p99.9.
   uint64_t fault_p999_ns;
+  // Bytes of compressed copies of resident units the store holds now.
+  uint64_t copy_bytes;
+  // Copies of resident units discarded for `keep_copies`.
+  uint64_t copies_dropped;
 } zsmem_region_stats;
 
 // How to make a page store (the pool under it has its own

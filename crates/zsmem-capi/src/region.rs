@@ -28,7 +28,8 @@ static REGIONS: Registry<Region> = Registry::new("region");
 /// (which sets `size` and every default), then change fields.
 ///
 /// Defaults: 64 MiB, a budget of 16 MiB, 4 KiB units, LZ4, headroom a 64th
-/// of the budget, 50 microseconds of spinning.
+/// of the budget, 50 microseconds of spinning, copies of resident units
+/// kept without a cap (`keep_copies` `SIZE_MAX`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct zsmem_region_config {
@@ -51,12 +52,19 @@ pub struct zsmem_region_config {
     /// Microseconds the fault thread keeps reading after a burst before
     /// it sleeps (0: at once).
     pub spin_us: u64,
+    /// The most bytes of the store spent on compressed copies of resident
+    /// units: `SIZE_MAX` keeps every copy (a unit brought back and evicted
+    /// again unwritten is dropped without compressing), 0 none (a unit's
+    /// slot is freed when it is brought back, as zram's swap-in does), and
+    /// a value between is a cap (see `RegionConfig::keep_copies`).
+    pub keep_copies: usize,
 }
 
-const _: () = assert!(size_of::<zsmem_region_config>() == 5 * size_of::<usize>() + 16);
+const _: () = assert!(size_of::<zsmem_region_config>() == 6 * size_of::<usize>() + 16);
 
-/// Earlier sizes of `zsmem_region_config`: none yet.
-const REGION_CONFIG_VERSIONS: [usize; 0] = [];
+/// Earlier sizes of `zsmem_region_config` (old-headers/README.md): before
+/// `keep_copies`.
+pub(crate) const REGION_CONFIG_VERSIONS: [usize; 1] = [5 * size_of::<usize>() + 16];
 
 fn default_config() -> zsmem_region_config {
     let d = RegionConfig::default();
@@ -69,6 +77,7 @@ fn default_config() -> zsmem_region_config {
         codec: ZSMEM_CODEC_LZ4,
         zstd_level: 3,
         spin_us: d.spin.as_micros() as u64,
+        keep_copies: d.keep_copies,
     }
 }
 
@@ -112,6 +121,10 @@ pub struct zsmem_region_stats {
     pub fault_p99_ns: u64,
     /// p99.9.
     pub fault_p999_ns: u64,
+    /// Bytes of compressed copies of resident units the store holds now.
+    pub copy_bytes: u64,
+    /// Copies of resident units discarded for `keep_copies`.
+    pub copies_dropped: u64,
 }
 
 /// Fill `*config` with the defaults, for a struct of `size` bytes (pass
@@ -189,6 +202,7 @@ pub unsafe extern "C" fn zsmem_region_new(
             codec,
             headroom: c.headroom,
             spin: Duration::from_micros(c.spin_us.min(1_000_000)),
+            keep_copies: c.keep_copies,
             ..RegionConfig::default()
         })?;
         let token = REGIONS.insert(region) as *mut zsmem_region;
@@ -307,6 +321,8 @@ pub unsafe extern "C" fn zsmem_region_get_stats(
             fault_p50_ns: s.fault_latency.quantile(0.5),
             fault_p99_ns: s.fault_latency.quantile(0.99),
             fault_p999_ns: s.fault_latency.quantile(0.999),
+            copy_bytes: s.copy_bytes,
+            copies_dropped: s.copies_dropped,
         };
         // SAFETY: the caller promises `out_size` writable bytes at `out`.
         unsafe { write_sized(out, out_size, &stats) }?;

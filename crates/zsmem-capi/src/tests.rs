@@ -818,7 +818,11 @@ fn earlier_struct_sizes_get_their_prefix_and_nothing_past_it() {
         // SAFETY: as above.
         unsafe { zsmem_store_config_init(w.as_mut_ptr().cast(), size) }
     }
-    let cases: [(Init, usize, &[usize]); 2] = [
+    fn region_init(w: &mut Buf, size: usize) -> c_int {
+        // SAFETY: as above.
+        unsafe { zsmem_region_config_init(w.as_mut_ptr().cast(), size) }
+    }
+    let cases: [(Init, usize, &[usize]); 3] = [
         (
             pool_init,
             size_of::<zsmem_pool_config>(),
@@ -828,6 +832,11 @@ fn earlier_struct_sizes_get_their_prefix_and_nothing_past_it() {
             store_init,
             size_of::<zsmem_store_config>(),
             &store::STORE_CONFIG_VERSIONS,
+        ),
+        (
+            region_init,
+            size_of::<zsmem_region_config>(),
+            &region::REGION_CONFIG_VERSIONS,
         ),
     ];
     for (init, ours, versions) in cases {

@@ -174,3 +174,39 @@ fn without_the_kernel_way_the_column_says_why() {
         "{text}"
     );
 }
+
+/// `--keep-copies none`: the region serves the same bytes (the run checks
+/// them) and its store holds no copy of a resident unit; a bad value is a
+/// usage error naming the forms it takes.
+#[test]
+fn keep_copies_none_holds_no_copies() {
+    let out = common::zsmem(&[
+        "region",
+        "--data",
+        "2M",
+        "--budgets",
+        "1/4",
+        "--ops",
+        "2000",
+        "--fault-units",
+        "",
+        "--no-kernel",
+        "--json",
+        "--keep-copies",
+        "none",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let s = &v["region"][0]["outcome"]["stats"];
+    assert_eq!(s["copy_bytes"], 0, "{s}");
+    assert!(s["copies_dropped"].as_u64().unwrap() > 0, "{s}");
+
+    let out = common::zsmem(&["region", "--keep-copies", "some", "--no-kernel"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("all, none, a size"), "{err}");
+}

@@ -149,9 +149,88 @@ fn untouched_memory_reads_zero_and_costs_nothing() {
 
 #[test]
 fn many_threads_byte_exact_under_eviction() {
+    let s = threads_read_and_write(usize::MAX);
+    assert_eq!(s.copies_dropped, 0, "{s:?}");
+}
+
+/// A cap of a few units' copies: copies are refused at install and
+/// trimmed by the hand all the time, while threads read and write.
+#[test]
+fn a_tiny_cap_on_copies_keeps_every_byte() {
+    let cap = 12 << 10;
+    let s = threads_read_and_write(cap);
+    assert!(s.copies_dropped > 0, "{s:?}");
+    assert!(s.copy_bytes <= cap as u64, "{s:?}");
+    // Some units still went clean (zero fills, copies that fit).
+    assert!(s.clean_drops > 0, "{s:?}");
+}
+
+/// Without copies: every install frees its slot, so the store holds only
+/// the evicted units, and every eviction of a unit that was ever stored
+/// compresses it again.
+#[test]
+fn never_keeping_copies_stores_only_evicted_units() {
+    let s = threads_read_and_write(0);
+    assert_eq!(s.copy_bytes, 0, "{s:?}");
+    assert!(s.copies_dropped > 0, "{s:?}");
+
     let unit = 4096;
     let uw = unit / 8;
-    let r = Arc::new(region(16 << 20, 2 << 20, unit));
+    let r = Region::new(RegionConfig {
+        size: 8 << 20,
+        budget: 1 << 20,
+        unit,
+        keep_copies: 0,
+        ..Default::default()
+    })
+    .expect("userfaultfd works here");
+    let w = words(&r);
+    let n = r.len() / unit;
+    for u in 0..n {
+        fill(w, uw, u, 1);
+    }
+    let filled = r.stats();
+    for _ in 0..2 {
+        for u in 0..n {
+            check(w, uw, u, 1);
+        }
+        r.reclaim(0);
+        let s = r.stats();
+        // The evictor thread may be storing one unit not yet counted as
+        // evicted; nothing else is in flight (this thread is not faulting).
+        let pages = r.store().mm_stat().orig_data_size / unit as u64;
+        assert!(
+            pages <= s.compressed_units + 1,
+            "{pages} pages stored: {s:?}"
+        );
+        assert_eq!(s.copy_bytes, 0, "{s:?}");
+        r.check_invariants().unwrap();
+    }
+    let s = r.stats();
+    // Read back twice: every unit came back writable (no write fault) and
+    // was compressed again at its next eviction (none was dropped clean).
+    assert!(s.promotions > filled.promotions, "{s:?}");
+    assert_eq!(s.clean_drops, filled.clean_drops, "{s:?}");
+    assert_eq!(s.write_faults, filled.write_faults, "{s:?}");
+    assert!(s.evictions > filled.evictions, "{s:?}");
+}
+
+/// Four threads read and write their own units and read shared ones, in a
+/// region that keeps at most `keep_copies` bytes of copies; every byte is
+/// checked. Returns the final statistics.
+fn threads_read_and_write(keep_copies: usize) -> zsmem::region::RegionStats {
+    let unit = 4096;
+    let uw = unit / 8;
+    let r = Arc::new(
+        Region::new(RegionConfig {
+            size: 16 << 20,
+            budget: 2 << 20,
+            unit,
+            keep_copies,
+            ..Default::default()
+        })
+        .expect("userfaultfd works here"),
+    );
     let n = r.len() / unit;
     let shared = n / 4; // written once, then read by everyone at once
     {
@@ -204,6 +283,15 @@ fn many_threads_byte_exact_under_eviction() {
     assert!(s.evictions > 0 && s.promotions > 0, "{s:?}");
     assert_eq!(s.errors, 0, "{s:?}");
     r.check_invariants().unwrap();
+    // Everything once more after the threads: evicted and brought back.
+    r.reclaim(0);
+    r.check_invariants().unwrap();
+    let w = words(&r);
+    for u in 0..shared {
+        check(w, uw, u, 7);
+    }
+    r.check_invariants().unwrap();
+    s
 }
 
 #[test]

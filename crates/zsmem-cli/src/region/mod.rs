@@ -52,6 +52,14 @@ pub struct RegionArgs {
     /// sequential fault (0: off).
     #[arg(long, default_value = "16K", value_parser = parse_size)]
     pub readahead: usize,
+    /// What the region's store keeps of copies of resident units
+    /// (`RegionConfig::keep_copies`): `all` (a unit brought back keeps its
+    /// compressed copy, so evicting it unwritten costs no compression),
+    /// `none` (its slot is freed when it comes back, as zram's swap-in
+    /// does), a cap in bytes (`8M`), or a cap as a fraction of each budget
+    /// (`1/4`).
+    #[arg(long, default_value = "all", value_parser = KeepCopies::parse)]
+    pub keep_copies: KeepCopies,
     /// Skip the kernel's way (plain memory in a memory-limited cgroup
     /// swapping to a private zram device; needs root, a cgroup memory
     /// controller and zram).
@@ -65,6 +73,41 @@ pub struct RegionArgs {
     /// child).
     #[arg(long, hide = true)]
     pub plain_child: Option<PathBuf>,
+}
+
+/// `--keep-copies`: a cap on the copies of resident units.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum KeepCopies {
+    /// No cap.
+    All,
+    /// Bytes, at every budget.
+    Bytes(usize),
+    /// A fraction of each budget.
+    OfBudget(f64),
+}
+
+impl KeepCopies {
+    fn parse(s: &str) -> Result<KeepCopies, String> {
+        match s.trim() {
+            "all" => Ok(KeepCopies::All),
+            "none" => Ok(KeepCopies::Bytes(0)),
+            t if t.contains('/') => fraction(t)
+                .map(KeepCopies::OfBudget)
+                .map_err(|e| e.to_string()),
+            t => parse_size(t).map(KeepCopies::Bytes).map_err(|e| {
+                format!("{e}; --keep-copies takes all, none, a size (8M) or a fraction of the budget (1/4)")
+            }),
+        }
+    }
+
+    /// `RegionConfig::keep_copies` at `budget` bytes.
+    fn bytes(self, budget: usize) -> usize {
+        match self {
+            KeepCopies::All => usize::MAX,
+            KeepCopies::Bytes(b) => b,
+            KeepCopies::OfBudget(f) => (budget as f64 * f) as usize,
+        }
+    }
 }
 
 fn fraction(s: &str) -> CliResult<f64> {
@@ -185,6 +228,7 @@ pub fn run(a: &RegionArgs) -> CliResult {
             unit: a.unit,
             codec,
             readahead: a.readahead,
+            keep_copies: a.keep_copies.bytes(budget),
             ..Default::default()
         })?;
         // SAFETY: the region's bytes are this thread's alone while it lives.
@@ -227,6 +271,7 @@ pub fn run(a: &RegionArgs) -> CliResult {
         let v = serde_json::json!({
             "documents": docs.spans.len(),
             "data_bytes": data,
+            "keep_copies": format!("{:?}", a.keep_copies),
             "all_resident": resident,
             "region": rows.iter().map(|(n, b, o)| serde_json::json!({"budget": n, "budget_bytes": b, "outcome": o})).collect::<Vec<_>>(),
             "kernel_zram": kernel,
@@ -242,14 +287,17 @@ pub fn run(a: &RegionArgs) -> CliResult {
     for (name, _, o) in &rows {
         let s = o.stats.as_ref().expect("a region run");
         println!(
-            "  budget {name}: resident {:.1} MiB of budget {:.1}, store {:.1} MiB all-in for {:.1} MiB compressed, {} evictions ({} clean drops, {} by the fault thread), {} units read ahead, fault service p50 {:.1} us p99 {:.1} us",
+            "  budget {name}: resident {:.1} MiB of budget {:.1}, store {:.1} MiB all-in for {:.1} MiB compressed ({:.1} MiB of it copies of resident units), {} evictions ({} clean drops, {} by the fault thread), {} compressions, {} copies dropped for --keep-copies, {} units read ahead, fault service p50 {:.1} us p99 {:.1} us",
             mib(s.resident_bytes as f64),
             mib(s.budget as f64),
             mib(s.store_memory as f64),
             mib(s.stored_bytes as f64),
+            mib(s.copy_bytes as f64),
             s.evictions,
             s.clean_drops,
             s.sync_evictions,
+            s.compressions,
+            s.copies_dropped,
             s.readahead,
             s.fault_latency.quantile(0.5) as f64 / 1e3,
             s.fault_latency.quantile(0.99) as f64 / 1e3,
@@ -645,6 +693,17 @@ mod tests {
         assert_eq!(v[1].same_budget, Some(4.0));
         // 300 is past the kernel's curve: no figure, not an extrapolation.
         assert_eq!(v[1].same_held, None);
+    }
+
+    #[test]
+    fn keep_copies_parses() {
+        assert_eq!(KeepCopies::parse("all").unwrap().bytes(100), usize::MAX);
+        assert_eq!(KeepCopies::parse("none").unwrap().bytes(100), 0);
+        assert_eq!(KeepCopies::parse("8K").unwrap().bytes(100), 8192);
+        assert_eq!(KeepCopies::parse("1/4").unwrap().bytes(100), 25);
+        for bad in ["some", "2/1", "-1"] {
+            assert!(KeepCopies::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

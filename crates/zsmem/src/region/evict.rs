@@ -10,6 +10,10 @@
 //! the lock again it is dropped if its generation did not move, else the
 //! copy is discarded (a write came in) and the unit stays.
 //!
+//! While copies of resident units fill `RegionConfig::keep_copies`, the
+//! hand also discards the copy of each clean unit it passes with credit
+//! (copies.rs), under the clock's lock and that unit's.
+//!
 //! Lock order: the clock's lock, then one unit's. Eviction of a unit holds
 //! no other lock while compressing.
 
@@ -17,7 +21,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::Shared;
-use super::policy::{Kind, visit};
+use super::copies;
+use super::policy::{Kind, Visit, visit};
 use super::stats::{add, get};
 
 /// Evict one unit chosen by the clock; `false` if none could be.
@@ -25,7 +30,14 @@ pub(super) fn evict_one(sh: &Shared, buf: &mut [u8]) -> bool {
     for _ in 0..4 {
         let victim = {
             let mut clock = sh.clock.lock();
-            clock.next_victim(sh.units.len(), |i| visit(&mut sh.units[i].lock()))
+            clock.next_victim(sh.units.len(), |i| {
+                let mut u = sh.units[i].lock();
+                let v = visit(&mut u);
+                if v == Visit::SecondChance && u.copy > 0 && copies::full(sh) {
+                    copies::discard(sh, i, &mut u);
+                }
+                v
+            })
         };
         let Some(index) = victim else {
             return false;
@@ -49,6 +61,8 @@ pub(super) fn evict(sh: &Shared, index: usize, buf: &mut [u8]) -> bool {
         if !drop_unit(sh, start) {
             return false;
         }
+        // The slot is its only copy now.
+        copies::release(sh, &mut u);
         u.kind = Kind::Evicted;
         add(&sh.counters.clean_drops, 1);
         finish(sh);
@@ -83,7 +97,11 @@ pub(super) fn evict(sh: &Shared, index: usize, buf: &mut [u8]) -> bool {
     }
     u.stored = true;
     if u.credit > 0 {
-        // Given a credit while compressed: keep it, now clean.
+        // Given a credit while compressed: it stays, clean if its copy
+        // fits within `keep_copies` (it is write-protected), else dirty.
+        if !copies::admit(sh, index, &mut u) {
+            copies::discard(sh, index, &mut u);
+        }
         return false;
     }
     if !drop_unit(sh, start) {

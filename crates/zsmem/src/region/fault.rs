@@ -1,10 +1,12 @@
 //! The fault thread: reads the userfaultfd and resolves each fault.
 //!
 //! - A missing page in an **evicted** unit: the unit is decompressed from
-//!   its slot and installed whole, write-protected (UFFDIO_COPY with
-//!   `MODE_WP`); the slot keeps its copy, which stays current until the
-//!   program writes (the swap cache's trick: a clean unit is dropped again
-//!   without compressing).
+//!   its slot and installed whole (UFFDIO_COPY). If its copy fits within
+//!   `RegionConfig::keep_copies` (copies.rs) it is installed
+//!   write-protected (`MODE_WP`) and the slot keeps its copy, which stays
+//!   current until the program writes (the swap cache's trick: a clean unit
+//!   is dropped again without compressing); else it is installed writable
+//!   and its slot discarded (dirty, as zram's swap-in frees its slot).
 //! - A missing page in an **empty** unit (never written): zeros,
 //!   installed write-protected as a clean unit whose copy is the empty
 //!   slot (UFFDIO_COPY; not the shared zero page, whose writes would not
@@ -35,8 +37,9 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::Shared;
+use super::copies;
 use super::evict;
-use super::policy::Kind;
+use super::policy::{Kind, Unit};
 use super::stats::{add, get};
 use super::uffd::{self, Fault};
 
@@ -149,11 +152,7 @@ fn restore_ahead(sh: &Shared, index: usize, buf: &mut [u8]) -> usize {
         add(&sh.counters.decompress_ns, t.elapsed().as_nanos() as u64);
         // No thread waits there (one that faults meanwhile is woken by the
         // copy, and its message finds the unit resident).
-        if sh
-            .uffd
-            .copy(sh.base + next * sh.unit, buf, sh.os_page, true)
-            .is_err()
-        {
+        if install(sh, next, &mut u, buf).is_err() {
             add(&sh.counters.errors, 1);
             break;
         }
@@ -197,7 +196,7 @@ fn missing(
                 .read(index, buf)
                 .map_err(|e| std::io::Error::other(e.to_string()))?;
             add(&sh.counters.decompress_ns, t.elapsed().as_nanos() as u64);
-            sh.uffd.copy(start, buf, sh.os_page, true)?;
+            install(sh, index, &mut u, buf)?;
             u.installed(true);
             add(&sh.counters.restores, 1);
             sh.counters.evicted_units.fetch_sub(1, Ordering::Relaxed);
@@ -220,6 +219,7 @@ fn missing(
                 add(&sh.counters.dropped_by_program, 1);
                 u.generation = u.generation.wrapping_add(1);
                 if u.stored {
+                    copies::release(sh, &mut u);
                     u.stored = false;
                     let _ = sh.store.discard(index, 1);
                 }
@@ -241,8 +241,30 @@ fn write_fault(sh: &Shared, index: usize, start: usize, page: usize) -> std::io:
     u.generation = u.generation.wrapping_add(1);
     u.written();
     if u.stored {
+        copies::release(sh, &mut u);
         u.stored = false;
         let _ = sh.store.discard(index, 1);
     }
     sh.uffd.write_protect(start, sh.unit, false)
+}
+
+/// Map evicted unit `index` (locked as `u`) from `buf`, its slot's
+/// content: write-protected, the slot kept as its copy, if the copy fits
+/// within `keep_copies`; else writable, the slot discarded once the unit
+/// is mapped. On an error the unit stays evicted, its slot untouched.
+fn install(sh: &Shared, index: usize, u: &mut Unit, buf: &[u8]) -> std::io::Result<()> {
+    let keep = copies::admit(sh, index, u);
+    if let Err(e) = sh
+        .uffd
+        .copy(sh.base + index * sh.unit, buf, sh.os_page, keep)
+    {
+        copies::release(sh, u);
+        return Err(e);
+    }
+    if !keep {
+        u.stored = false;
+        let _ = sh.store.discard(index, 1);
+        add(&sh.counters.copies_dropped, 1);
+    }
+    Ok(())
 }

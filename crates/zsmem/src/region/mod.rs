@@ -14,7 +14,8 @@
 //! - **clean** unit: installed from its slot and not written since,
 //!   write-protected; its slot's copy is current, so evicting it again
 //!   only drops it (the swap cache's trick). A write lifts the protection
-//!   and makes it **dirty** (the copy is discarded).
+//!   and makes it **dirty** (the copy is discarded). Whether a unit
+//!   installed from its slot keeps it is [`RegionConfig::keep_copies`].
 //!
 //! | file | concern |
 //! |---|---|
@@ -23,11 +24,13 @@
 //! | `fault.rs` | the fault thread: install, zero fill, write faults |
 //! | `evict.rs` | eviction and the evictor thread |
 //! | `policy.rs` | a unit's state; the CLOCK that picks victims |
+//! | `copies.rs` | which resident units keep a stored copy (`keep_copies`) |
 //! | `stats.rs` | counters, [`RegionStats`], the latency histogram |
 //!
 //! The fault path, the locks and the invariants are in docs/DESIGN.md,
 //! "Region".
 
+mod copies;
 mod evict;
 mod fault;
 mod policy;
@@ -92,6 +95,28 @@ pub struct RegionConfig {
     /// faulting thread is woken, and only within the budget (it never
     /// evicts for them). Default 16 KiB; zero turns it off.
     pub readahead: usize,
+    /// The most bytes of stored objects kept as copies of resident units.
+    ///
+    /// A unit installed from its slot may keep the slot: it is installed
+    /// write-protected (clean), and if it is evicted before it is written
+    /// it is only dropped, without compressing (the swap cache's trick).
+    /// The price is memory: the store then holds a compressed copy of
+    /// units that are also resident. With a cap, a unit keeps its copy
+    /// only if the copies fit, and once they fill it the clock's hand
+    /// discards the copies of the units it passes with credit (they make
+    /// room for the copies of units installed since); a unit that keeps
+    /// none is installed writable (dirty), its slot discarded, and its
+    /// next eviction compresses it again.
+    ///
+    /// - `usize::MAX`: always keep (all of the data may be held twice:
+    ///   resident, and compressed).
+    /// - `0`: never (as the kernel's zram swap-in frees its slot): the
+    ///   store holds only the evicted units.
+    /// - anything between: a cap in bytes.
+    ///
+    /// Default `usize::MAX`. [`RegionStats::copy_bytes`] and
+    /// [`RegionStats::copies_dropped`] say what it held and what it cost.
+    pub keep_copies: usize,
     /// The pool under the store (its `page_size` is set to the unit).
     /// Default [`PoolConfig::log`]: log placement holds objects of any
     /// size up to the unit without a size class per size.
@@ -108,6 +133,7 @@ impl Default for RegionConfig {
             headroom: 0,
             spin: std::time::Duration::from_micros(50),
             readahead: 16 << 10,
+            keep_copies: usize::MAX,
             pool: PoolConfig::log(),
         }
     }
@@ -133,6 +159,8 @@ pub(crate) struct Shared {
     spin: std::time::Duration,
     /// Units restored ahead of a sequential fault (`readahead` in units).
     readahead_units: usize,
+    /// `RegionConfig::keep_copies` (`u64::MAX`: no cap).
+    keep_copies: u64,
     #[cfg(test)]
     paused: AtomicBool,
 }
@@ -321,6 +349,7 @@ impl Region {
             asleep: AtomicBool::new(false),
             spin: cfg.spin,
             readahead_units: cfg.readahead / cfg.unit,
+            keep_copies: u64::try_from(cfg.keep_copies).unwrap_or(u64::MAX),
             #[cfg(test)]
             paused: AtomicBool::new(false),
         });
@@ -449,6 +478,8 @@ impl Region {
             eviction_races: get(&c.eviction_races),
             sync_evictions: get(&c.sync_evictions),
             dropped_by_program: get(&c.dropped_by_program),
+            copy_bytes: get(&c.copy_bytes),
+            copies_dropped: get(&c.copies_dropped),
             errors: get(&c.errors),
             fault_latency: sh.latency.snapshot(),
         }
@@ -457,16 +488,26 @@ impl Region {
     /// Check the units' states against the counters and the store (call it
     /// when no thread is touching the region; it holds every unit's lock
     /// meanwhile): an evicted unit's slot holds
-    /// its copy, an empty unit's slot nothing, and the resident and
-    /// evicted counts match.
+    /// its copy, an empty unit's slot nothing, the resident and
+    /// evicted counts match, and the copies of resident units are counted
+    /// and within `keep_copies`.
     pub fn check_invariants(&self) -> Result<()> {
         let sh = self.shared();
         // Every unit's lock, in order, for a consistent picture: the fault
         // and evictor threads hold one unit lock at a time (and the clock's,
-        // which is taken first), so this cannot deadlock with them. A unit
-        // being compressed counts as resident, as the counters count it.
-        let held: Vec<_> = sh.units.iter().map(|m| m.lock()).collect();
-        let (mut resident, mut evicted) = (0u64, 0u64);
+        // which is taken first), so this cannot deadlock with them. Taken
+        // when no unit is being compressed: then the store is still (every
+        // other store operation runs under a unit's lock), and its own
+        // check, which must not run beside a write, is made under them.
+        let held = loop {
+            let held: Vec<_> = sh.units.iter().map(|m| m.lock()).collect();
+            if !held.iter().any(|u| u.evicting) {
+                break held;
+            }
+            drop(held);
+            std::thread::yield_now();
+        };
+        let (mut resident, mut evicted, mut copies) = (0u64, 0u64, 0u64);
         for (i, u) in held.iter().enumerate() {
             let u = **u;
             let slot = sh.store.slot_info(i)?;
@@ -481,8 +522,9 @@ impl Region {
                 Kind::Evicted => evicted += 1,
                 Kind::Empty => {}
             }
-            if u.evicting {
-                continue;
+            copies += u64::from(u.copy);
+            if u.copy > 0 && !(u.kind == Kind::Resident && u.stored) {
+                return bad("a copy counted for a unit that is not resident and clean");
             }
             if u.kind == Kind::Evicted && !u.stored {
                 return bad("evicted without a stored copy");
@@ -502,14 +544,22 @@ impl Region {
                 get(&c.evicted_units)
             )));
         }
+        if copies != get(&c.copy_bytes) || copies > sh.keep_copies {
+            return Err(Error::InvariantViolated(format!(
+                "region units count {copies} bytes of copies, the counter {}, the cap {}",
+                get(&c.copy_bytes),
+                sh.keep_copies
+            )));
+        }
         if resident as usize > sh.budget_units() {
             return Err(Error::InvariantViolated(format!(
                 "{resident} units resident, over the budget of {}",
                 sh.budget_units()
             )));
         }
+        let store = sh.store.check_invariants();
         drop(held);
-        sh.store.check_invariants()
+        store
     }
 
     /// Stop the threads and close the userfaultfd (releasing every thread

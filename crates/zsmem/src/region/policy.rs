@@ -41,7 +41,9 @@ pub(crate) enum Kind {
 /// - `Evicted` implies `stored` (the slot is its only copy);
 /// - `Resident` with `stored` means the unit is write-protected: it may be
 ///   dropped without compressing again;
-/// - `Empty` implies `!stored`.
+/// - `Empty` implies `!stored`;
+/// - `copy > 0` implies `Resident` and `stored`; the units' `copy` sum to
+///   the `copy_bytes` counter, at most `RegionConfig::keep_copies`.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Unit {
     pub kind: Kind,
@@ -57,6 +59,9 @@ pub(crate) struct Unit {
     /// an evictor that finds it changed after compressing knows its copy
     /// is stale.
     pub generation: u32,
+    /// Bytes of its slot's object counted as a copy of a resident unit
+    /// (copies.rs); 0 when none is counted.
+    pub copy: u32,
 }
 
 /// What the hand found at a unit.

@@ -110,6 +110,8 @@ pub(crate) struct Counters {
     pub eviction_races: AtomicU64,
     pub dropped_by_program: AtomicU64,
     pub sync_evictions: AtomicU64,
+    pub copy_bytes: AtomicU64,
+    pub copies_dropped: AtomicU64,
     pub errors: AtomicU64,
 }
 
@@ -174,6 +176,15 @@ pub struct RegionStats {
     /// Missing pages found in resident units: the program dropped them
     /// (`madvise`); they read as zeros.
     pub dropped_by_program: u64,
+    /// Bytes of the stored objects that are copies of resident (clean)
+    /// units, now: what the store holds beyond the evicted units' data, at
+    /// most `RegionConfig::keep_copies`.
+    pub copy_bytes: u64,
+    /// Copies of resident units discarded for `RegionConfig::keep_copies`:
+    /// not kept when the unit was installed, or trimmed later to make room.
+    /// Each makes a unit dirty that would have been clean, so its next
+    /// eviction compresses it.
+    pub copies_dropped: u64,
     /// Operations the kernel refused (the fault thread goes on; a stuck
     /// fault is released with zeros).
     pub errors: u64,
