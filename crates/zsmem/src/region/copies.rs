@@ -67,14 +67,23 @@ pub(super) fn release(sh: &Shared, u: &mut Unit) {
     }
 }
 
+/// Unit `index` (locked as `u`, resident) no longer has a copy, if it
+/// had one: uncount it and discard its slot (a write came, the program
+/// dropped a page, or the copy is not kept).
+pub(super) fn forget(sh: &Shared, index: usize, u: &mut Unit) {
+    if u.stored {
+        release(sh, u);
+        u.stored = false;
+        let _ = sh.store.discard(index, 1);
+    }
+}
+
 /// Give up resident unit `index`'s copy (locked as `u`, clean): discard
 /// its slot, lift the write protection; it is dirty from now on. A failed
 /// ioctl leaves it protected: its next write traps and finds no copy, as
 /// after a write fault.
 pub(super) fn discard(sh: &Shared, index: usize, u: &mut Unit) {
-    release(sh, u);
-    u.stored = false;
-    let _ = sh.store.discard(index, 1);
+    forget(sh, index, u);
     add(&sh.counters.copies_dropped, 1);
     if sh
         .uffd

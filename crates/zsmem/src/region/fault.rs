@@ -144,23 +144,13 @@ fn restore_ahead(sh: &Shared, index: usize, buf: &mut [u8]) -> usize {
         if u.kind != Kind::Evicted {
             break;
         }
-        let t = Instant::now();
-        if sh.store.read(next, buf).is_err() {
-            add(&sh.counters.errors, 1);
-            break;
-        }
-        add(&sh.counters.decompress_ns, t.elapsed().as_nanos() as u64);
         // No thread waits there (one that faults meanwhile is woken by the
-        // copy, and its message finds the unit resident).
-        if install(sh, next, &mut u, buf).is_err() {
+        // copy, and its message finds the unit resident). Without the heat
+        // of a promotion.
+        if restore(sh, next, &mut u, buf, false).is_err() {
             add(&sh.counters.errors, 1);
             break;
         }
-        // As a fault's install, without the heat of a promotion.
-        u.installed(false);
-        add(&sh.counters.readahead, 1);
-        sh.counters.evicted_units.fetch_sub(1, Ordering::Relaxed);
-        add(&sh.counters.resident_units, 1);
         last = next;
     }
     sh.wake_evictor();
@@ -190,18 +180,7 @@ fn missing(
     let mut u = sh.units[index].lock();
     let restored = u.kind == Kind::Evicted;
     match u.kind {
-        Kind::Evicted => {
-            let t = Instant::now();
-            sh.store
-                .read(index, buf)
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
-            add(&sh.counters.decompress_ns, t.elapsed().as_nanos() as u64);
-            install(sh, index, &mut u, buf)?;
-            u.installed(true);
-            add(&sh.counters.restores, 1);
-            sh.counters.evicted_units.fetch_sub(1, Ordering::Relaxed);
-            add(&sh.counters.resident_units, 1);
-        }
+        Kind::Evicted => restore(sh, index, &mut u, buf, true)?,
         Kind::Empty => {
             // Zeros, installed write-protected like a restored unit: its
             // empty slot is its current copy (it reads as zeros), so until
@@ -218,11 +197,7 @@ fn missing(
                 // and the stored copy no longer matches.
                 add(&sh.counters.dropped_by_program, 1);
                 u.generation = u.generation.wrapping_add(1);
-                if u.stored {
-                    copies::release(sh, &mut u);
-                    u.stored = false;
-                    let _ = sh.store.discard(index, 1);
-                }
+                copies::forget(sh, index, &mut u);
             }
         }
     }
@@ -240,19 +215,28 @@ fn write_fault(sh: &Shared, index: usize, start: usize, page: usize) -> std::io:
     }
     u.generation = u.generation.wrapping_add(1);
     u.written();
-    if u.stored {
-        copies::release(sh, &mut u);
-        u.stored = false;
-        let _ = sh.store.discard(index, 1);
-    }
+    copies::forget(sh, index, &mut u);
     sh.uffd.write_protect(start, sh.unit, false)
 }
 
-/// Map evicted unit `index` (locked as `u`) from `buf`, its slot's
-/// content: write-protected, the slot kept as its copy, if the copy fits
-/// within `keep_copies`; else writable, the slot discarded once the unit
-/// is mapped. On an error the unit stays evicted, its slot untouched.
-fn install(sh: &Shared, index: usize, u: &mut Unit, buf: &[u8]) -> std::io::Result<()> {
+/// Bring evicted unit `index` (locked as `u`) back, by a fault on it
+/// (`promoted`: it gains heat, counted as a promotion) or ahead of one:
+/// decompress its slot into `buf` and map it, write-protected with the
+/// slot kept as its copy if the copy fits within `keep_copies`, else
+/// writable with the slot discarded once the unit is mapped. On an error
+/// the unit stays evicted, its slot untouched.
+fn restore(
+    sh: &Shared,
+    index: usize,
+    u: &mut Unit,
+    buf: &mut [u8],
+    promoted: bool,
+) -> std::io::Result<()> {
+    let t = Instant::now();
+    sh.store
+        .read(index, buf)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    add(&sh.counters.decompress_ns, t.elapsed().as_nanos() as u64);
     let keep = copies::admit(sh, index, u);
     if let Err(e) = sh
         .uffd
@@ -262,9 +246,19 @@ fn install(sh: &Shared, index: usize, u: &mut Unit, buf: &[u8]) -> std::io::Resu
         return Err(e);
     }
     if !keep {
-        u.stored = false;
-        let _ = sh.store.discard(index, 1);
+        copies::forget(sh, index, u);
         add(&sh.counters.copies_dropped, 1);
     }
+    u.installed(promoted);
+    add(
+        if promoted {
+            &sh.counters.restores
+        } else {
+            &sh.counters.readahead
+        },
+        1,
+    );
+    sh.counters.evicted_units.fetch_sub(1, Ordering::Relaxed);
+    add(&sh.counters.resident_units, 1);
     Ok(())
 }

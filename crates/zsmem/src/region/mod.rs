@@ -349,7 +349,12 @@ impl Region {
             asleep: AtomicBool::new(false),
             spin: cfg.spin,
             readahead_units: cfg.readahead / cfg.unit,
-            keep_copies: u64::try_from(cfg.keep_copies).unwrap_or(u64::MAX),
+            // usize::MAX (no cap) is u64::MAX whatever the width of usize.
+            keep_copies: if cfg.keep_copies == usize::MAX {
+                u64::MAX
+            } else {
+                cfg.keep_copies as u64
+            },
             #[cfg(test)]
             paused: AtomicBool::new(false),
         });
