@@ -75,8 +75,10 @@ pub struct RegionArgs {
     pub plain_child: Option<PathBuf>,
 }
 
-/// `--keep-copies`: a cap on the copies of resident units.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// `--keep-copies`: a cap on the copies of resident units (in JSON
+/// `"all"`, `{"bytes": N}` or `{"of_budget": F}`).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum KeepCopies {
     /// No cap.
     All,
@@ -194,34 +196,19 @@ pub fn run(a: &RegionArgs) -> CliResult {
     let mut rows = Vec::new();
     let mut plain = docs.bytes.clone();
     let resident = cache::run(&mut plain, &docs.spans, &w, None);
-    let print = |name: &str, budget: &str, o: &cache::Outcome, held: f64, base: f64| {
-        let s = o.stats.as_ref();
-        println!(
-            "{:<14} {:>9} {:>10.0} {:>8.2} {:>8.2} {:>9.2} {:>10.1} {:>7.2} {:>9} {:>7.2} {:>8.2}",
-            name,
-            budget,
-            o.ops_per_sec,
-            o.latency_ns[0] as f64 / 1e3,
-            o.latency_ns[1] as f64 / 1e3,
-            o.latency_ns[2] as f64 / 1e3,
-            held,
-            o.cpu_secs,
-            s.map_or(0, |s| s.faults),
-            s.map_or(0.0, |s| s.promotion_rate()),
-            base / o.ops_per_sec,
-        );
-    };
     if !a.json {
-        print(
+        print_row(
             "all resident",
             "-",
             &resident,
             mib(data as f64),
+            0,
+            Some(0.0),
             resident.ops_per_sec,
         );
     }
     for (name, f) in &budgets {
-        let budget = ((data as f64 * f) as usize).max(a.unit);
+        let budget = budget_bytes(data, *f, a.unit);
         let region = Region::new(RegionConfig {
             size: data,
             budget,
@@ -244,7 +231,15 @@ pub fn run(a: &RegionArgs) -> CliResult {
         let s = o.stats.as_ref().expect("a region run");
         let held = mib((s.resident_bytes + s.store_memory) as f64);
         if !a.json {
-            print("region", name, &o, held, resident.ops_per_sec);
+            print_row(
+                "region",
+                name,
+                &o,
+                held,
+                s.faults,
+                Some(s.promotion_rate()),
+                resident.ops_per_sec,
+            );
         }
         rows.push((name.clone(), budget, o));
     }
@@ -271,7 +266,7 @@ pub fn run(a: &RegionArgs) -> CliResult {
         let v = serde_json::json!({
             "documents": docs.spans.len(),
             "data_bytes": data,
-            "keep_copies": format!("{:?}", a.keep_copies),
+            "keep_copies": a.keep_copies,
             "all_resident": resident,
             "region": rows.iter().map(|(n, b, o)| serde_json::json!({"budget": n, "budget_bytes": b, "outcome": o})).collect::<Vec<_>>(),
             "kernel_zram": kernel,
@@ -339,6 +334,39 @@ pub fn run(a: &RegionArgs) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// The region's budget at fraction `f` of `data` bytes: at least a unit.
+fn budget_bytes(data: usize, f: f64, unit: usize) -> usize {
+    ((data as f64 * f) as usize).max(unit)
+}
+
+/// One row of the table: a run's requests per second, latencies, memory
+/// held (MiB), CPU, faults, promotion rate (`-` where it has none) and
+/// slowdown against `base` req/s (all resident).
+fn print_row(
+    name: &str,
+    budget: &str,
+    o: &cache::Outcome,
+    held_mib: f64,
+    faults: u64,
+    promo: Option<f64>,
+    base: f64,
+) {
+    println!(
+        "{:<14} {:>9} {:>10.0} {:>8.2} {:>8.2} {:>9.2} {:>10.1} {:>7.2} {:>9} {:>7} {:>8.2}",
+        name,
+        budget,
+        o.ops_per_sec,
+        o.latency_ns[0] as f64 / 1e3,
+        o.latency_ns[1] as f64 / 1e3,
+        o.latency_ns[2] as f64 / 1e3,
+        held_mib,
+        o.cpu_secs,
+        faults,
+        promo.map_or("-".to_string(), |p| format!("{p:.2}")),
+        base / o.ops_per_sec,
+    );
 }
 
 /// The child of the kernel's way: the cache in plain memory, its outcome
@@ -450,7 +478,7 @@ fn kernel_column(
     // zram's disk size is virtual: room for all the data twice over.
     let zram_bytes = (2 * data as u64 + (64 << 20)).next_multiple_of(1 << 20);
     for (name, f) in budgets {
-        let budget = ((data as f64 * f) as usize).max(a.unit);
+        let budget = budget_bytes(data, *f, a.unit);
         let limit = (budget as u64 + col.program_overhead_bytes).next_multiple_of(4096);
         let mut row = KernelRow {
             budget: name.clone(),
@@ -560,36 +588,26 @@ fn compare_rows(rows: &[(String, usize, cache::Outcome)], k: &KernelColumn) -> V
 
 fn print_kernel(k: &KernelColumn, rows: &[(String, usize, cache::Outcome)], resident: f64) {
     if let Some(u) = &k.unlimited {
-        println!(
-            "{:<14} {:>9} {:>10.0} {:>8.2} {:>8.2} {:>9.2} {:>10.1} {:>7.2} {:>9} {:>7} {:>8.2}",
+        print_row(
             "plain child",
             "no limit",
-            u.ops_per_sec,
-            u.latency_ns[0] as f64 / 1e3,
-            u.latency_ns[1] as f64 / 1e3,
-            u.latency_ns[2] as f64 / 1e3,
+            u,
             mib(k.sizing_peak_bytes as f64),
-            u.cpu_secs,
             0,
-            "-",
-            resident / u.ops_per_sec,
+            None,
+            resident,
         );
     }
     for r in &k.rows {
         match &r.outcome {
-            Some(o) => println!(
-                "{:<14} {:>9} {:>10.0} {:>8.2} {:>8.2} {:>9.2} {:>10.1} {:>7.2} {:>9} {:>7} {:>8.2}",
+            Some(o) => print_row(
                 "kernel zram",
-                r.budget,
-                o.ops_per_sec,
-                o.latency_ns[0] as f64 / 1e3,
-                o.latency_ns[1] as f64 / 1e3,
-                o.latency_ns[2] as f64 / 1e3,
+                &r.budget,
+                o,
                 mib(r.held_bytes as f64),
-                o.cpu_secs,
                 r.pswpin,
-                "-",
-                resident / o.ops_per_sec,
+                None,
+                resident,
             ),
             None => println!(
                 "{:<14} {:>9} failed: {}",

@@ -247,11 +247,6 @@ impl ChurnCalls {
         })
     }
 
-    /// Slots.
-    pub fn slots(&self) -> usize {
-        self.content.len()
-    }
-
     /// The page `slot` holds, if any (`None` also for a slot out of range).
     pub fn page_in(&self, slot: u64) -> Option<u32> {
         self.content
