@@ -51,7 +51,7 @@ static void *fill_and_check(void *arg) {
 static int round_trip(size_t keep_copies) {
     struct zsmem_region_config cfg;
     CHECK(zsmem_region_config_default(&cfg) == 0);
-    CHECK(cfg.keep_copies == SIZE_MAX);
+    CHECK(cfg.keep_copies == SIZE_MAX && cfg.readahead == 16384);
     cfg.keep_copies = keep_copies;
     cfg.bytes = 8 << 20;
     cfg.budget = 1 << 20;

@@ -311,7 +311,7 @@ typedef struct zsmem_class_stats {
 //
 // Defaults: 64 MiB, a budget of 16 MiB, 4 KiB units, LZ4, headroom a 64th
 // of the budget, 50 microseconds of spinning, copies of resident units
-// kept without a cap (`keep_copies` `SIZE_MAX`).
+// kept without a cap (`keep_copies` `SIZE_MAX`), 16 KiB of readahead.
 typedef struct zsmem_region_config {
   // `sizeof(zsmem_region_config)` as the caller compiled it; set by
   // `zsmem_region_config_default`. Lets later versions append fields.
@@ -338,6 +338,10 @@ typedef struct zsmem_region_config {
   // slot is freed when it is brought back, as zram's swap-in does), and
   // a value between is a cap (see `RegionConfig::keep_copies`).
   size_t keep_copies;
+  // Bytes of evicted units after a sequential fault's that the fault
+  // thread restores ahead of the reader (0: none; default 16 KiB; see
+  // `RegionConfig::readahead`).
+  size_t readahead;
 } zsmem_region_config;
 
 // A region's statistics (`zsmem_region_get_stats`). Fields may be appended.
@@ -382,6 +386,9 @@ typedef struct zsmem_region_stats {
   uint64_t copy_bytes;
   // Copies of resident units discarded for `keep_copies`.
   uint64_t copies_dropped;
+  // Evicted units brought back ahead of a sequential read
+  // (`readahead`), without a fault on them.
+  uint64_t readahead;
 } zsmem_region_stats;
 
 // How to make a page store (the pool under it has its own

@@ -29,7 +29,7 @@ static REGIONS: Registry<Region> = Registry::new("region");
 ///
 /// Defaults: 64 MiB, a budget of 16 MiB, 4 KiB units, LZ4, headroom a 64th
 /// of the budget, 50 microseconds of spinning, copies of resident units
-/// kept without a cap (`keep_copies` `SIZE_MAX`).
+/// kept without a cap (`keep_copies` `SIZE_MAX`), 16 KiB of readahead.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct zsmem_region_config {
@@ -58,12 +58,16 @@ pub struct zsmem_region_config {
     /// slot is freed when it is brought back, as zram's swap-in does), and
     /// a value between is a cap (see `RegionConfig::keep_copies`).
     pub keep_copies: usize,
+    /// Bytes of evicted units after a sequential fault's that the fault
+    /// thread restores ahead of the reader (0: none; default 16 KiB; see
+    /// `RegionConfig::readahead`).
+    pub readahead: usize,
 }
 
-const _: () = assert!(size_of::<zsmem_region_config>() == 6 * size_of::<usize>() + 16);
+const _: () = assert!(size_of::<zsmem_region_config>() == 7 * size_of::<usize>() + 16);
 
 /// Earlier sizes of `zsmem_region_config` (old-headers/README.md): before
-/// `keep_copies`.
+/// `keep_copies` and `readahead`.
 pub(crate) const REGION_CONFIG_VERSIONS: [usize; 1] = [5 * size_of::<usize>() + 16];
 
 fn default_config() -> zsmem_region_config {
@@ -78,6 +82,7 @@ fn default_config() -> zsmem_region_config {
         zstd_level: 3,
         spin_us: d.spin.as_micros() as u64,
         keep_copies: d.keep_copies,
+        readahead: d.readahead,
     }
 }
 
@@ -125,6 +130,9 @@ pub struct zsmem_region_stats {
     pub copy_bytes: u64,
     /// Copies of resident units discarded for `keep_copies`.
     pub copies_dropped: u64,
+    /// Evicted units brought back ahead of a sequential read
+    /// (`readahead`), without a fault on them.
+    pub readahead: u64,
 }
 
 /// Fill `*config` with the defaults, for a struct of `size` bytes (pass
@@ -203,6 +211,7 @@ pub unsafe extern "C" fn zsmem_region_new(
             headroom: c.headroom,
             spin: Duration::from_micros(c.spin_us.min(1_000_000)),
             keep_copies: c.keep_copies,
+            readahead: c.readahead,
             ..RegionConfig::default()
         })?;
         let token = REGIONS.insert(region) as *mut zsmem_region;
@@ -323,6 +332,7 @@ pub unsafe extern "C" fn zsmem_region_get_stats(
             fault_p999_ns: s.fault_latency.quantile(0.999),
             copy_bytes: s.copy_bytes,
             copies_dropped: s.copies_dropped,
+            readahead: s.readahead,
         };
         // SAFETY: the caller promises `out_size` writable bytes at `out`.
         unsafe { write_sized(out, out_size, &stats) }?;
