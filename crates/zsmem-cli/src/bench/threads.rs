@@ -17,8 +17,8 @@
 //! for every contestant and repeat. The phase is timed as the others and
 //! reported as MB/s of pages written (a discard takes time, writes no
 //! bytes) and as a ratio to the codec alone's (which compresses each page
-//! written into a buffer of its own and frees the one it replaces, or the
-//! discarded one). Every slot is read back and checked after it, untimed.
+//! written into its slot of a per-thread buffer made before the clock: no
+//! allocation in its timed loops). Every slot is read back and checked after it, untimed.
 //! zsmem runs twice then: with the pool `--pool` names (the page store's
 //! default placement unless told) and with zsmem's classes.
 
@@ -316,6 +316,54 @@ fn kernel_run(
     })
 }
 
+/// Thread `t`'s compressed pages in the codec alone's runs: page-sized
+/// slots in one buffer made and touched before any clock starts, so that
+/// the timed loops hold the codec and one copy, no allocation (a `Vec` per
+/// page put glibc's arena locks into the timed path: with two threads half
+/// of the run's context switches were frees waiting on the other thread's
+/// arena).
+struct Flat {
+    bytes: Vec<u8>,
+    /// Each slot's length (the page's length: kept raw).
+    lens: Vec<usize>,
+    page: usize,
+}
+
+impl Flat {
+    fn new(slots: usize, page: usize) -> Flat {
+        Flat {
+            // Not zeros: a zeroed allocation may be pages never touched,
+            // whose first-touch faults would land in the timed loop.
+            bytes: vec![0xA5; slots * page],
+            lens: vec![0; slots],
+            page,
+        }
+    }
+
+    /// Compress `data` into slot `k` (raw if it does not shrink).
+    fn put(&mut self, k: usize, data: &[u8], codec: Codec) {
+        let out = &mut self.bytes[k * self.page..(k + 1) * self.page];
+        self.lens[k] = match codec.compress(data, out) {
+            Some(n) if n < self.page => n,
+            _ => {
+                out.copy_from_slice(data);
+                self.page
+            }
+        };
+    }
+
+    /// Slot `k`'s page into `buf`.
+    fn get(&self, k: usize, buf: &mut [u8], codec: Codec) -> CliResult<()> {
+        let kept = &self.bytes[k * self.page..k * self.page + self.lens[k]];
+        if kept.len() == buf.len() {
+            buf.copy_from_slice(kept);
+        } else {
+            codec.decompress(kept, buf)?;
+        }
+        Ok(())
+    }
+}
+
 /// The codec alone at `threads`: compress every page, then decompress.
 fn codec_run(
     pages: &[&Page],
@@ -323,31 +371,27 @@ fn codec_run(
     threads: usize,
     churn: Option<&ChurnPlan>,
 ) -> CliResult<Phases> {
-    let compressed: Vec<std::sync::Mutex<Vec<Vec<u8>>>> =
-        (0..threads).map(|_| Default::default()).collect();
+    let page = page_len(pages);
+    let compressed: Vec<std::sync::Mutex<Flat>> = (0..threads)
+        .map(|t| {
+            std::sync::Mutex::new(Flat::new(
+                pages.len().saturating_sub(t).div_ceil(threads),
+                page,
+            ))
+        })
+        .collect();
     let w = timed(threads, |t| {
-        let mut out = Vec::new();
-        let page = page_len(pages);
-        let mut scratch = vec![0u8; page];
-        for i in (t..pages.len()).step_by(threads) {
-            // What does not compress is kept raw, as the stores keep it.
-            match codec.compress(pages[i], &mut scratch) {
-                Some(n) if n < page => out.push(scratch[..n].to_vec()),
-                _ => out.push(pages[i].to_vec()),
-            }
+        let mut mine = compressed[t].lock().unwrap_or_else(|e| e.into_inner());
+        for (k, i) in (t..pages.len()).step_by(threads).enumerate() {
+            mine.put(k, pages[i], codec);
         }
-        *compressed[t].lock().unwrap_or_else(|e| e.into_inner()) = out;
         Ok(())
     })?;
     let r = timed(threads, |t| {
         let mine = compressed[t].lock().unwrap_or_else(|e| e.into_inner());
-        let mut buf = vec![0u8; page_len(pages)];
+        let mut buf = vec![0u8; page];
         for (k, i) in (t..pages.len()).step_by(threads).enumerate() {
-            if mine[k].len() == buf.len() {
-                buf.copy_from_slice(&mine[k]);
-            } else {
-                codec.decompress(&mine[k], &mut buf)?;
-            }
+            mine.get(k, &mut buf, codec)?;
             if buf[..] != pages[i][..] {
                 return Err(wrong("the codec", i));
             }
@@ -359,32 +403,21 @@ fn codec_run(
         Some(plan) => {
             let c = timed(threads, |t| {
                 let mut mine = compressed[t].lock().unwrap_or_else(|e| e.into_inner());
-                let page = page_len(pages);
-                let mut scratch = vec![0u8; page];
                 for &(slot, p) in &plan.calls[t] {
                     // Thread t's k-th slot is slot t + k * threads.
                     let k = slot / threads;
-                    mine[k] = match p {
-                        Some(p) => match codec.compress(pages[p], &mut scratch) {
-                            Some(n) if n < page => scratch[..n].to_vec(),
-                            _ => pages[p].to_vec(),
-                        },
-                        None => Vec::new(),
-                    };
+                    match p {
+                        Some(p) => mine.put(k, pages[p], codec),
+                        None => mine.lens[k] = 0,
+                    }
                 }
                 Ok(())
             })?;
             plan.check(pages, "the codec", |slot, buf| {
-                let mine = compressed[slot % threads]
+                compressed[slot % threads]
                     .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                let kept = &mine[slot / threads];
-                if kept.len() == buf.len() {
-                    buf.copy_from_slice(kept);
-                } else {
-                    codec.decompress(kept, buf)?;
-                }
-                Ok(())
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(slot / threads, buf, codec)
             })?;
             Some(c)
         }
@@ -443,9 +476,28 @@ pub fn store_threads(
         let plan = churn.map(|c| churn_plan(pages.len(), n, c)).transpose()?;
         let plan = plan.as_ref();
         let first = rows.len();
-        let mut add = |name: &str, run: &dyn Fn() -> CliResult<Phases>| {
-            let (mut st, mut ld, mut ch) = (Vec::new(), Vec::new(), Vec::new());
-            for _ in 0..repeats {
+        // Every contestant once per repeat, in turn (a drift of the
+        // machine's speed then reaches all alike), medians at the end.
+        let mut runs: Vec<(&str, Box<dyn Fn() -> CliResult<Phases> + '_>)> = Vec::new();
+        for (name, pool) in pools {
+            runs.push((
+                name,
+                Box::new(move || zsmem_run(pages, codec, pool, n, plan)),
+            ));
+        }
+        if let Some(k) = &kernel {
+            runs.push((
+                "kernel-zram",
+                Box::new(move || kernel_run(k, pages, n, plan)),
+            ));
+        }
+        runs.push((
+            "codec-alone",
+            Box::new(move || codec_run(pages, codec, n, plan)),
+        ));
+        let mut figures = vec![(Vec::new(), Vec::new(), Vec::new()); runs.len()];
+        for _ in 0..repeats {
+            for ((_, run), (st, ld, ch)) in runs.iter().zip(&mut figures) {
                 let p = run()?;
                 st.push(mb_s(pages.len() * page, p.store));
                 ld.push(mb_s(pages.len() * page, p.load));
@@ -453,23 +505,17 @@ pub fn store_threads(
                     ch.push(mb_s(plan.writes * page, c));
                 }
             }
+        }
+        for ((name, _), (st, ld, ch)) in runs.iter().zip(figures) {
             rows.push(ThreadRow {
-                contestant: name.into(),
+                contestant: (*name).into(),
                 threads: n,
                 store_mb_s: median(st),
                 load_mb_s: median(ld),
                 churn_mb_s: (!ch.is_empty()).then(|| median(ch)),
                 churn_x_codec: None,
             });
-            CliResult::Ok(())
-        };
-        for (name, pool) in pools {
-            add(name, &|| zsmem_run(pages, codec, pool, n, plan))?;
         }
-        if let Some(k) = &kernel {
-            add("kernel-zram", &|| kernel_run(k, pages, n, plan))?;
-        }
-        add("codec-alone", &|| codec_run(pages, codec, n, plan))?;
         let codec_churn = rows.last().and_then(|r| r.churn_mb_s);
         for r in &mut rows[first..] {
             r.churn_x_codec = r.churn_mb_s.zip(codec_churn).map(|(x, c)| x / c);

@@ -12,8 +12,9 @@
 //! copy or a swap, never across compression, so neighbours rarely wait. A
 //! slot is an 8-byte word in its stripe, and a slot that does not fit one
 //! keeps the rest in its chunk's side array (see `slot.rs`): with log
-//! placement a chunk of stored pages costs 10.5 bytes a page, with class
-//! placement (whose handles are wide) 14.5.
+//! placement a chunk of stored pages costs 9 bytes a page, with class
+//! placement (whose handles are wide) 13. (Four slots to a lock made it
+//! 10.5: the lock and its padding were 8 bytes of every 40.)
 //!
 //! The presence of [`GROUP`] consecutive chunks is behind one
 //! reader-writer lock: every slot access holds its group's as a reader (so
@@ -39,8 +40,11 @@ use crate::sync::{Mutex, MutexGuard};
 /// chunk array (24 bytes a chunk) stays small.
 pub(crate) const CHUNK_SLOTS: usize = 64;
 
-/// Slots per lock.
-pub(crate) const STRIPE: usize = 4;
+/// Slots per lock: 16, a quarter of a chunk. At 4 a chunk's locks cost
+/// 1.5 bytes a slot more, 0.1-0.3 points of all-in under churn
+/// (docs/DESIGN.md, "The slot table's locks"); one lock per chunk would
+/// save 0.4 bytes a slot more.
+pub(crate) const STRIPE: usize = 16;
 
 /// Side entries of a chunk's wide slots (0: the slot is narrow).
 type Side = Box<[AtomicU32; CHUNK_SLOTS]>;
@@ -158,7 +162,7 @@ impl SlotTable {
             let cell = &mut w[c % GROUP];
             if cell.is_none() {
                 *cell = Some(Box::new(Chunk {
-                    slots: std::array::from_fn(|_| Mutex::new(Default::default())),
+                    slots: std::array::from_fn(|_| Mutex::new([Word::default(); STRIPE])),
                     side: OnceLock::new(),
                     atimes: self
                         .atimes
