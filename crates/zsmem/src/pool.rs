@@ -29,7 +29,7 @@ use crate::os::PageSource;
 use crate::size_class::SizeClassTable;
 use crate::spacing::Spacing;
 use crate::stats::{ClassStats, PoolStats, Waste};
-use crate::sync::{ReadGuard, WriteGuard};
+use crate::sync::{CachePadded, ReadGuard, WriteGuard};
 
 const NO_CLASS: u16 = u16::MAX;
 
@@ -120,6 +120,9 @@ pub struct Pool {
     /// Log placement: who holds the places of objects stored with
     /// `store_owned` (a page store's slot table), set once.
     owners: std::sync::OnceLock<Arc<dyn Owners>>,
+    /// Log placement, per lane: where its next new object would go
+    /// ([`Lane::append_point`]), for [`Pool::prefetch_append`].
+    append_hints: Box<[CachePadded<std::sync::atomic::AtomicUsize>]>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -289,6 +292,7 @@ impl Pool {
             compaction: Counters::default(),
             tag,
             owners: std::sync::OnceLock::new(),
+            append_hints: (0..lanes).map(|_| CachePadded::default()).collect(),
         })
     }
 
@@ -604,7 +608,30 @@ impl Pool {
             ));
         };
         debug_assert!(self.owners.get().is_some() && lanes > 0);
-        self.in_my_lane(|lane, src| lane.alloc_owned(owner, data, self.owners(), src))
+        let hint = &self.append_hints[thread_number() % lanes];
+        self.in_my_lane(|lane, src| {
+            let place = lane.alloc_owned(owner, data, self.owners(), src)?;
+            hint.store(lane.append_point(), std::sync::atomic::Ordering::Relaxed);
+            Ok(place)
+        })
+    }
+
+    /// Log placement: prefetch, to be written, the `len` bytes where this
+    /// thread's lane appends next, so that the copy of an object stored
+    /// soon after (a page store calls this before it compresses) finds
+    /// its lines in the cache instead of waiting for them under the lane's
+    /// lock. A hint from the lane's last append: when the next object goes
+    /// into a free extent instead, nothing is gained and nothing lost.
+    pub(crate) fn prefetch_append(&self, len: usize) {
+        let lanes = self.cfg.placement.lanes();
+        if lanes == 0 {
+            return;
+        }
+        let at =
+            self.append_hints[thread_number() % lanes].load(std::sync::atomic::Ordering::Relaxed);
+        if at != 0 {
+            Lane::prefetch_for_write(at, len);
+        }
     }
 
     /// Run `f` on this thread's lane (made at its first use), locked alone,

@@ -265,3 +265,27 @@ fn a_freed_handle_is_refused_and_its_bytes_never_read() {
     assert_eq!(read(&l, g), [8, 8, 8, 8, 1, 1, 1, 1, 1, 1]);
     l.release_all(&src);
 }
+
+#[test]
+fn the_append_point_is_where_the_next_new_object_goes() {
+    let src = source(None);
+    let mut l = Lane::new(1, 0, PAGE, None);
+    assert_eq!(l.append_point(), 0, "no open segment yet");
+    let mut hint = 0;
+    for i in 0..40u8 {
+        let h = l.alloc(3000, Some(&[i; 3000]), &src).unwrap();
+        let at = l.bytes(l.resolve(h).unwrap()).as_ptr() as usize;
+        // The 44th would seal the first segment (43 fit); below that the
+        // hint is exact.
+        if i > 0 {
+            assert_eq!(at, hint, "object {i}");
+        }
+        hint = l.append_point();
+        assert_eq!(hint, at + 3000);
+        // A hint never faults, whatever the address.
+        Lane::prefetch_for_write(hint, 2048);
+    }
+    Lane::prefetch_for_write(0, 4096);
+    Lane::prefetch_for_write(usize::MAX - 100, 4096);
+    l.check(None).unwrap();
+}

@@ -460,6 +460,11 @@ impl PageStore {
     /// busy until the slot holds the new place (else it would drop the
     /// owner entry of an object it cannot see yet).
     fn store_object(&self, index: usize, page: &[u8], now: u32) -> Result<(Slot, Slot)> {
+        if self.owned {
+            // The lines the object will likely be copied to arrive while
+            // the page compresses (half a page: more than most objects).
+            self.pool.prefetch_append(self.page_size / 2);
+        }
         SCRATCH.with(|scratch| {
             let mut buf = scratch.borrow_mut();
             buf.resize(self.page_size, 0);
