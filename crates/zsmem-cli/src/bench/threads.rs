@@ -429,6 +429,9 @@ fn codec_run(
     })
 }
 
+/// One contestant's run at a thread count.
+type Run<'a> = Box<dyn Fn() -> CliResult<Phases> + 'a>;
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -478,7 +481,7 @@ pub fn store_threads(
         let first = rows.len();
         // Every contestant once per repeat, in turn (a drift of the
         // machine's speed then reaches all alike), medians at the end.
-        let mut runs: Vec<(&str, Box<dyn Fn() -> CliResult<Phases> + '_>)> = Vec::new();
+        let mut runs: Vec<(&str, Run<'_>)> = Vec::new();
         for (name, pool) in pools {
             runs.push((
                 name,
