@@ -81,8 +81,13 @@ fn a_program_over_its_limit_swaps_to_kernel_zram_and_zsmem() {
             r.peaks
         );
         assert!(r.peaks.all_in >= r.peaks.pool, "{name}: {:?}", r.peaks);
+        // The limit held, give or take the kernel's own slack: a charge
+        // that must not fail (`__GFP_NOFAIL`) or one of a dying task is
+        // forced past the limit (`try_charge` in mm/memcontrol.c), and a
+        // CI run saw the kernel-zram run's peak one page over it
+        // (33,558,528 bytes). Allowed: a charge batch (64 pages).
         assert!(
-            r.cgroup_peak.unwrap() <= 32 << 20,
+            r.cgroup_peak.unwrap() <= (32 << 20) + 64 * 4096,
             "{name}: {:?}",
             r.cgroup_peak
         );
