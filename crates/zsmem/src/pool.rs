@@ -608,10 +608,10 @@ impl Pool {
             ));
         };
         debug_assert!(self.owners.get().is_some() && lanes > 0);
-        let hint = &self.append_hints[thread_number() % lanes];
-        self.in_my_lane(|lane, src| {
+        let k = thread_number() % lanes;
+        self.in_lane(k, |lane, src| {
             let place = lane.alloc_owned(owner, data, self.owners(), src)?;
-            hint.store(lane.append_point(), std::sync::atomic::Ordering::Relaxed);
+            self.append_hints[k].store(lane.append_point(), std::sync::atomic::Ordering::Relaxed);
             Ok(place)
         })
     }
@@ -637,7 +637,17 @@ impl Pool {
     /// Run `f` on this thread's lane (made at its first use), locked alone,
     /// with the lane's page source.
     fn in_my_lane<R>(&self, f: impl FnOnce(&mut Lane, &PageSource) -> Result<R>) -> Result<R> {
-        let index = self.table.len() + thread_number() % self.cfg.placement.lanes();
+        self.in_lane(thread_number() % self.cfg.placement.lanes(), f)
+    }
+
+    /// Run `f` on lane `k` (made at its first use), locked alone, with the
+    /// lane's page source.
+    fn in_lane<R>(
+        &self,
+        k: usize,
+        f: impl FnOnce(&mut Lane, &PageSource) -> Result<R>,
+    ) -> Result<R> {
+        let index = self.table.len() + k;
         let d = usize::from(self.dense[index - self.dense_base]);
         let mut cell = self.cells.get_or_make(d).lock.write();
         let space = cell.get_or_insert_with(|| Box::new(self.make_space(d, index)));

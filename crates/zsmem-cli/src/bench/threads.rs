@@ -18,9 +18,10 @@
 //! reported as MB/s of pages written (a discard takes time, writes no
 //! bytes) and as a ratio to the codec alone's (which compresses each page
 //! written into its slot of a per-thread buffer made before the clock: no
-//! allocation in its timed loops). Every slot is read back and checked after it, untimed.
-//! zsmem runs twice then: with the pool `--pool` names (the page store's
-//! default placement unless told) and with zsmem's classes.
+//! allocation in its timed loops). Every slot is read back and checked
+//! after it, untimed. zsmem runs twice then: with the pool `--pool` names
+//! (the page store's default placement unless told) and with zsmem's
+//! classes. Each repeat runs every contestant once, in turn.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
