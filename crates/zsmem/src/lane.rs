@@ -712,12 +712,31 @@ impl Lane {
         })
     }
 
-    /// Free an owned object; its owner no longer holds `place`.
-    pub(crate) fn free_owned(&mut self, place: u64, len: usize, src: &PageSource) -> Result<()> {
+    /// Free an owned object; its owner no longer holds `place`. `owners`
+    /// is asked when the segment's owner list is pruned.
+    pub(crate) fn free_owned(
+        &mut self,
+        place: u64,
+        len: usize,
+        owners: Option<&dyn Owners>,
+        src: &PageSource,
+    ) -> Result<()> {
         let loc = self.resolve_owned(place, len)?;
         self.owned -= 1;
         self.drop_object(loc, src);
+        self.prune_after_free(loc.zspage, owners);
         Ok(())
+    }
+
+    /// After a free from segment `id`: prune its owner list if the segment
+    /// is still there and its list is past the bound (see
+    /// [`Lane::prune_owners`]). Frees alone shrink a segment whose extents
+    /// no new object comes to fill (a burst of discards), and its list
+    /// would otherwise keep an entry for every object it ever held.
+    fn prune_after_free(&mut self, id: u32, owners: Option<&dyn Owners>) {
+        if self.segs.get(id as usize).is_some_and(Option::is_some) {
+            self.prune_owners(id, owners);
+        }
     }
 
     /// Where a handle's object is.
@@ -768,6 +787,7 @@ impl Lane {
     fn release_object(&mut self, slot: u32, loc: Location, src: &PageSource) {
         self.handles.remove(slot);
         self.drop_object(loc, src);
+        self.prune_after_free(loc.zspage, None);
     }
 
     /// Uncount an object that is gone; give back its segment if it

@@ -700,7 +700,7 @@ impl Pool {
         let Space::Lane(lane) = space else {
             return Err(no_lane(place));
         };
-        lane.free_owned(place, len, src)?;
+        lane.free_owned(place, len, self.owners(), src)?;
         self.auto_compact(space, src);
         Ok(())
     }

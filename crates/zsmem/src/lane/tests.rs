@@ -289,3 +289,36 @@ fn the_append_point_is_where_the_next_new_object_goes() {
     Lane::prefetch_for_write(usize::MAX - 100, 4096);
     l.check(None).unwrap();
 }
+
+#[test]
+fn frees_alone_keep_an_owner_list_near_its_live_objects() {
+    // Churn in one segment (each new object takes a dead one's room and a
+    // reused handle slot, so the owner list holds single entries), then a
+    // burst of frees with nothing placed: the list must follow the live
+    // objects down, not keep an entry for every object the segment held.
+    let src = source(None);
+    let mut l = Lane::new(1, 0, PAGE, None);
+    let mut hs: Vec<Handle> = (0..120)
+        .map(|i| l.alloc(1000, Some(&[i as u8; 1000]), &src).unwrap())
+        .collect();
+    let mut x = 7usize;
+    for _ in 0..400 {
+        x = (x * 31 + 17) % hs.len();
+        l.free(hs[x], &src).unwrap();
+        hs[x] = l.alloc(1000, Some(&[x as u8; 1000]), &src).unwrap();
+    }
+    l.check(None).unwrap();
+    let bound = |l: &Lane| {
+        let seg = l.seg(0);
+        seg.live_objs + (seg.live_objs / 4).max(8)
+    };
+    assert!(l.seg(0).owners.runs() > 60, "single owners, not runs");
+    for (i, &h) in hs.iter().enumerate().filter(|&(i, _)| i % 4 != 0) {
+        l.free(h, &src).unwrap();
+        assert!(l.seg(0).owners.runs() <= bound(&l), "after free {i}");
+        check_step(&l, i);
+    }
+    for (i, &h) in hs.iter().enumerate().filter(|&(i, _)| i % 4 == 0) {
+        assert_eq!(read(&l, h), vec![i as u8; 1000]);
+    }
+}
