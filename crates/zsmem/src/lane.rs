@@ -79,9 +79,33 @@ pub(crate) trait Owners: Send + Sync {
     /// nothing, if the owner is busy.
     fn relocate(&self, owner: u32, mv: &mut dyn FnMut(u64, usize) -> Option<u64>) -> bool;
 
-    /// The place and length of `owner`'s object, if it holds one (for
-    /// invariant checks, while no other thread uses the store).
-    fn place(&self, owner: u32) -> Option<(u64, usize)>;
+    /// Call `f` with every owner that holds an object, its place and
+    /// length. With `wait`, each owner's lock is taken (for invariant
+    /// checks, while no other thread uses the store); without, under a
+    /// lane lock, it is only *tried*, a busy owner is skipped and the call
+    /// returns false.
+    fn scan(&self, wait: bool, f: &mut dyn FnMut(u32, u64, usize)) -> bool;
+
+    /// Under a lane lock: push each owner whose place names lane `lane`
+    /// (a place's bits from 32 up) and segment `segments[i]` on `out[i]`,
+    /// trying each owner's lock as [`Owners::scan`] does (false if one was
+    /// busy). The same as a scan with that filter; an owner may do it
+    /// faster (a page store looks at its slot words without unpacking
+    /// them).
+    fn find(&self, lane: u64, segments: &[u32], out: &mut [Vec<u32>]) -> bool {
+        self.scan(false, &mut |owner, place, _| {
+            if place >> 32 == lane
+                && let Some(i) = segments.iter().position(|&s| s == place_segment(place))
+            {
+                out[i].push(owner);
+            }
+        })
+    }
+}
+
+/// The segment a place names (see [`Lane::encode`]).
+pub(crate) fn place_segment(place: u64) -> u32 {
+    ((place >> OFFSET_BITS) & 0xFFFF) as u32
 }
 
 /// What became of one owner list entry in cleaning.
@@ -138,6 +162,9 @@ struct Segment {
     /// Its longest extent's length in units, as keyed in `Lane::fits` (0:
     /// not there).
     largest: u32,
+    /// In the cleaning plan ([`Lane::plan`]): an owned object placed here
+    /// is added to the plan's list.
+    cleaning: bool,
 }
 
 /// One lane's state; everything here runs under the lane's lock.
@@ -182,6 +209,10 @@ pub(crate) struct Lane {
     /// `(longest extent in units, segment)` of every segment with free
     /// extents: an object takes the shortest extent that holds it.
     fits: std::collections::BTreeSet<(u32, u32)>,
+    /// Victims being cleaned, each with the owners of its owned objects as
+    /// a scan of the owners found them (see `lane/clean.rs`): owned
+    /// objects have no owner list entries.
+    plan: Vec<(u32, Vec<u32>)>,
 }
 
 /// What a lane holds beyond its objects' bytes, by cause.
@@ -224,6 +255,7 @@ impl Lane {
             sparse_victims: 0,
             owned: 0,
             fits: std::collections::BTreeSet::new(),
+            plan: Vec::new(),
         }
     }
 
@@ -423,6 +455,7 @@ impl Lane {
             owners: OwnerList::default(),
             extents: Extents::default(),
             largest: 0,
+            cleaning: false,
         };
         if id as usize == self.segs.len() {
             self.segs.push(Some(Box::new(seg)));
@@ -492,6 +525,9 @@ impl Lane {
         if seg.largest > 0 {
             self.fits.remove(&(seg.largest, id));
         }
+        if seg.cleaning {
+            self.plan.retain(|&(v, _)| v != id);
+        }
         for open in &mut self.open {
             if *open == Some(id) {
                 *open = None;
@@ -534,21 +570,16 @@ impl Lane {
         // If this fails the committed pages stay for the next object.
         let handle = self.handles.insert(self.index, loc)?;
         self.place_at(id, off, len, handle.slot(), data);
-        self.prune_owners(id, None);
+        self.prune_owners(id);
         Ok(handle)
     }
 
     /// Append an object of `data.len()` bytes for `owner` (below
     /// [`MAX_OWNERS`]), who records the place returned and gives it back
     /// to read, free, and (through [`Owners`]) to let cleaning move the
-    /// object; `owners` is asked when the segment's owner list is pruned.
-    pub(crate) fn alloc_owned(
-        &mut self,
-        owner: u32,
-        data: &[u8],
-        owners: Option<&dyn Owners>,
-        src: &PageSource,
-    ) -> Result<u64> {
+    /// object. No owner list entry: cleaning finds the owners of a
+    /// victim's owned objects by a scan of the owners (`lane/clean.rs`).
+    pub(crate) fn alloc_owned(&mut self, owner: u32, data: &[u8], src: &PageSource) -> Result<u64> {
         // Invariant: kept by `PageStore::new`, which refuses more than
         // MAX_OWNERS slots over a log-placed pool.
         debug_assert!((owner as usize) < MAX_OWNERS);
@@ -556,7 +587,6 @@ impl Lane {
         let (id, off) = self.make_room(need, None, NEW, src)?;
         self.place_at(id, off, data.len(), owner | EXTERNAL, Some(data));
         self.owned += 1;
-        self.prune_owners(id, owners);
         Ok(self.encode(id, off))
     }
 
@@ -588,15 +618,14 @@ impl Lane {
         let _ = (at, len);
     }
 
-    /// Drop the owner list entries of segment `id` whose objects are dead
-    /// or elsewhere, once the list has grown by a quarter of its live
-    /// objects (at least 8) past them: a segment whose free extents take
-    /// object after object keeps a list the size of its contents (under
-    /// churn, where each item is a single owner, 4 bytes an object plus at
-    /// most a quarter; amortised, 5 owners asked per object placed). An
-    /// owner that is busy, or that `owners` cannot be asked about, keeps
-    /// its entry.
-    fn prune_owners(&mut self, id: u32, owners: Option<&dyn Owners>) {
+    /// Drop the owner list entries (handle slots) of segment `id` whose
+    /// objects are dead or elsewhere, once the list has grown by a quarter
+    /// of its live objects (at least 8) past them: a segment whose free
+    /// extents take object after object keeps a list the size of its
+    /// contents (under churn, where each item is a single owner, 4 bytes an
+    /// object plus at most a quarter; amortised, 5 entries looked at per
+    /// object placed).
+    fn prune_owners(&mut self, id: u32) {
         let seg = self.seg(id);
         if seg.owners.runs() < seg.live_objs + (seg.live_objs / 4).max(8) {
             return;
@@ -604,21 +633,10 @@ impl Lane {
         let mut seen = std::collections::HashSet::with_capacity(seg.live_objs);
         let mut list = std::mem::take(&mut self.seg_mut(id).owners);
         list.retain(EXTERNAL, |owner| {
-            let here = if owner & EXTERNAL == 0 {
-                self.handles
-                    .live_entry(owner)
-                    .is_some_and(|l| l.zspage == id)
-            } else if let Some(owners) = owners {
-                let mut here = false;
-                let asked = owners.relocate(owner & !EXTERNAL, &mut |place, len| {
-                    here = self.decode(place, len).is_some_and(|l| l.zspage == id);
-                    None
-                });
-                here || !asked
-            } else {
-                true
-            };
-            here && seen.insert(owner)
+            self.handles
+                .live_entry(owner)
+                .is_some_and(|l| l.zspage == id)
+                && seen.insert(owner)
         });
         self.seg_mut(id).owners = list;
     }
@@ -651,9 +669,19 @@ impl Lane {
             seg.end = seg.end.max(off + need);
             seg.live_objs += 1;
             seg.live_bytes += need;
-            seg.owners.push(owner, EXTERNAL);
+            if owner & EXTERNAL == 0 {
+                seg.owners.push(owner, EXTERNAL);
+            }
             for p in pages {
                 seg.page_objs[p] += 1;
+            }
+            // An owned object placed in a victim being cleaned: the plan
+            // lists it, as the victim's owner list would a handle's.
+            if owner & EXTERNAL != 0
+                && seg.cleaning
+                && let Some((_, list)) = l.plan.iter_mut().find(|(v, _)| *v == id)
+            {
+                list.push(owner & !EXTERNAL);
             }
         });
     }
@@ -712,30 +740,22 @@ impl Lane {
         })
     }
 
-    /// Free an owned object; its owner no longer holds `place`. `owners`
-    /// is asked when the segment's owner list is pruned.
-    pub(crate) fn free_owned(
-        &mut self,
-        place: u64,
-        len: usize,
-        owners: Option<&dyn Owners>,
-        src: &PageSource,
-    ) -> Result<()> {
+    /// Free an owned object; its owner no longer holds `place`.
+    pub(crate) fn free_owned(&mut self, place: u64, len: usize, src: &PageSource) -> Result<()> {
         let loc = self.resolve_owned(place, len)?;
         self.owned -= 1;
         self.drop_object(loc, src);
-        self.prune_after_free(loc.zspage, owners);
         Ok(())
     }
 
     /// After a free from segment `id`: prune its owner list if the segment
     /// is still there and its list is past the bound (see
     /// [`Lane::prune_owners`]). Frees alone shrink a segment whose extents
-    /// no new object comes to fill (a burst of discards), and its list
-    /// would otherwise keep an entry for every object it ever held.
-    fn prune_after_free(&mut self, id: u32, owners: Option<&dyn Owners>) {
+    /// no new object comes to fill (a burst of frees), and its list would
+    /// otherwise keep an entry for every object it ever held.
+    fn prune_after_free(&mut self, id: u32) {
         if self.segs.get(id as usize).is_some_and(Option::is_some) {
-            self.prune_owners(id, owners);
+            self.prune_owners(id);
         }
     }
 
@@ -787,7 +807,7 @@ impl Lane {
     fn release_object(&mut self, slot: u32, loc: Location, src: &PageSource) {
         self.handles.remove(slot);
         self.drop_object(loc, src);
-        self.prune_after_free(loc.zspage, None);
+        self.prune_after_free(loc.zspage);
     }
 
     /// Uncount an object that is gone; give back its segment if it
@@ -820,6 +840,7 @@ impl Lane {
         }
         self.open = [None; 2];
         self.fits.clear();
+        self.plan.clear();
     }
 
     pub(crate) fn objects(&self) -> usize {
@@ -866,6 +887,12 @@ impl Lane {
             // A B-tree's nodes hold up to 11 keys of 8 bytes and, inside,
             // 12 child pointers: count 24 bytes a key, its worst fill.
             + self.fits.len() * 24
+            + self.plan.capacity() * std::mem::size_of::<(u32, Vec<u32>)>()
+            + self
+                .plan
+                .iter()
+                .map(|(_, l)| l.capacity() * std::mem::size_of::<u32>())
+                .sum::<usize>()
             + self.handles.metadata_bytes()
     }
 }

@@ -610,7 +610,7 @@ impl Pool {
         debug_assert!(self.owners.get().is_some() && lanes > 0);
         let k = thread_number() % lanes;
         self.in_lane(k, |lane, src| {
-            let place = lane.alloc_owned(owner, data, self.owners(), src)?;
+            let place = lane.alloc_owned(owner, data, src)?;
             self.append_hints[k].store(lane.append_point(), std::sync::atomic::Ordering::Relaxed);
             Ok(place)
         })
@@ -700,7 +700,7 @@ impl Pool {
         let Space::Lane(lane) = space else {
             return Err(no_lane(place));
         };
-        lane.free_owned(place, len, self.owners(), src)?;
+        lane.free_owned(place, len, src)?;
         self.auto_compact(space, src);
         Ok(())
     }
@@ -1242,9 +1242,21 @@ mod loom_models {
                 }
                 true
             }
-            fn place(&self, owner: u32) -> Option<(u64, usize)> {
-                let p = *self.0[owner as usize].lock();
-                (p != 0).then_some((p, LEN))
+            fn scan(&self, wait: bool, f: &mut dyn FnMut(u32, u64, usize)) -> bool {
+                let mut whole = true;
+                for (owner, slot) in self.0.iter().enumerate() {
+                    let place = if wait {
+                        Some(*slot.lock())
+                    } else {
+                        slot.try_lock().map(|p| *p)
+                    };
+                    match place {
+                        Some(0) => {}
+                        Some(p) => f(owner as u32, p, LEN),
+                        None => whole = false,
+                    }
+                }
+                whole
             }
         }
 

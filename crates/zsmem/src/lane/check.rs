@@ -7,6 +7,34 @@ impl Lane {
     /// Check the invariants in the module comment.
     pub(crate) fn check(&self, owners: Option<&dyn Owners>) -> std::result::Result<(), String> {
         self.handles.check()?;
+        // Owned objects have no owner list entries: every owner holding a
+        // place in this lane, by segment.
+        let mut owned_by_seg: std::collections::HashMap<u32, Vec<(u32, crate::handle::Location)>> =
+            std::collections::HashMap::new();
+        let mut bad = None;
+        if let Some(owners) = owners {
+            owners.scan(true, &mut |owner, place, len| {
+                if place >> 32 != self.place_lane {
+                    return;
+                }
+                match self.decode(place, len) {
+                    Some(loc) => owned_by_seg
+                        .entry(loc.zspage)
+                        .or_default()
+                        .push((owner | EXTERNAL, loc)),
+                    None => {
+                        bad.get_or_insert(format!(
+                            "lane {}: owner {owner} holds place {place:#x} ({len} bytes), no object \
+                             of this lane",
+                            self.index
+                        ));
+                    }
+                }
+            });
+        }
+        if let Some(bad) = bad {
+            return Err(bad);
+        }
         let (mut resident, mut placed, mut stored, mut objects, mut owned) = (0, 0, 0, 0, 0);
         for (id, seg) in self.segs.iter().enumerate() {
             let Some(seg) = seg else {
@@ -43,19 +71,16 @@ impl Lane {
             let mut seen = std::collections::HashSet::new();
             let mut live = Vec::new();
             let (mut objs, mut bytes) = (0, 0);
-            for slot in seg.owners.iter() {
-                let entry = if slot & EXTERNAL == 0 {
-                    self.handles.live_entry(slot)
-                } else {
-                    owners
-                        .ok_or_else(|| ctx("an owned object without owners".into()))?
-                        .place(slot & !EXTERNAL)
-                        .and_then(|(place, len)| self.decode(place, len))
-                };
-                let Some(loc) = entry.filter(|l| l.zspage == id) else {
-                    continue;
-                };
-                if !seen.insert(slot) {
+            if seg.owners.iter().any(|slot| slot & EXTERNAL != 0) {
+                return Err(ctx("an owned object in the owner list".into()));
+            }
+            let listed = seg
+                .owners
+                .iter()
+                .filter_map(|slot| Some((slot, self.handles.live_entry(slot)?)));
+            let found = owned_by_seg.remove(&id).unwrap_or_default();
+            for (slot, loc) in listed.chain(found) {
+                if loc.zspage != id || !seen.insert(slot) {
                     continue;
                 }
                 owned += usize::from(slot & EXTERNAL != 0);
@@ -126,6 +151,12 @@ impl Lane {
                 }
             }
             let largest = seg.extents.largest();
+            if seg.cleaning != self.plan.iter().any(|&(v, _)| v == id) {
+                return Err(ctx(format!(
+                    "marked cleaning: {}, in the plan: {}",
+                    seg.cleaning, !seg.cleaning
+                )));
+            }
             if seg.largest != largest || (largest > 0 && !self.fits.contains(&(largest, id))) {
                 return Err(ctx(format!(
                     "longest extent {largest}, keyed as {}",
@@ -135,6 +166,18 @@ impl Lane {
             resident += seg.resident;
             placed += bytes;
             objects += objs;
+        }
+        if let Some(id) = owned_by_seg.keys().next() {
+            return Err(format!(
+                "lane {}: owned objects in segment {id}, not a live segment",
+                self.index
+            ));
+        }
+        if self.plan.len() != self.segs.iter().flatten().filter(|s| s.cleaning).count() {
+            return Err(format!(
+                "lane {}: a plan entry twice or for no segment",
+                self.index
+            ));
         }
         let keyed = self.segs.iter().flatten().filter(|s| s.largest > 0).count();
         if keyed != self.fits.len() {

@@ -3,6 +3,17 @@
 //! them into survivor segments, and moving one object.
 
 use super::{DEAD_SHARE, EXTERNAL, Lane, Outcome, Owners, SURVIVOR};
+
+/// Live bytes of the victims a plan takes beyond its first, in segments'
+/// worth: one scan of the owners serves several victims while the extents
+/// the plan closes to new objects stay few.
+const PLAN_SEGMENTS_LIVE: usize = 2;
+
+/// Most victims in one plan.
+const PLAN_SEGMENTS: usize = 4;
+
+/// Most victims planned at once (their lists are 4 bytes an owned object).
+const MAX_PLANNED: usize = 32;
 use crate::class::Migration;
 use crate::compact::Counters;
 use crate::handle::Location;
@@ -60,10 +71,22 @@ impl Lane {
         let started = std::time::Instant::now();
         let mut m = Migration::default();
         while m.objects < max_moves && due(self) {
-            let Some((victim, _)) = self
-                .victims()
-                .min_by_key(|&(id, _)| self.seg(id).live_bytes)
-            else {
+            // A planned victim first, in the plan's order (least live
+            // bytes first when planned): its owners were found at some
+            // cost, a look at every owner.
+            let mut planned = self.plan.first().map(|&(id, _)| id);
+            if let Some(id) = planned
+                && self.dead_bytes(id) < self.page_size
+            {
+                // New objects filled its room since: no longer worth it.
+                self.unplan(id);
+                planned = None;
+            }
+            let Some(victim) = planned.or_else(|| {
+                self.victims()
+                    .min_by_key(|&(id, _)| self.seg(id).live_bytes)
+                    .map(|(id, _)| id)
+            }) else {
                 break;
             };
             // Nothing is appended to it while it empties.
@@ -96,49 +119,36 @@ impl Lane {
     ) -> bool {
         let mut moved = 0;
         while moved < max {
-            let Some(owner) = self.seg(victim).owners.last() else {
-                break;
-            };
-            let outcome = if owner & EXTERNAL == 0 {
-                match self
-                    .handles
-                    .live_entry(owner)
-                    .filter(|l| l.zspage == victim)
-                {
-                    None => Outcome::NotHere,
-                    Some(loc) => match self.move_object(victim, owner, loc, src) {
-                        Some((to, off)) => {
-                            self.handles
-                                .relocate(owner, to, (off >> self.unit_shift) as u16);
-                            Outcome::Moved(loc)
-                        }
-                        None => Outcome::Blocked,
-                    },
-                }
+            let (owner, outcome) = if let Some(owner) = self.seg(victim).owners.last() {
+                (Some(owner), self.move_handle_object(victim, owner, src))
             } else {
+                // The rest are owned objects (no list entries): their
+                // owners as the plan's scan found them.
                 let Some(owners) = owners else {
                     // Owned objects exist only where owners are known.
                     break;
                 };
-                let mut outcome = Outcome::NotHere;
-                let called = owners.relocate(owner & !EXTERNAL, &mut |place, len| {
-                    let loc = self.decode(place, len).filter(|l| l.zspage == victim)?;
-                    match self.move_object(victim, owner, loc, src) {
-                        Some((to, off)) => {
-                            outcome = Outcome::Moved(loc);
-                            Some(self.encode(to, off))
-                        }
-                        None => {
-                            outcome = Outcome::Blocked;
-                            None
-                        }
-                    }
-                });
-                if called { outcome } else { Outcome::Busy }
+                if !self.seg(victim).cleaning {
+                    self.make_plan(victim, owners);
+                }
+                let Some(owner) = self.planned_owner(victim) else {
+                    // A live object the scan did not find (its owner was
+                    // busy): the victim waits for another plan.
+                    self.unplan(victim);
+                    break;
+                };
+                (None, self.move_owned_object(victim, owner, owners, src))
+            };
+            let pop = |l: &mut Lane| {
+                if owner.is_some() {
+                    l.seg_mut(victim).owners.pop();
+                } else {
+                    l.pop_planned(victim);
+                }
             };
             let loc = match outcome {
                 Outcome::NotHere => {
-                    self.seg_mut(victim).owners.pop();
+                    pop(self);
                     continue;
                 }
                 Outcome::Busy => break,
@@ -148,7 +158,7 @@ impl Lane {
                 }
                 Outcome::Moved(loc) => loc,
             };
-            self.seg_mut(victim).owners.pop();
+            pop(self);
             moved += 1;
             m.objects += 1;
             m.bytes += loc.len;
@@ -162,6 +172,120 @@ impl Lane {
             self.refit(victim);
         }
         moved > 0
+    }
+
+    /// Move the object of handle slot `owner` (the victim's last owner
+    /// list entry) if it is still in `victim`.
+    fn move_handle_object(&mut self, victim: u32, owner: u32, src: &PageSource) -> Outcome {
+        match self
+            .handles
+            .live_entry(owner)
+            .filter(|l| l.zspage == victim)
+        {
+            None => Outcome::NotHere,
+            Some(loc) => match self.move_object(victim, owner, loc, src) {
+                Some((to, off)) => {
+                    self.handles
+                        .relocate(owner, to, (off >> self.unit_shift) as u16);
+                    Outcome::Moved(loc)
+                }
+                None => Outcome::Blocked,
+            },
+        }
+    }
+
+    /// Move the object `owner` holds if it is still in `victim`, through
+    /// `owners` (who records the new place), unless the owner is busy.
+    fn move_owned_object(
+        &mut self,
+        victim: u32,
+        owner: u32,
+        owners: &dyn Owners,
+        src: &PageSource,
+    ) -> Outcome {
+        let mut outcome = Outcome::NotHere;
+        let called = owners.relocate(owner, &mut |place, len| {
+            let loc = self.decode(place, len).filter(|l| l.zspage == victim)?;
+            match self.move_object(victim, owner | EXTERNAL, loc, src) {
+                Some((to, off)) => {
+                    outcome = Outcome::Moved(loc);
+                    Some(self.encode(to, off))
+                }
+                None => {
+                    outcome = Outcome::Blocked;
+                    None
+                }
+            }
+        });
+        if called { outcome } else { Outcome::Busy }
+    }
+
+    /// Plan the cleaning of `first` and of the unplanned victims with the
+    /// least live bytes after it (together at most [`PLAN_SEGMENTS_LIVE`]
+    /// segments' worth of live bytes beyond `first`'s, at most
+    /// [`PLAN_SEGMENTS`] victims): find the owners of their owned objects
+    /// in one scan of the owners (a busy owner is skipped; a victim whose
+    /// list then runs out before it empties leaves the plan, to be found
+    /// again later) and mark them, so that an owned object placed there
+    /// later joins its list. One scan serves several victims (it costs a
+    /// look at every owner, whichever victims it serves); cleaning still
+    /// takes the victim with the least live bytes each time. At most
+    /// [`MAX_PLANNED`] victims stay planned: those with the most live bytes
+    /// leave first.
+    pub(super) fn make_plan(&mut self, first: u32, owners: &dyn Owners) {
+        let mut chosen = vec![first];
+        let mut rest: Vec<(usize, u32)> = self
+            .victims()
+            .filter(|&(id, _)| id != first && !self.seg(id).cleaning)
+            .map(|(id, _)| (self.seg(id).live_bytes, id))
+            .collect();
+        rest.sort_unstable();
+        let (mut live, budget) = (0, PLAN_SEGMENTS_LIVE * self.segment_bytes());
+        for (bytes, id) in rest {
+            live += bytes;
+            if live > budget || chosen.len() >= PLAN_SEGMENTS {
+                break;
+            }
+            chosen.push(id);
+        }
+        let mut lists = vec![Vec::new(); chosen.len()];
+        owners.find(self.place_lane, &chosen, &mut lists);
+        for (id, list) in chosen.into_iter().zip(lists) {
+            self.seg_mut(id).cleaning = true;
+            self.holes.retain(|&h| h != id);
+            self.plan.push((id, list));
+        }
+        while self.plan.len() > MAX_PLANNED {
+            let (_, id) = self
+                .plan
+                .iter()
+                .filter(|&&(id, _)| id != first)
+                .map(|&(id, _)| (self.seg(id).live_bytes, id))
+                .max()
+                .expect("more than one planned");
+            self.unplan(id);
+        }
+    }
+
+    /// The last owner the plan lists for `victim`, if any.
+    fn planned_owner(&self, victim: u32) -> Option<u32> {
+        self.plan
+            .iter()
+            .find(|&&(id, _)| id == victim)
+            .and_then(|(_, list)| list.last().copied())
+    }
+
+    /// Drop the last owner the plan lists for `victim`.
+    fn pop_planned(&mut self, victim: u32) {
+        if let Some((_, list)) = self.plan.iter_mut().find(|(id, _)| *id == victim) {
+            list.pop();
+        }
+    }
+
+    /// Take `victim` out of the plan.
+    fn unplan(&mut self, victim: u32) {
+        self.plan.retain(|&(id, _)| id != victim);
+        self.seg_mut(victim).cleaning = false;
     }
 
     /// Copy the object at `loc` of sealed segment `victim` (owner list

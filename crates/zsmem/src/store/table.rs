@@ -276,18 +276,83 @@ impl Owners for SlotTable {
         true
     }
 
-    fn place(&self, owner: u32) -> Option<(u64, usize)> {
-        let index = owner as usize;
-        if index >= self.len {
-            return None;
+    fn scan(&self, wait: bool, f: &mut dyn FnMut(u32, u64, usize)) -> bool {
+        let mut whole = true;
+        for (g, group) in self.groups.iter().enumerate() {
+            let guard = if wait {
+                read(group)
+            } else if let Ok(guard) = group.try_read() {
+                guard
+            } else {
+                whole = false;
+                continue;
+            };
+            for (k, chunk) in guard.iter().enumerate() {
+                let Some(chunk) = chunk else { continue };
+                let base = (g * GROUP + k) * CHUNK_SLOTS;
+                for (t, stripe) in chunk.slots.iter().enumerate() {
+                    // Held while its slots are read: a side entry is
+                    // written under it too.
+                    let words = if wait {
+                        stripe.lock()
+                    } else if let Some(words) = stripe.try_lock() {
+                        words
+                    } else {
+                        whole = false;
+                        continue;
+                    };
+                    for (j, &word) in words.iter().enumerate() {
+                        let i = t * STRIPE + j;
+                        let s = Slot::unpack(word, chunk.side(i), 0);
+                        if s.kind() == Kind::Stored {
+                            f((base + i) as u32, s.place(), s.len());
+                        }
+                    }
+                }
+            }
         }
-        let c = index / CHUNK_SLOTS;
-        let guard = self.read(c);
-        let chunk = guard[c % GROUP].as_ref()?;
-        let i = index % CHUNK_SLOTS;
-        let word = chunk.slots[i / STRIPE].lock()[i % STRIPE];
-        let s = Slot::unpack(word, chunk.side(i), 0);
-        (s.kind() == Kind::Stored).then(|| (s.place(), s.len()))
+        whole
+    }
+
+    fn find(&self, lane: u64, segments: &[u32], out: &mut [Vec<u32>]) -> bool {
+        let mut whole = true;
+        for (g, group) in self.groups.iter().enumerate() {
+            let Ok(guard) = group.try_read() else {
+                whole = false;
+                continue;
+            };
+            for (k, chunk) in guard.iter().enumerate() {
+                let Some(chunk) = chunk else { continue };
+                let base = (g * GROUP + k) * CHUNK_SLOTS;
+                let side = chunk.side.get();
+                for (t, stripe) in chunk.slots.iter().enumerate() {
+                    let Some(words) = stripe.try_lock() else {
+                        whole = false;
+                        continue;
+                    };
+                    for (j, &word) in words.iter().enumerate() {
+                        let i = t * STRIPE + j;
+                        // Relaxed: written and read under the slot's lock.
+                        let wide = side.map_or(0, |a| a[i].load(Ordering::Relaxed));
+                        let place = if wide == 0 {
+                            Slot::narrow_place(word)
+                        } else {
+                            let s = Slot::unpack(word, wide, 0);
+                            (s.kind() == Kind::Stored).then(|| s.place())
+                        };
+                        if let Some(place) = place
+                            && place >> 32 == lane
+                            && let Some(n) = segments
+                                .iter()
+                                .position(|&s| s == crate::lane::place_segment(place))
+                        {
+                            out[n].push((base + i) as u32);
+                        }
+                    }
+                }
+            }
+        }
+        whole
     }
 }
 
