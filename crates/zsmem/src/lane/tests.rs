@@ -379,7 +379,7 @@ fn cleaning_finds_owned_objects_by_a_scan_and_waits_for_a_busy_owner() {
     let places = Places((0..100).map(|_| crate::sync::Mutex::new((0, 0))).collect());
     let owners: &dyn Owners = &places;
     let byte = |i: u32| i as u8 + 1;
-    let mut store = |l: &mut Lane, i: u32, len: usize| {
+    let store = |l: &mut Lane, i: u32, len: usize| {
         let place = l.alloc_owned(i, &vec![byte(i); len], &src).unwrap();
         *places.0[i as usize].lock() = (place, len);
     };
