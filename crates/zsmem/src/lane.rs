@@ -27,16 +27,21 @@
 //! object. Each segment keeps the handle slots of the objects appended to
 //! it, in order (`owners`: runs of consecutive slots, 8 bytes a run, most
 //! runs many objects long); cleaning walks it and moves the objects whose
-//! live entry still points into the segment.
+//! live entry still points into the segment. Objects stored for an
+//! [`Owners`] (a page store's slots, which hold their places) have no
+//! entry there: cleaning finds a victim's owners by a scan of the owners
+//! (`lane/clean.rs`, the plan).
 //!
 //! Invariants (checked by [`Lane::check`]):
 //! - a segment's committed pages are a prefix, exactly the pages up to its
 //!   `end` (the first object starts at 0, so an empty open segment commits
 //!   nothing yet but the pages its first object needs);
 //! - every live handle entry points at a live segment, inside its `end`,
-//!   and appears in that segment's `owners`; a segment's `live_objs` and
-//!   `live_bytes` count exactly those entries and their placed (rounded)
-//!   lengths; no segment but the open one is empty;
+//!   and appears in that segment's `owners`; every place an owner holds in
+//!   this lane names a live segment, inside its `end`; a segment's
+//!   `live_objs` and `live_bytes` count exactly those entries and places
+//!   and their placed (rounded) lengths; no segment but the open one is
+//!   empty; a segment is marked cleaning exactly when the plan lists it;
 //! - `resident_pages`, `placed_bytes` and `bytes_stored` are the sums over
 //!   segments and live objects.
 //!
@@ -59,8 +64,8 @@ use owner_list::OwnerList;
 /// Pages of one segment (the page source's longest run).
 pub(crate) const SEGMENT_PAGES: usize = crate::size_class::MAX_CHAIN_SIZE;
 
-/// An owner list entry with this bit names an object of an [`Owners`]
-/// (a page store's slot), not a handle table slot.
+/// An owner with this bit (as cleaning and `count_in` name it) is an
+/// [`Owners`]' (a page store's slot), not a handle table slot.
 const EXTERNAL: u32 = 1 << 31;
 
 /// Owners an [`Owners`] may have: an owner is named in the 31 bits below

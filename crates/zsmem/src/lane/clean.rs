@@ -1,12 +1,31 @@
 //! Cleaning, log placement's compaction: choosing victims (sealed segments
 //! with the least live data and at least a page of dead bytes), evacuating
 //! them into survivor segments, and moving one object.
+//!
+//! A victim's handle objects are found through its owner list; its owned
+//! objects (a page store's, whose slots hold their places) have no list
+//! entries and are found by a *plan*: one scan of the owners
+//! ([`Owners::find`], a look at every slot) lists the owners of up to
+//! [`PLAN_SEGMENTS`] victims at once, and cleaning empties the planned
+//! victims, in order, before it plans again. An owned object placed in a
+//! planned victim afterwards (into one of its free extents) joins its
+//! list. A list is a superset: an owner whose object has gone elsewhere is
+//! skipped when its turn comes, as a dead owner list entry is. An owner
+//! busy during the scan is not listed; a victim whose list runs out while
+//! it still holds objects leaves the plan and is found again by a later
+//! one.
 
 use super::{DEAD_SHARE, EXTERNAL, Lane, Outcome, Owners, SURVIVOR};
+use crate::class::Migration;
+use crate::compact::Counters;
+use crate::handle::Location;
+use crate::os::PageSource;
 
 /// Live bytes of the victims a plan takes beyond its first, in segments'
-/// worth: one scan of the owners serves several victims while the extents
-/// the plan closes to new objects stay few.
+/// worth. Measured under churn (`phase`, 65,536 slots): with 4 victims
+/// and 2 segments' worth the scan took 1.9% of the run's cycles, with one
+/// victim a plan 3.9%; with 8 and 4, 1.2%, but cleaning victims chosen
+/// longer ago left up to 0.23 points more of the pool dead at the burst.
 const PLAN_SEGMENTS_LIVE: usize = 2;
 
 /// Most victims in one plan.
@@ -14,10 +33,6 @@ const PLAN_SEGMENTS: usize = 4;
 
 /// Most victims planned at once (their lists are 4 bytes an owned object).
 const MAX_PLANNED: usize = 32;
-use crate::class::Migration;
-use crate::compact::Counters;
-use crate::handle::Location;
-use crate::os::PageSource;
 
 impl Lane {
     /// Committed bytes of a sealed segment that hold no live object.
@@ -224,14 +239,9 @@ impl Lane {
     /// least live bytes after it (together at most [`PLAN_SEGMENTS_LIVE`]
     /// segments' worth of live bytes beyond `first`'s, at most
     /// [`PLAN_SEGMENTS`] victims): find the owners of their owned objects
-    /// in one scan of the owners (a busy owner is skipped; a victim whose
-    /// list then runs out before it empties leaves the plan, to be found
-    /// again later) and mark them, so that an owned object placed there
-    /// later joins its list. One scan serves several victims (it costs a
-    /// look at every owner, whichever victims it serves); cleaning still
-    /// takes the victim with the least live bytes each time. At most
-    /// [`MAX_PLANNED`] victims stay planned: those with the most live bytes
-    /// leave first.
+    /// in one scan of the owners and mark them, so that an owned object
+    /// placed there later joins its list. At most [`MAX_PLANNED`] victims
+    /// stay planned: those with the most live bytes leave first.
     pub(super) fn make_plan(&mut self, first: u32, owners: &dyn Owners) {
         let mut chosen = vec![first];
         let mut rest: Vec<(usize, u32)> = self

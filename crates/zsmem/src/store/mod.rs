@@ -82,9 +82,9 @@ use stats::{add, get, sub};
 
 /// Most slots of a [`PageStore`] over a log-placed pool
 /// ([`Placement::Log`](crate::Placement), the default): 2^31, 8 TiB of
-/// 4 KiB pages. Cleaning finds the slot of each object it moves in the
-/// segment's owner list, whose 32-bit entries keep their top bit to tell a
-/// slot from a handle; a slot at or above 2^31 could not be named there.
+/// 4 KiB pages. Cleaning names the owner of each object it moves in 32
+/// bits whose top bit tells a slot from a handle; a slot at or above 2^31
+/// could not be named there.
 /// [`PageStore::new`] refuses more. A store placed by size class has no
 /// such limit (only memory for its slot table).
 pub const MAX_LOG_SLOTS: usize = 1 << 31;
@@ -348,7 +348,7 @@ impl PageStore {
             ));
         }
         // With log placement the slots are the objects' handles, named in
-        // an owner list entry's 31 bits. Checked before the slot table is
+        // an owner's 31 bits in cleaning. Checked before the slot table is
         // made: a count past the limit may ask for gigabytes of it.
         let owned = matches!(cfg.pool.placement, crate::Placement::Log { .. });
         if owned && cfg.slots > MAX_LOG_SLOTS {
