@@ -41,14 +41,15 @@
 //!   this lane names a live segment, inside its `end`; a segment's
 //!   `live_objs` and `live_bytes` count exactly those entries and places
 //!   and their placed (rounded) lengths; no segment but the open one is
-//!   empty; a segment is marked cleaning exactly when the plan lists it;
+//!   empty; the plan names distinct live segments;
 //! - `resident_pages`, `placed_bytes` and `bytes_stored` are the sums over
 //!   segments and live objects.
 //!
 //! This file: segments, placement, frees, statistics. `lane/clean.rs`:
 //! cleaning (victims, evacuation, moving an object); `lane/check.rs`: the
 //! invariant check; `lane/extents.rs`: a segment's free extents;
-//! `lane/owner_list.rs`: a segment's owner list; `lane/tests.rs`.
+//! `lane/owner_list.rs`: a segment's owner list; `lane/tests.rs`;
+//! `lane/test_owners.rs`: owners for tests.
 
 use crate::error::{Error, Result};
 use crate::handle::{Directory, Handle, HandleTable, Location};
@@ -94,14 +95,12 @@ pub(crate) trait Owners: Send + Sync {
     /// Under a lane lock: push each owner whose place names lane `lane`
     /// (a place's bits from 32 up) and segment `segments[i]` on `out[i]`,
     /// trying each owner's lock as [`Owners::scan`] does (false if one was
-    /// busy). The same as a scan with that filter; an owner may do it
-    /// faster (a page store looks at its slot words without unpacking
-    /// them).
+    /// busy). The same as a scan with that filter ([`among`]); an owner
+    /// may do it faster (a page store calls no function through a pointer
+    /// for each slot).
     fn find(&self, lane: u64, segments: &[u32], out: &mut [Vec<u32>]) -> bool {
         self.scan(false, &mut |owner, place, _| {
-            if place >> 32 == lane
-                && let Some(i) = segments.iter().position(|&s| s == place_segment(place))
-            {
+            if let Some(i) = among(lane, segments, place) {
                 out[i].push(owner);
             }
         })
@@ -111,6 +110,16 @@ pub(crate) trait Owners: Send + Sync {
 /// The segment a place names (see [`Lane::encode`]).
 pub(crate) fn place_segment(place: u64) -> u32 {
     ((place >> OFFSET_BITS) & 0xFFFF) as u32
+}
+
+/// Which of `segments` of lane `lane` (a place's bits from 32 up) `place`
+/// names, if any: the filter of [`Owners::find`].
+pub(crate) fn among(lane: u64, segments: &[u32], place: u64) -> Option<usize> {
+    if place >> 32 != lane {
+        return None;
+    }
+    let id = place_segment(place);
+    segments.iter().position(|&s| s == id)
 }
 
 /// What became of one owner list entry in cleaning.
@@ -167,9 +176,6 @@ struct Segment {
     /// Its longest extent's length in units, as keyed in `Lane::fits` (0:
     /// not there).
     largest: u32,
-    /// In the cleaning plan ([`Lane::plan`]): an owned object placed here
-    /// is added to the plan's list.
-    cleaning: bool,
 }
 
 /// One lane's state; everything here runs under the lane's lock.
@@ -214,9 +220,10 @@ pub(crate) struct Lane {
     /// `(longest extent in units, segment)` of every segment with free
     /// extents: an object takes the shortest extent that holds it.
     fits: std::collections::BTreeSet<(u32, u32)>,
-    /// Victims being cleaned, each with the owners of its owned objects as
-    /// a scan of the owners found them (see `lane/clean.rs`): owned
-    /// objects have no owner list entries.
+    /// Victims being cleaned (distinct and live, at most `MAX_PLANNED`), each
+    /// with the owners of its owned objects as a scan of the owners found
+    /// them and the owned objects placed there since (see
+    /// `lane/clean.rs`): owned objects have no owner list entries.
     plan: Vec<(u32, Vec<u32>)>,
 }
 
@@ -460,7 +467,6 @@ impl Lane {
             owners: OwnerList::default(),
             extents: Extents::default(),
             largest: 0,
-            cleaning: false,
         };
         if id as usize == self.segs.len() {
             self.segs.push(Some(Box::new(seg)));
@@ -530,9 +536,7 @@ impl Lane {
         if seg.largest > 0 {
             self.fits.remove(&(seg.largest, id));
         }
-        if seg.cleaning {
-            self.plan.retain(|&(v, _)| v != id);
-        }
+        self.plan.retain(|&(v, _)| v != id);
         for open in &mut self.open {
             if *open == Some(id) {
                 *open = None;
@@ -683,7 +687,6 @@ impl Lane {
             // An owned object placed in a victim being cleaned: the plan
             // lists it, as the victim's owner list would a handle's.
             if owner & EXTERNAL != 0
-                && seg.cleaning
                 && let Some((_, list)) = l.plan.iter_mut().find(|(v, _)| *v == id)
             {
                 list.push(owner & !EXTERNAL);
@@ -723,7 +726,7 @@ impl Lane {
     /// Where an owned object of `len` bytes at `place` is, if a live
     /// segment of this lane holds that much there.
     fn decode(&self, place: u64, len: usize) -> Option<Location> {
-        let id = ((place >> OFFSET_BITS) & 0xFFFF) as u32;
+        let id = place_segment(place);
         let obj = (place & 0xFFFF) as u16;
         let seg = self.segs.get(id as usize)?.as_ref()?;
         let off = usize::from(obj) << self.unit_shift;
@@ -902,5 +905,9 @@ impl Lane {
     }
 }
 
+#[cfg(test)]
+mod test_owners;
+#[cfg(test)]
+pub(crate) use test_owners::TestOwners;
 #[cfg(test)]
 mod tests;

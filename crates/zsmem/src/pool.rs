@@ -1224,42 +1224,10 @@ mod loom_models {
     /// compare-and-swap, so the model sees cleaning's `try_lock` fail.
     #[test]
     fn loom_cleaning_tries_the_owner_of_an_object_a_reader_holds() {
-        use crate::lane::Owners;
+        use crate::lane::TestOwners;
         use crate::sync::Mutex;
 
         const LEN: usize = 3000;
-        /// Each owner's place (0: none), behind its lock.
-        struct Slots(Vec<Mutex<u64>>);
-        impl Owners for Slots {
-            fn relocate(&self, owner: u32, mv: &mut dyn FnMut(u64, usize) -> Option<u64>) -> bool {
-                let Some(mut place) = self.0[owner as usize].try_lock() else {
-                    return false;
-                };
-                if *place != 0
-                    && let Some(p) = mv(*place, LEN)
-                {
-                    *place = p;
-                }
-                true
-            }
-            fn scan(&self, wait: bool, f: &mut dyn FnMut(u32, u64, usize)) -> bool {
-                let mut whole = true;
-                for (owner, slot) in self.0.iter().enumerate() {
-                    let place = if wait {
-                        Some(*slot.lock())
-                    } else {
-                        slot.try_lock().map(|p| *p)
-                    };
-                    match place {
-                        Some(0) => {}
-                        Some(p) => f(owner as u32, p, LEN),
-                        None => whole = false,
-                    }
-                }
-                whole
-            }
-        }
-
         // Interleavings where cleaning left the object (its owner was
         // busy) and where it moved it: the model must see both.
         static OUTCOMES: [std::sync::atomic::AtomicUsize; 2] = [
@@ -1282,22 +1250,23 @@ mod loom_models {
             // (43 fit in its 131,072 bytes).
             let n = 44;
             // The pool keeps its owners in a std Arc (not a loom object).
-            let slots = std::sync::Arc::new(Slots((0..n).map(|_| Mutex::new(0)).collect()));
+            let slots =
+                std::sync::Arc::new(TestOwners((0..n).map(|_| Mutex::new((0, 0))).collect()));
             pool.set_owners(slots.clone());
             for i in 0..n {
-                *slots.0[i].lock() = pool.store_owned(i as u32, &[i as u8; LEN]).unwrap();
+                *slots.0[i].lock() = (pool.store_owned(i as u32, &[i as u8; LEN]).unwrap(), LEN);
             }
             // The first segment keeps object 0 only: a victim.
             for i in 1..43 {
-                let place = std::mem::take(&mut *slots.0[i].lock());
-                pool.free_owned(place, LEN).unwrap();
+                let (place, len) = std::mem::take(&mut *slots.0[i].lock());
+                pool.free_owned(place, len).unwrap();
             }
-            let before = *slots.0[0].lock();
+            let before = slots.place(0);
             let reader = {
                 let (pool, slots) = (pool.clone(), slots.clone());
                 loom::thread::spawn(move || {
-                    let place = slots.0[0].lock();
-                    pool.with_owned(*place, LEN, |b| b.iter().all(|&x| x == 0))
+                    let held = slots.0[0].lock();
+                    pool.with_owned(held.0, held.1, |b| b.iter().all(|&x| x == 0))
                         .unwrap()
                 })
             };
@@ -1307,7 +1276,7 @@ mod loom_models {
             };
             assert!(reader.join().unwrap(), "the reader saw the object whole");
             let freed = cleaner.join().unwrap();
-            let after = *slots.0[0].lock();
+            let after = slots.place(0);
             assert_eq!(
                 freed > 0,
                 after != before,

@@ -151,12 +151,6 @@ impl Lane {
                 }
             }
             let largest = seg.extents.largest();
-            if seg.cleaning != self.plan.iter().any(|&(v, _)| v == id) {
-                return Err(ctx(format!(
-                    "marked cleaning: {}, in the plan: {}",
-                    seg.cleaning, !seg.cleaning
-                )));
-            }
             if seg.largest != largest || (largest > 0 && !self.fits.contains(&(largest, id))) {
                 return Err(ctx(format!(
                     "longest extent {largest}, keyed as {}",
@@ -173,11 +167,15 @@ impl Lane {
                 self.index
             ));
         }
-        if self.plan.len() != self.segs.iter().flatten().filter(|s| s.cleaning).count() {
-            return Err(format!(
-                "lane {}: a plan entry twice or for no segment",
-                self.index
-            ));
+        for (i, &(id, _)) in self.plan.iter().enumerate() {
+            if self.segs.get(id as usize).is_none_or(Option::is_none)
+                || self.plan[..i].iter().any(|&(v, _)| v == id)
+            {
+                return Err(format!(
+                    "lane {}: plan entry {i} names segment {id} twice or not live",
+                    self.index
+                ));
+            }
         }
         let keyed = self.segs.iter().flatten().filter(|s| s.largest > 0).count();
         if keyed != self.fits.len() {

@@ -31,7 +31,8 @@ const PLAN_SEGMENTS_LIVE: usize = 2;
 /// Most victims in one plan.
 const PLAN_SEGMENTS: usize = 4;
 
-/// Most victims planned at once (their lists are 4 bytes an owned object).
+/// Most victims planned at once (a plan is made beside an older one when
+/// the older one's first victim is no longer worth cleaning).
 const MAX_PLANNED: usize = 32;
 
 impl Lane {
@@ -94,6 +95,8 @@ impl Lane {
                 && self.dead_bytes(id) < self.page_size
             {
                 // New objects filled its room since: no longer worth it.
+                // (Going on to the next planned victim instead, or dropping
+                // the whole plan, held up to 0.17 points more in churn.)
                 self.unplan(id);
                 planned = None;
             }
@@ -143,7 +146,7 @@ impl Lane {
                     // Owned objects exist only where owners are known.
                     break;
                 };
-                if !self.seg(victim).cleaning {
+                if !self.planned(victim) {
                     self.make_plan(victim, owners);
                 }
                 let Some(owner) = self.planned_owner(victim) else {
@@ -235,18 +238,19 @@ impl Lane {
         if called { outcome } else { Outcome::Busy }
     }
 
-    /// Plan the cleaning of `first` and of the unplanned victims with the
-    /// least live bytes after it (together at most [`PLAN_SEGMENTS_LIVE`]
-    /// segments' worth of live bytes beyond `first`'s, at most
-    /// [`PLAN_SEGMENTS`] victims): find the owners of their owned objects
-    /// in one scan of the owners and mark them, so that an owned object
-    /// placed there later joins its list. At most [`MAX_PLANNED`] victims
-    /// stay planned: those with the most live bytes leave first.
+    /// Plan the cleaning of `first` (not planned) and of the unplanned
+    /// victims with the least live bytes after it (together at most
+    /// [`PLAN_SEGMENTS_LIVE`] segments' worth of live bytes beyond
+    /// `first`'s, at most [`PLAN_SEGMENTS`] victims): find the owners of
+    /// their owned objects in one scan of the owners; an owned object
+    /// placed in one of them later joins its list (`count_in`). At most
+    /// [`MAX_PLANNED`] victims stay planned: those with the most live bytes
+    /// leave first.
     pub(super) fn make_plan(&mut self, first: u32, owners: &dyn Owners) {
         let mut chosen = vec![first];
         let mut rest: Vec<(usize, u32)> = self
             .victims()
-            .filter(|&(id, _)| id != first && !self.seg(id).cleaning)
+            .filter(|&(id, _)| id != first && !self.planned(id))
             .map(|(id, _)| (self.seg(id).live_bytes, id))
             .collect();
         rest.sort_unstable();
@@ -261,7 +265,6 @@ impl Lane {
         let mut lists = vec![Vec::new(); chosen.len()];
         owners.find(self.place_lane, &chosen, &mut lists);
         for (id, list) in chosen.into_iter().zip(lists) {
-            self.seg_mut(id).cleaning = true;
             self.holes.retain(|&h| h != id);
             self.plan.push((id, list));
         }
@@ -275,6 +278,11 @@ impl Lane {
                 .expect("more than one planned");
             self.unplan(id);
         }
+    }
+
+    /// Whether the plan lists `victim`.
+    pub(super) fn planned(&self, victim: u32) -> bool {
+        self.plan.iter().any(|&(id, _)| id == victim)
     }
 
     /// The last owner the plan lists for `victim`, if any.
@@ -295,7 +303,6 @@ impl Lane {
     /// Take `victim` out of the plan.
     fn unplan(&mut self, victim: u32) {
         self.plan.retain(|&(id, _)| id != victim);
-        self.seg_mut(victim).cleaning = false;
     }
 
     /// Copy the object at `loc` of sealed segment `victim` (owner list

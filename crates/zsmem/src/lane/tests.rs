@@ -323,47 +323,6 @@ fn frees_alone_keep_an_owner_list_near_its_live_objects() {
     }
 }
 
-/// Owners for tests: each owner's place (0: none) and length behind its
-/// lock.
-struct Places(Vec<crate::sync::Mutex<(u64, usize)>>);
-
-impl Places {
-    fn place(&self, owner: u32) -> u64 {
-        self.0[owner as usize].lock().0
-    }
-}
-
-impl Owners for Places {
-    fn relocate(&self, owner: u32, mv: &mut dyn FnMut(u64, usize) -> Option<u64>) -> bool {
-        let Some(mut held) = self.0[owner as usize].try_lock() else {
-            return false;
-        };
-        if held.0 != 0
-            && let Some(p) = mv(held.0, held.1)
-        {
-            held.0 = p;
-        }
-        true
-    }
-
-    fn scan(&self, wait: bool, f: &mut dyn FnMut(u32, u64, usize)) -> bool {
-        let mut whole = true;
-        for (owner, slot) in self.0.iter().enumerate() {
-            let held = if wait {
-                Some(*slot.lock())
-            } else {
-                slot.try_lock().map(|p| *p)
-            };
-            match held {
-                Some((0, _)) => {}
-                Some((p, len)) => f(owner as u32, p, len),
-                None => whole = false,
-            }
-        }
-        whole
-    }
-}
-
 #[test]
 fn cleaning_finds_owned_objects_by_a_scan_and_waits_for_a_busy_owner() {
     // Two full segments of owned objects (43 of 3,000 bytes fit one),
@@ -376,7 +335,7 @@ fn cleaning_finds_owned_objects_by_a_scan_and_waits_for_a_busy_owner() {
     let src = source(None);
     let counters = Counters::default();
     let mut l = Lane::new(1, 0, PAGE, None);
-    let places = Places((0..100).map(|_| crate::sync::Mutex::new((0, 0))).collect());
+    let places = TestOwners((0..100).map(|_| crate::sync::Mutex::new((0, 0))).collect());
     let owners: &dyn Owners = &places;
     let byte = |i: u32| i as u8 + 1;
     let store = |l: &mut Lane, i: u32, len: usize| {
@@ -409,7 +368,7 @@ fn cleaning_finds_owned_objects_by_a_scan_and_waits_for_a_busy_owner() {
     // the room left on object 20's pages) lands in the victim and must
     // move with it.
     l.make_plan(0, owners);
-    assert!(l.seg(0).cleaning);
+    assert!(l.planned(0));
     store(&mut l, 99, 2000);
     assert_eq!(
         super::place_segment(places.place(99)),

@@ -153,13 +153,6 @@ impl Slot {
 
     /// The slot of a table word, its side entry (0 if none) and its
     /// access time.
-    /// The place a narrow word (one with no side entry) holds if it is a
-    /// stored slot's: [`Slot::unpack`]'s result's place, without the rest.
-    pub(crate) fn narrow_place(word: Word) -> Option<u64> {
-        let w = word.get();
-        (w & ((1 << N_KIND_BITS) - 1) == Kind::Stored as u64).then_some(w >> N_VALUE_SHIFT)
-    }
-
     pub(crate) fn unpack(word: Word, side: u32, atime: u32) -> Slot {
         let w = word.get();
         if side != 0 {
