@@ -92,15 +92,15 @@ pub(crate) trait Owners: Send + Sync {
     /// returns false.
     fn scan(&self, wait: bool, f: &mut dyn FnMut(u32, u64, usize)) -> bool;
 
-    /// Under a lane lock: push each owner whose place names lane `lane`
-    /// (a place's bits from 32 up) and segment `segments[i]` on `out[i]`,
+    /// Under a lane lock: push each owner whose place names one of the
+    /// segments `sought` looks for, the `i`-th of them, on `out[i]`,
     /// trying each owner's lock as [`Owners::scan`] does (false if one was
-    /// busy). The same as a scan with that filter ([`among`]); an owner
-    /// may do it faster (a page store calls no function through a pointer
-    /// for each slot).
-    fn find(&self, lane: u64, segments: &[u32], out: &mut [Vec<u32>]) -> bool {
+    /// busy). The same as a scan with that filter; an owner may do it
+    /// faster (a page store calls no function through a pointer for each
+    /// slot).
+    fn find(&self, sought: &Sought, out: &mut [Vec<u32>]) -> bool {
         self.scan(false, &mut |owner, place, _| {
-            if let Some(i) = among(lane, segments, place) {
+            if let Some(i) = sought.which(place) {
                 out[i].push(owner);
             }
         })
@@ -112,14 +112,39 @@ pub(crate) fn place_segment(place: u64) -> u32 {
     ((place >> OFFSET_BITS) & 0xFFFF) as u32
 }
 
-/// Which of `segments` of lane `lane` (a place's bits from 32 up) `place`
-/// names, if any: the filter of [`Owners::find`].
-pub(crate) fn among(lane: u64, segments: &[u32], place: u64) -> Option<usize> {
-    if place >> 32 != lane {
-        return None;
+/// The segments of one lane a plan's scan looks for ([`Owners::find`]):
+/// which of them a place names, in a look-up by segment id (a scan asks
+/// once per stored slot; a search of the list cost 15 ns a slot with 30
+/// segments sought).
+pub(crate) struct Sought {
+    /// The lane, as a place names it (its bits from 32 up).
+    lane: u64,
+    /// By segment id, up to the largest sought: its index among the
+    /// sought plus 1, or 0.
+    index: Vec<u8>,
+}
+
+impl Sought {
+    /// Look for `segments` (distinct, fewer than 255) of lane `lane`.
+    pub(crate) fn new(lane: u64, segments: &[u32]) -> Self {
+        debug_assert!(segments.len() < usize::from(u8::MAX));
+        let top = segments.iter().map(|&s| s as usize + 1).max().unwrap_or(0);
+        let mut index = vec![0; top];
+        for (i, &s) in segments.iter().enumerate() {
+            index[s as usize] = i as u8 + 1;
+        }
+        Sought { lane, index }
     }
-    let id = place_segment(place);
-    segments.iter().position(|&s| s == id)
+
+    /// Which of the sought segments `place` names, if any.
+    #[inline]
+    pub(crate) fn which(&self, place: u64) -> Option<usize> {
+        if place >> 32 != self.lane {
+            return None;
+        }
+        let i = *self.index.get(place_segment(place) as usize)?;
+        usize::from(i).checked_sub(1)
+    }
 }
 
 /// What became of one owner list entry in cleaning.
@@ -136,6 +161,16 @@ enum Outcome {
 /// The automatic policy cleans when dead bytes reach this share of the
 /// lane's pages (1/256: 0.4%), or sooner for a segment at most half live.
 const DEAD_SHARE: usize = 256;
+
+/// A sealed segment is a victim (cleaning may take it) once its dead
+/// bytes reach this share of a segment: 1/64, half a page at 4 KiB pages.
+/// Under swap-like churn dead bytes come a sliver at a time (what best fit
+/// leaves of an extent), and with a page as the bar each of the 800
+/// segments of a 100 MB store kept up to a page of them: pool 1.6-1.8% of
+/// the compressed bytes (Go tree, 65,536 slots). Half a page: 1.2%, for
+/// 0.7 bytes copied per byte stored; a quarter: 0.7%, for 1.5 (see "Log
+/// placement" in docs/DESIGN.md).
+const VICTIM_SHARE: usize = 96;
 
 /// The open segment of new objects.
 const NEW: usize = 0;
@@ -208,7 +243,8 @@ pub(crate) struct Lane {
     resident_pages: usize,
     placed_bytes: usize,
     bytes_stored: usize,
-    /// Dead bytes of the sealed segments with at least a page of them (what
+    /// Dead bytes of the victims (sealed segments with at least
+    /// [`Lane::victim_dead`] of them: what
     /// cleaning could give back), kept as segments change so that deciding
     /// whether to clean costs nothing on a free.
     freeable_bytes: usize,
@@ -309,8 +345,8 @@ impl Lane {
         }
         let seg = self.seg(id);
         let held = seg.resident * self.page_size;
-        let dead = held - seg.live_bytes;
-        if dead < self.page_size {
+        let dead = self.dead_bytes(id);
+        if !self.is_victim(id) {
             (0, 0)
         } else {
             (dead, usize::from(2 * seg.live_bytes <= held))
@@ -326,6 +362,12 @@ impl Lane {
         self.freeable_bytes = self.freeable_bytes - dead + dead2;
         self.sparse_victims = self.sparse_victims - sparse + sparse2;
         r
+    }
+
+    /// Dead bytes that make a sealed segment a victim: 1/[`VICTIM_SHARE`]
+    /// of a segment.
+    pub(crate) fn victim_dead(&self) -> usize {
+        self.segment_bytes() / VICTIM_SHARE
     }
 
     /// log2 of the unit: the offset in units must fit the entry's 16 bits.

@@ -1,6 +1,6 @@
 //! Cleaning, log placement's compaction: choosing victims (sealed segments
-//! with the least live data and at least a page of dead bytes), evacuating
-//! them into survivor segments, and moving one object.
+//! with the least live data and at least [`Lane::victim_dead`] dead
+//! bytes), evacuating them into survivor segments, and moving one object.
 //!
 //! A victim's handle objects are found through its owner list; its owned
 //! objects (a page store's, whose slots hold their places) have no list
@@ -15,45 +15,65 @@
 //! it still holds objects leaves the plan and is found again by a later
 //! one.
 
-use super::{DEAD_SHARE, EXTERNAL, Lane, Outcome, Owners, SURVIVOR};
+use super::{DEAD_SHARE, EXTERNAL, Lane, Outcome, Owners, SURVIVOR, Sought};
 use crate::class::Migration;
 use crate::compact::Counters;
 use crate::handle::Location;
 use crate::os::PageSource;
 
 /// Live bytes of the victims a plan takes beyond its first, in segments'
-/// worth. Measured under churn (`phase`, 65,536 slots): with 4 victims
-/// and 2 segments' worth the scan took 1.9% of the run's cycles, with one
-/// victim a plan 3.9%; with 8 and 4, 1.2%, but cleaning victims chosen
-/// longer ago left up to 0.23 points more of the pool dead at the burst.
-const PLAN_SEGMENTS_LIVE: usize = 2;
+/// worth. The scan's cost is a look at every slot whatever it seeks
+/// (a victim's owners are found by a look-up by segment id, [`Sought`]), so
+/// a plan takes many victims: under churn (`uniform`, lz4, 65,536 slots,
+/// victims at a quarter page dead) plans of 4 victims and 2 segments'
+/// worth took 17% of the run's cycles in the scan, of 32 and 16 3%, of 64
+/// and 32 1.5%, for the same pool. But planned victims' lists are kept
+/// until each empties: with 32 planned, 0.09 points more all-in right
+/// after the `phase` variant's burst (zstd, victims at half a page), so
+/// 16 and 8.
+const PLAN_SEGMENTS_LIVE: usize = 8;
 
 /// Most victims in one plan.
-const PLAN_SEGMENTS: usize = 4;
+const PLAN_SEGMENTS: usize = 16;
 
 /// Most victims planned at once (a plan is made beside an older one when
 /// the older one's first victim is no longer worth cleaning).
-const MAX_PLANNED: usize = 32;
+const MAX_PLANNED: usize = 16;
 
 impl Lane {
     /// Committed bytes of a sealed segment that hold no live object.
-    fn dead_bytes(&self, id: u32) -> usize {
+    pub(super) fn dead_bytes(&self, id: u32) -> usize {
         let seg = self.seg(id);
         seg.resident * self.page_size - seg.live_bytes
     }
 
-    /// Pages cleaning could give back: dead bytes of sealed segments that
-    /// hold at least a page of them.
+    /// Whether sealed segment `id` is a victim: at least
+    /// [`Lane::victim_dead`] bytes dead below its end, or a page dead with
+    /// the rest of its last page. The rest of the last page alone does not
+    /// count against the lower bar: cleaning would only leave as much at
+    /// the end of another segment (counted, a segment sealed with more than
+    /// a third of a page left was a victim at once, and cleaning moved
+    /// segment after segment to win nothing).
+    pub(super) fn is_victim(&self, id: u32) -> bool {
+        let seg = self.seg(id);
+        let dead = self.dead_bytes(id);
+        let slack = seg.top * self.page_size - seg.end;
+        dead >= self.page_size || dead - slack >= self.victim_dead()
+    }
+
+    /// Pages cleaning could give back: dead bytes of the victims (sealed
+    /// segments with at least [`Lane::victim_dead`] of them).
     pub(crate) fn freeable_pages(&self) -> usize {
         self.freeable_bytes / self.page_size
     }
 
-    /// Sealed segments with at least a page of dead bytes, with them.
+    /// The victims (sealed segments with at least [`Lane::victim_dead`]
+    /// dead bytes), with their dead bytes.
     fn victims(&self) -> impl Iterator<Item = (u32, usize)> + '_ {
         (0..self.segs.len() as u32)
             .filter(|&id| self.segs[id as usize].is_some() && !self.open.contains(&Some(id)))
+            .filter(|&id| self.is_victim(id))
             .map(|id| (id, self.dead_bytes(id)))
-            .filter(|&(_, dead)| dead >= self.page_size)
     }
 
     /// Whether cleaning could give back `pages` pages (`Pool::compact`).
@@ -73,8 +93,7 @@ impl Lane {
     }
 
     /// Clean: move at most `max_moves` live objects out of the sealed
-    /// segments with the least live data (and at least a page of dead
-    /// bytes) into the open segment, giving back each segment emptied.
+    /// victims with the least live data into the open segment, giving back each segment emptied.
     /// Recorded in `counters` as a compaction step.
     pub(crate) fn clean(
         &mut self,
@@ -92,7 +111,7 @@ impl Lane {
             // cost, a look at every owner.
             let mut planned = self.plan.first().map(|&(id, _)| id);
             if let Some(id) = planned
-                && self.dead_bytes(id) < self.page_size
+                && !self.is_victim(id)
             {
                 // New objects filled its room since: no longer worth it.
                 // (Going on to the next planned victim instead, or dropping
@@ -263,8 +282,9 @@ impl Lane {
             chosen.push(id);
         }
         let mut lists = vec![Vec::new(); chosen.len()];
-        owners.find(self.place_lane, &chosen, &mut lists);
-        for (id, list) in chosen.into_iter().zip(lists) {
+        owners.find(&Sought::new(self.place_lane, &chosen), &mut lists);
+        for (id, mut list) in chosen.into_iter().zip(lists) {
+            list.shrink_to_fit();
             self.holes.retain(|&h| h != id);
             self.plan.push((id, list));
         }

@@ -18,6 +18,11 @@ pub(super) struct Extents {
     /// `offset << 16 | length`, sorted by offset (so by value), disjoint,
     /// never adjacent (merged), every length at least 1.
     v: Vec<u32>,
+    /// The longest extent's length, 0 if none: kept as extents change
+    /// (found again only when the longest shrinks), since cleaning and
+    /// every free ask for it (a search of every extent cost 2.6% of a
+    /// churn run's cycles).
+    longest: u32,
 }
 
 fn pack(off: u32, len: u32) -> u32 {
@@ -36,7 +41,12 @@ fn len(e: u32) -> u32 {
 impl Extents {
     /// The longest extent's length, 0 if none.
     pub(super) fn largest(&self) -> u32 {
-        self.v.iter().map(|&e| len(e)).max().unwrap_or(0)
+        self.longest
+    }
+
+    /// Find the longest extent again.
+    fn relength(&mut self) {
+        self.longest = self.v.iter().map(|&e| len(e)).max().unwrap_or(0);
     }
 
     /// Add the dead range `off..off + n` (disjoint from every extent),
@@ -65,6 +75,7 @@ impl Extents {
         }
         self.v
             .splice(lo..hi, std::iter::once(pack(start, end - start)));
+        self.longest = self.longest.max(end - start);
     }
 
     /// Take `n` units from the shortest extent that holds them (best fit),
@@ -82,6 +93,9 @@ impl Extents {
         } else {
             self.v[i] = pack(off(e) + n, len(e) - n);
         }
+        if len(e) == self.longest {
+            self.relength();
+        }
         Some(off(e))
     }
 
@@ -95,6 +109,7 @@ impl Extents {
         let mut kept = [0u32; 2];
         let mut k = 0;
         let (a, b) = (self.v[first], self.v[last - 1]);
+        let shortened = self.v[first..last].iter().any(|&e| len(e) == self.longest);
         if off(a) < from {
             kept[k] = pack(off(a), from - off(a));
             k += 1;
@@ -105,6 +120,9 @@ impl Extents {
         }
         self.v.splice(first..last, kept[..k].iter().copied());
         self.shrink();
+        if shortened {
+            self.relength();
+        }
     }
 
     /// Give back room once the vector is less than half used (after a
@@ -145,6 +163,13 @@ impl Extents {
         }
         if self.v.iter().any(|&e| len(e) == 0) {
             return Err("an empty extent".into());
+        }
+        let longest = self.v.iter().map(|&e| len(e)).max().unwrap_or(0);
+        if longest != self.longest {
+            return Err(format!(
+                "the longest extent is {longest} units, {} kept",
+                self.longest
+            ));
         }
         Ok(())
     }
@@ -273,6 +298,7 @@ mod tests {
                     }
                 }
                 prop_assert!(x.check().is_ok(), "{:?}", x.check());
+                prop_assert_eq!(x.largest(), x.iter().map(|(_, l)| l).max().unwrap_or(0));
                 prop_assert_eq!(model_free(&x, UNITS), m.clone());
                 prop_assert_eq!(x.total() as usize, m.iter().filter(|&&f| f).count());
             }

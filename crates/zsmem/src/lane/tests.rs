@@ -387,3 +387,50 @@ fn cleaning_finds_owned_objects_by_a_scan_and_waits_for_a_busy_owner() {
         assert_eq!(l.bytes(loc), &vec![byte(i); len][..], "owner {i}");
     }
 }
+
+#[test]
+fn a_sealed_segment_is_a_victim_once_a_ninety_sixth_of_it_is_dead() {
+    let src = source(None);
+    let mut l = Lane::new(1, 0, PAGE, None);
+    // 262 objects of 500 bytes: 131,000 of a segment's 131,072; the 263rd
+    // seals it (72 bytes dead at its end).
+    let hs: Vec<Handle> = (0..263)
+        .map(|i| l.alloc(500, Some(&[i as u8; 500]), &src).unwrap())
+        .collect();
+    let first = l.resolve(hs[0]).unwrap().zspage;
+    assert_ne!(l.resolve(hs[262]).unwrap().zspage, first, "sealed");
+    assert_eq!(l.victim_dead(), 131_072 / 96);
+    // 2 x 500 dead below its end (the 72 after it do not count), no page
+    // wholly dead: not yet a victim.
+    l.free(hs[10], &src).unwrap();
+    l.free(hs[100], &src).unwrap();
+    assert_eq!(l.seg(first).resident, 32);
+    assert_eq!(l.freeable_bytes, 0);
+    // 3 x 500 = 1,500 >= 1,365.
+    l.free(hs[200], &src).unwrap();
+    assert_eq!(l.freeable_bytes, 1572);
+    l.check(None).unwrap();
+    let counters = Counters::default();
+    let m = l.clean(usize::MAX, |l| l.freeable_bytes > 0, None, &src, &counters);
+    assert!(m.released, "{m:?}");
+    l.check(None).unwrap();
+    for (i, &h) in hs.iter().enumerate() {
+        if ![10, 100, 200].contains(&i) {
+            assert_eq!(read(&l, h), vec![i as u8; 500], "object {i}");
+        }
+    }
+}
+
+#[test]
+fn sought_names_which_segment_of_its_lane_a_place_is_in() {
+    let place = |lane: u64, seg: u64, off: u64| lane << 32 | seg << OFFSET_BITS | off;
+    let s = Sought::new(3, &[5, 2, 300]);
+    assert_eq!(s.which(place(3, 5, 0)), Some(0));
+    assert_eq!(s.which(place(3, 2, 0xFFFF)), Some(1));
+    assert_eq!(s.which(place(3, 300, 7)), Some(2));
+    assert_eq!(s.which(place(3, 4, 0)), None);
+    assert_eq!(s.which(place(3, 301, 0)), None, "past the look-up");
+    assert_eq!(s.which(place(3, 65_535, 0)), None);
+    assert_eq!(s.which(place(2, 5, 0)), None, "another lane");
+    assert_eq!(Sought::new(1, &[]).which(place(1, 0, 0)), None);
+}

@@ -282,9 +282,9 @@ impl Owners for SlotTable {
 
     /// [`Owners::find`] without a call through a pointer for each slot
     /// (half the scan's cost under churn).
-    fn find(&self, lane: u64, segments: &[u32], out: &mut [Vec<u32>]) -> bool {
+    fn find(&self, sought: &crate::lane::Sought, out: &mut [Vec<u32>]) -> bool {
         self.each_stored(false, |index, s| {
-            if let Some(i) = crate::lane::among(lane, segments, s.place()) {
+            if let Some(i) = sought.which(s.place()) {
                 out[i].push(index);
             }
         })
