@@ -151,6 +151,20 @@ impl Slot {
         }
     }
 
+    /// The value of a stored slot's table word (with log placement, its
+    /// object's place), `None` for any other kind: what
+    /// [`Slot::unpack`]`(..).place()` gives a stored slot, without making
+    /// the slot.
+    #[inline]
+    pub(crate) fn stored_place(word: Word, side: u32) -> Option<u64> {
+        let w = word.get();
+        if side != 0 {
+            ((side & KIND_MASK) >> KIND_SHIFT == Kind::Stored as u32).then_some(w)
+        } else {
+            (w & ((1 << N_KIND_BITS) - 1) == Kind::Stored as u64).then_some(w >> N_VALUE_SHIFT)
+        }
+    }
+
     /// The slot of a table word, its side entry (0 if none) and its
     /// access time.
     pub(crate) fn unpack(word: Word, side: u32, atime: u32) -> Slot {
@@ -380,6 +394,12 @@ mod tests {
                 let (w, side) = s.pack();
                 assert_eq!(side == 0, narrow, "{s:?}");
                 assert_eq!(Slot::unpack(w, side, s.atime()), s, "{s:?}");
+                // A cleaning plan's scan reads the place from the word.
+                assert_eq!(
+                    Slot::stored_place(w, side),
+                    (s.kind() == Kind::Stored).then(|| s.place()),
+                    "{s:?}"
+                );
             }
         }
         // A class placement's handle is wide, whatever its bits.

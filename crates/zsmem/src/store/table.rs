@@ -283,8 +283,8 @@ impl Owners for SlotTable {
     /// [`Owners::find`] without a call through a pointer for each slot
     /// (half the scan's cost under churn).
     fn find(&self, sought: &crate::lane::Sought, out: &mut [Vec<u32>]) -> bool {
-        self.each_stored(false, |index, s| {
-            if let Some(i) = sought.which(s.place()) {
+        self.each_word(false, |index, word, side| {
+            if let Some(i) = Slot::stored_place(word, side).and_then(|p| sought.which(p)) {
                 out[i].push(index);
             }
         })
@@ -298,6 +298,19 @@ impl SlotTable {
     /// taken; without, only tried: a busy group or stripe is skipped and
     /// the call returns false.
     fn each_stored(&self, wait: bool, mut f: impl FnMut(u32, &Slot)) -> bool {
+        self.each_word(wait, |index, word, side| {
+            let s = Slot::unpack(word, side, 0);
+            if s.kind() == Kind::Stored {
+                f(index, &s);
+            }
+        })
+    }
+
+    /// [`SlotTable::each_stored`]'s walk: `f` gets each slot's index, word
+    /// and side entry (0 if narrow), empty ones too. The side array is
+    /// looked up once a stripe (a cleaning plan's scan reads every slot:
+    /// 6.5% of the `phase` churn run's cycles, 5.1% so).
+    fn each_word(&self, wait: bool, mut f: impl FnMut(u32, Word, u32)) -> bool {
         let mut whole = true;
         for (g, group) in self.groups.iter().enumerate() {
             let guard = if wait {
@@ -320,12 +333,14 @@ impl SlotTable {
                         whole = false;
                         continue;
                     };
+                    // After the stripe's lock: a writer makes the side
+                    // array under a slot's lock.
+                    let side = chunk.side.get();
                     for (j, &word) in words.iter().enumerate() {
                         let i = t * STRIPE + j;
-                        let s = Slot::unpack(word, chunk.side(i), 0);
-                        if s.kind() == Kind::Stored {
-                            f((base + i) as u32, &s);
-                        }
+                        // Relaxed: written and read under the slot's lock.
+                        let side = side.map_or(0, |a| a[i].load(Ordering::Relaxed));
+                        f((base + i) as u32, word, side);
                     }
                 }
             }
