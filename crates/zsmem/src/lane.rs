@@ -163,13 +163,16 @@ enum Outcome {
 const DEAD_SHARE: usize = 256;
 
 /// A sealed segment is a victim (cleaning may take it) once its dead
-/// bytes reach this share of a segment: 1/64, half a page at 4 KiB pages.
-/// Under swap-like churn dead bytes come a sliver at a time (what best fit
-/// leaves of an extent), and with a page as the bar each of the 800
-/// segments of a 100 MB store kept up to a page of them: pool 1.6-1.8% of
-/// the compressed bytes (Go tree, 65,536 slots). Half a page: 1.2%, for
-/// 0.7 bytes copied per byte stored; a quarter: 0.7%, for 1.5 (see "Log
-/// placement" in docs/DESIGN.md).
+/// bytes below its end reach this share of a segment: 1/96, a third of a
+/// page at 4 KiB pages (or once a page is dead counting the rest of its
+/// last page, see `Lane::is_victim`). Under swap-like churn dead bytes
+/// come a sliver at a time (what best fit leaves of an extent), and with
+/// only a page as the bar each of the 800 segments of a 100 MB store kept
+/// up to a page of them: pool 1.6-1.8% of the compressed bytes (Go tree,
+/// 65,536 slots). A third: 0.9-1.0%, for about a byte copied per byte
+/// stored; half a page: 1.3%, all-in at 3% right after a burst of
+/// discards; a quarter: 0.75%, for 1.5 bytes copied (see "Victims at a
+/// third of a page" in docs/DESIGN.md).
 const VICTIM_SHARE: usize = 96;
 
 /// The open segment of new objects.
@@ -243,10 +246,9 @@ pub(crate) struct Lane {
     resident_pages: usize,
     placed_bytes: usize,
     bytes_stored: usize,
-    /// Dead bytes of the victims (sealed segments with at least
-    /// [`Lane::victim_dead`] of them: what
-    /// cleaning could give back), kept as segments change so that deciding
-    /// whether to clean costs nothing on a free.
+    /// Dead bytes of the victims (what cleaning could give back), kept as
+    /// segments change so that deciding whether to clean costs nothing on
+    /// a free.
     freeable_bytes: usize,
     /// Of those segments, the ones at most half live: cleaning one copies
     /// at most a byte per byte it gives back.
@@ -364,8 +366,8 @@ impl Lane {
         r
     }
 
-    /// Dead bytes that make a sealed segment a victim: 1/[`VICTIM_SHARE`]
-    /// of a segment.
+    /// Dead bytes below its end that make a sealed segment a victim:
+    /// 1/[`VICTIM_SHARE`] of a segment.
     pub(crate) fn victim_dead(&self) -> usize {
         self.segment_bytes() / VICTIM_SHARE
     }

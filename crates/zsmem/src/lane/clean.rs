@@ -1,6 +1,6 @@
 //! Cleaning, log placement's compaction: choosing victims (sealed segments
-//! with the least live data and at least [`Lane::victim_dead`] dead
-//! bytes), evacuating them into survivor segments, and moving one object.
+//! with enough dead bytes, [`Lane::is_victim`], the least live data first),
+//! evacuating them into survivor segments, and moving one object.
 //!
 //! A victim's handle objects are found through its owner list; its owned
 //! objects (a page store's, whose slots hold their places) have no list
@@ -61,14 +61,13 @@ impl Lane {
         dead >= self.page_size || dead - slack >= self.victim_dead()
     }
 
-    /// Pages cleaning could give back: dead bytes of the victims (sealed
-    /// segments with at least [`Lane::victim_dead`] of them).
+    /// Pages cleaning could give back: dead bytes of the victims
+    /// ([`Lane::is_victim`]).
     pub(crate) fn freeable_pages(&self) -> usize {
         self.freeable_bytes / self.page_size
     }
 
-    /// The victims (sealed segments with at least [`Lane::victim_dead`]
-    /// dead bytes), with their dead bytes.
+    /// The victims ([`Lane::is_victim`]), with their dead bytes.
     fn victims(&self) -> impl Iterator<Item = (u32, usize)> + '_ {
         (0..self.segs.len() as u32)
             .filter(|&id| self.segs[id as usize].is_some() && !self.open.contains(&Some(id)))
