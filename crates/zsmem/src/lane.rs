@@ -165,7 +165,7 @@ const DEAD_SHARE: usize = 256;
 /// A sealed segment is a victim (cleaning may take it) once its dead
 /// bytes below its end reach this share of a segment: 1/96, a third of a
 /// page at 4 KiB pages (or once a page is dead counting the rest of its
-/// last page, see `Lane::is_victim`). Under swap-like churn dead bytes
+/// last page, see `Lane::dead_if_victim`). Under swap-like churn dead bytes
 /// come a sliver at a time (what best fit leaves of an extent), and with
 /// only a page as the bar each of the 800 segments of a 100 MB store kept
 /// up to a page of them: pool 1.6-1.8% of the compressed bytes (Go tree,
@@ -345,14 +345,14 @@ impl Lane {
         if self.open.contains(&Some(id)) {
             return (0, 0);
         }
+        let Some(dead) = self.dead_if_victim(id) else {
+            return (0, 0);
+        };
         let seg = self.seg(id);
-        let held = seg.resident * self.page_size;
-        let dead = self.dead_bytes(id);
-        if !self.is_victim(id) {
-            (0, 0)
-        } else {
-            (dead, usize::from(2 * seg.live_bytes <= held))
-        }
+        (
+            dead,
+            usize::from(2 * seg.live_bytes <= seg.resident * self.page_size),
+        )
     }
 
     /// Change segment `id` (or whether it is open) with `f`, keeping the
@@ -368,7 +368,7 @@ impl Lane {
 
     /// Dead bytes below its end that make a sealed segment a victim:
     /// 1/[`VICTIM_SHARE`] of a segment.
-    pub(crate) fn victim_dead(&self) -> usize {
+    fn victim_dead(&self) -> usize {
         self.segment_bytes() / VICTIM_SHARE
     }
 

@@ -1096,13 +1096,13 @@ fn log_placement_cleaning_moves_objects_under_their_slots() {
         l.metadata_bytes,
         c.metadata_bytes
     );
-    // Cleaning left under a tenth of what the lane holds dead: sealed segments keep less than a page
-    // each, but the two open segments (new objects, and the objects
-    // cleaning moved while the discards ran) are never cleaned and keep
-    // what was discarded from them (in a store this small, 2.6 MB written,
-    // about 80 KB, where the classes keep 22 KB in free slots after
-    // compaction and hold 329 pages to the lane's 341; with a page of dead
-    // bytes as the victims' bar, under 48 KB).
+    // Cleaning left under a tenth of what the lane holds dead: sealed
+    // segments keep less than a page each, but the two open segments (new
+    // objects, and the objects cleaning moved while the discards ran) are
+    // never cleaned and keep what was discarded from them (in a store this
+    // small, 2.6 MB written, about 80 KB, where the classes keep 22 KB in
+    // free slots after compaction and hold 329 pages to the lane's 341;
+    // with a page of dead bytes as the victims' bar, under 48 KB).
     assert!(
         l.waste.partial_bytes * 10 < l.pages_held * PAGE,
         "{:?} of {} pages",

@@ -1,5 +1,6 @@
 //! Cleaning, log placement's compaction: choosing victims (sealed segments
-//! with enough dead bytes, [`Lane::is_victim`], the least live data first),
+//! with enough dead bytes, [`Lane::dead_if_victim`], the least live data
+//! first),
 //! evacuating them into survivor segments, and moving one object.
 //!
 //! A victim's handle objects are found through its owner list; its owned
@@ -36,43 +37,42 @@ const PLAN_SEGMENTS_LIVE: usize = 16;
 /// Most victims in one plan.
 const PLAN_SEGMENTS: usize = 32;
 
+// A plan's look-up ([`Sought`]) numbers its victims in a byte.
+const _: () = assert!(PLAN_SEGMENTS < u8::MAX as usize);
+
 /// Most victims planned at once (a plan is made beside an older one when
 /// the older one's first victim is no longer worth cleaning).
 const MAX_PLANNED: usize = 32;
 
 impl Lane {
-    /// Committed bytes of a sealed segment that hold no live object.
-    pub(super) fn dead_bytes(&self, id: u32) -> usize {
-        let seg = self.seg(id);
-        seg.resident * self.page_size - seg.live_bytes
-    }
-
-    /// Whether sealed segment `id` is a victim: at least
+    /// The dead bytes of sealed segment `id` (committed bytes that hold no
+    /// live object) if it is a victim: at least
     /// [`Lane::victim_dead`] bytes dead below its end, or a page dead with
     /// the rest of its last page. The rest of the last page alone does not
     /// count against the lower bar: cleaning would only leave as much at
     /// the end of another segment (counted, a segment sealed with more than
     /// a third of a page left was a victim at once, and cleaning moved
     /// segment after segment to win nothing).
-    pub(super) fn is_victim(&self, id: u32) -> bool {
+    pub(super) fn dead_if_victim(&self, id: u32) -> Option<usize> {
         let seg = self.seg(id);
-        let dead = self.dead_bytes(id);
+        let dead = seg.resident * self.page_size - seg.live_bytes;
+        // No underflow: live objects and punched pages lie below `end`,
+        // apart (`Lane::check`), so `dead - slack` is `end` less them.
         let slack = seg.top * self.page_size - seg.end;
-        dead >= self.page_size || dead - slack >= self.victim_dead()
+        (dead >= self.page_size || dead - slack >= self.victim_dead()).then_some(dead)
     }
 
     /// Pages cleaning could give back: dead bytes of the victims
-    /// ([`Lane::is_victim`]).
+    /// ([`Lane::dead_if_victim`]).
     pub(crate) fn freeable_pages(&self) -> usize {
         self.freeable_bytes / self.page_size
     }
 
-    /// The victims ([`Lane::is_victim`]), with their dead bytes.
-    fn victims(&self) -> impl Iterator<Item = (u32, usize)> + '_ {
+    /// The victims ([`Lane::dead_if_victim`]).
+    fn victims(&self) -> impl Iterator<Item = u32> + '_ {
         (0..self.segs.len() as u32)
             .filter(|&id| self.segs[id as usize].is_some() && !self.open.contains(&Some(id)))
-            .filter(|&id| self.is_victim(id))
-            .map(|id| (id, self.dead_bytes(id)))
+            .filter(|&id| self.dead_if_victim(id).is_some())
     }
 
     /// Whether cleaning could give back `pages` pages (`Pool::compact`).
@@ -91,9 +91,9 @@ impl Lane {
                 || self.freeable_pages() * DEAD_SHARE >= self.resident_pages)
     }
 
-    /// Clean: move at most `max_moves` live objects out of the sealed
-    /// victims with the least live data into the open segment, giving back each segment emptied.
-    /// Recorded in `counters` as a compaction step.
+    /// Clean: move at most `max_moves` live objects out of the victims
+    /// with the least live data into the open segment, giving back each
+    /// segment emptied. Recorded in `counters` as a compaction step.
     pub(crate) fn clean(
         &mut self,
         max_moves: usize,
@@ -110,7 +110,7 @@ impl Lane {
             // cost, a look at every owner.
             let mut planned = self.plan.first().map(|&(id, _)| id);
             if let Some(id) = planned
-                && !self.is_victim(id)
+                && self.dead_if_victim(id).is_none()
             {
                 // New objects filled its room since: no longer worth it.
                 // (Going on to the next planned victim instead, or dropping
@@ -118,11 +118,9 @@ impl Lane {
                 self.unplan(id);
                 planned = None;
             }
-            let Some(victim) = planned.or_else(|| {
-                self.victims()
-                    .min_by_key(|&(id, _)| self.seg(id).live_bytes)
-                    .map(|(id, _)| id)
-            }) else {
+            let Some(victim) =
+                planned.or_else(|| self.victims().min_by_key(|&id| self.seg(id).live_bytes))
+            else {
                 break;
             };
             // Nothing is appended to it while it empties.
@@ -268,8 +266,8 @@ impl Lane {
         let mut chosen = vec![first];
         let mut rest: Vec<(usize, u32)> = self
             .victims()
-            .filter(|&(id, _)| id != first && !self.planned(id))
-            .map(|(id, _)| (self.seg(id).live_bytes, id))
+            .filter(|&id| id != first && !self.planned(id))
+            .map(|id| (self.seg(id).live_bytes, id))
             .collect();
         rest.sort_unstable();
         let (mut live, budget) = (0, PLAN_SEGMENTS_LIVE * self.segment_bytes());

@@ -24,6 +24,18 @@ fn read(l: &Lane, h: Handle) -> Vec<u8> {
     l.bytes(l.resolve(h).unwrap()).to_vec()
 }
 
+/// Append objects of `len` bytes (object `i` all `i as u8`) until the
+/// first segment is sealed (the last one goes to a new segment); returns
+/// the handles and the first segment.
+fn seal_one(l: &mut Lane, src: &PageSource, n: usize, len: usize) -> (Vec<Handle>, u32) {
+    let hs: Vec<Handle> = (0..n)
+        .map(|i| l.alloc(len, Some(&vec![i as u8; len]), src).unwrap())
+        .collect();
+    let first = l.resolve(hs[0]).unwrap().zspage;
+    assert_ne!(l.resolve(hs[n - 1]).unwrap().zspage, first, "sealed");
+    (hs, first)
+}
+
 #[test]
 fn objects_are_packed_to_the_unit() {
     let src = source(None);
@@ -57,11 +69,7 @@ fn a_sealed_segments_end_takes_the_next_small_object() {
     let src = source(None);
     let mut l = Lane::new(1, 0, PAGE, None);
     // 32 objects of 4000 bytes fill 128,000 of a segment's 131,072.
-    let big: Vec<Handle> = (0..33)
-        .map(|i| l.alloc(4000, Some(&[i as u8; 4000]), &src).unwrap())
-        .collect();
-    let first = l.resolve(big[0]).unwrap().zspage;
-    assert_ne!(l.resolve(big[32]).unwrap().zspage, first, "sealed");
+    let (big, first) = seal_one(&mut l, &src, 33, 4000);
     assert_eq!(l.holes, vec![first]);
     let small = l.alloc(1000, Some(&[9; 1000]), &src).unwrap();
     let loc = l.resolve(small).unwrap();
@@ -394,11 +402,7 @@ fn a_sealed_segment_is_a_victim_once_a_ninety_sixth_of_it_is_dead() {
     let mut l = Lane::new(1, 0, PAGE, None);
     // 262 objects of 500 bytes: 131,000 of a segment's 131,072; the 263rd
     // seals it (72 bytes dead at its end).
-    let hs: Vec<Handle> = (0..263)
-        .map(|i| l.alloc(500, Some(&[i as u8; 500]), &src).unwrap())
-        .collect();
-    let first = l.resolve(hs[0]).unwrap().zspage;
-    assert_ne!(l.resolve(hs[262]).unwrap().zspage, first, "sealed");
+    let (hs, first) = seal_one(&mut l, &src, 263, 500);
     assert_eq!(l.victim_dead(), 131_072 / 96);
     // 2 x 500 dead below its end (the 72 after it do not count), no page
     // wholly dead: not yet a victim.
