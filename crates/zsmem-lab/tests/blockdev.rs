@@ -199,7 +199,7 @@ fn ext4_on_a_device_file_end_to_end() {
         Ok(Box::new(ZsmemContestant::kernel_faithful(
             Codec::Lz4,
             (bytes / 4096) as usize,
-        )?) as Box<dyn PageContestant>)
+        )?) as Box<dyn PageContestant + Send>)
     });
     let c = match made {
         Ok(c) => c,

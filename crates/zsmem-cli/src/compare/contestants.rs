@@ -44,7 +44,7 @@ pub(crate) fn make(
     name: &str,
     cfg: &PageConfig,
     slots: usize,
-) -> Result<Box<dyn PageContestant>, LabError> {
+) -> Result<Box<dyn PageContestant + Send>, LabError> {
     if let Some(c) = make_variant(name, cfg, slots) {
         return c;
     }

@@ -1,7 +1,7 @@
 //! What serves the device file's bytes: the [`Backend`] trait, and zsmem's
 //! `PageStore` as one ([`StoreBackend`], what `zsmem disk` runs on).
 //! [`ContestantServer`](super::server::ContestantServer) is the other: any
-//! page contestant, on a thread of its own.
+//! page contestant, behind a mutex.
 
 use std::sync::Arc;
 

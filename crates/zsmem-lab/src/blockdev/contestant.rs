@@ -28,16 +28,16 @@ pub struct FsContestant {
     config: String,
 }
 
-/// Request threads of the device file: one more than the contestant's
-/// thread needs, so the next request is read while one is served.
+/// Request threads of the device file: two, so the next request is read
+/// while one is served.
 const FUSE_THREADS: usize = 2;
 
 impl FsContestant {
-    /// A page contestant made by `make` (on its own thread, with at least
+    /// A page contestant made by `make` (with at least
     /// `bytes / 4096` slots) behind a device file of `bytes` bytes.
     pub fn on_device_file<F>(bytes: u64, make: F) -> Result<FsContestant, BlockDevError>
     where
-        F: FnOnce() -> Result<Box<dyn PageContestant>, LabError> + Send + 'static,
+        F: FnOnce() -> Result<Box<dyn PageContestant + Send>, LabError>,
     {
         if let Some(why) = super::device::unavailable_reason(true) {
             return Err(BlockDevError::Unavailable(why));

@@ -15,8 +15,9 @@ use std::time::{Duration, SystemTime};
 
 use fuser::{
     BackgroundSession, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
-    Generation, INodeNo, LockOwner, MountOption, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, WriteFlags,
+    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenFlags, ReplyAttr,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
+    WriteFlags,
 };
 
 use super::backend::Backend;
@@ -86,6 +87,16 @@ impl<B: Backend> DeviceFs<B> {
 }
 
 impl<B: Backend> Filesystem for DeviceFs<B> {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Direct I/O from an asynchronous caller (the loop device's
+        // worker) stays asynchronous: the worker hands the request over
+        // and takes the next, so both request threads can be busy and
+        // the worker waits on no reply. A kernel without it serves the
+        // same requests one at a time.
+        let _ = config.add_capabilities(InitFlags::FUSE_ASYNC_DIO);
+        Ok(())
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match (parent, name.to_str()) {
             (ROOT, Some(DISK_FILE)) => {

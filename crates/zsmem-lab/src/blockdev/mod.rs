@@ -16,10 +16,11 @@
 //! Then `mkfs.ext4` and `mount -o discard` ([`mount`]). The kernel's zram
 //! is a block device itself: ext4 goes on `/dev/zramN` directly.
 //!
-//! Contestants need not be `Send`: each is made on a thread of its own
-//! that serves the FUSE threads' requests and the workload's requests for
-//! figures ([`server`]). zsmem's `PageStore` is shared and concurrent, and
-//! serves the FUSE threads directly ([`backend`]; what `zsmem disk` runs).
+//! A page contestant is served behind a mutex, called by the FUSE thread
+//! that reads the request ([`server`]; a hand-off to a thread of its own
+//! put two more wake-ups in every swap-in). zsmem's `PageStore` is shared
+//! and concurrent, and serves the FUSE threads without a lock
+//! ([`backend`]; what `zsmem disk` runs).
 //!
 //! # Cleanup guarantees
 //!
@@ -53,7 +54,7 @@
 //! |---|---|
 //! | [`map`] | byte ranges as pages: reads, writes, holes, partial pages |
 //! | [`backend`] | what serves the device file: the [`Backend`] trait, `PageStore` as one |
-//! | [`server`] | any page contestant on its own thread, as a backend |
+//! | [`server`] | any page contestant behind a mutex, as a backend |
 //! | [`fuse`] | the FUSE filesystem holding the device file |
 //! | [`loopinfo`] | what a loop device is attached to; detaching it only from our file |
 //! | [`loopdev`] | loop devices by ioctl: attach with direct I/O (detached on drop) |

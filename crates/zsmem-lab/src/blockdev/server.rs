@@ -1,10 +1,9 @@
-//! Any page contestant behind a device file: a thread that owns the
-//! contestant (contestants need not be `Send`: it is made on that thread)
-//! and serves the FUSE threads' reads, writes and holes, and the
-//! workload's requests for figures, compaction and latencies.
+//! Any page contestant behind a device file: the contestant behind a
+//! mutex, called by the FUSE thread that reads the request (no hand-off to
+//! another thread: a swap-in waits for no wake-up but the FUSE thread's),
+//! and the workload's requests for figures, compaction and latencies.
 
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::thread::JoinHandle;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
@@ -17,84 +16,43 @@ use crate::contestants::{Figures, LabError, PageContestant};
 use crate::corpus::PAGE_SIZE;
 use crate::workloads::untar_rm::Latencies;
 
-type Reply<T> = Sender<Result<T, String>>;
-
-enum Request {
-    Read {
-        offset: u64,
-        len: usize,
-        reply: Reply<Vec<u8>>,
-    },
-    Write {
-        offset: u64,
-        data: Vec<u8>,
-        reply: Reply<()>,
-    },
-    Punch {
-        offset: u64,
-        len: u64,
-        reply: Reply<()>,
-    },
-    Figures(Reply<Figures>),
-    Compact(Reply<()>),
-    Latencies(Sender<Latencies>),
+/// The contestant and the latencies of its page operations so far.
+struct Served {
+    c: Box<dyn PageContestant + Send>,
+    lat: Latencies,
 }
 
-/// A page contestant on a thread of its own, as a [`Backend`].
+/// A page contestant as a [`Backend`]: one request at a time.
 pub struct ContestantServer {
-    tx: Option<Sender<Request>>,
-    thread: Option<JoinHandle<()>>,
+    served: Mutex<Served>,
     size: u64,
     name: String,
     config: String,
 }
 
 impl ContestantServer {
-    /// Starts the thread, makes the contestant there with `make` (which
-    /// must give it at least `size / 4096` slots), and returns once it
-    /// exists. `size` is the device's size, a non-zero multiple of 4096.
+    /// Makes the contestant with `make` (which must give it at least
+    /// `size / 4096` slots). `size` is the device's size, a non-zero
+    /// multiple of 4096.
     pub fn start<F>(size: u64, make: F) -> Result<Self, BlockDevError>
     where
-        F: FnOnce() -> Result<Box<dyn PageContestant>, LabError> + Send + 'static,
+        F: FnOnce() -> Result<Box<dyn PageContestant + Send>, LabError>,
     {
         if size == 0 || !size.is_multiple_of(PAGE_SIZE as u64) {
             return Err(BlockDevError::Usage(format!(
                 "device size {size} is not a non-zero multiple of {PAGE_SIZE}"
             )));
         }
-        let (tx, rx) = channel::<Request>();
-        let (ready_tx, ready_rx) = channel::<Result<(String, String), String>>();
-        let thread = std::thread::Builder::new()
-            .name("zsmem-blockdev".into())
-            .spawn(move || match make() {
-                Ok(mut c) => {
-                    let _ = ready_tx.send(Ok((c.name().to_string(), c.config())));
-                    serve(c.as_mut(), &rx);
-                }
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e.to_string()));
-                }
-            })
-            .map_err(|e| BlockDevError::io("spawning the contestant's thread", e))?;
-        match ready_rx.recv() {
-            Ok(Ok((name, config))) => Ok(ContestantServer {
-                tx: Some(tx),
-                thread: Some(thread),
-                size,
-                name,
-                config,
+        let c = make().map_err(|e| BlockDevError::Contestant(e.to_string()))?;
+        Ok(ContestantServer {
+            name: c.name().to_string(),
+            config: c.config(),
+            served: Mutex::new(Served {
+                c,
+                lat: Latencies::default(),
             }),
-            Ok(Err(e)) => {
-                let _ = thread.join();
-                Err(BlockDevError::Contestant(e))
-            }
-            Err(_) => {
-                let _ = thread.join();
-                Err(BlockDevError::Contestant(
-                    "the contestant's thread ended while making it (a panic?)".into(),
-                ))
-            }
-        }
+            size,
+        })
     }
 
     /// The contestant's name.
@@ -107,50 +65,32 @@ impl ContestantServer {
         &self.config
     }
 
-    fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Request) -> Result<T, String> {
-        let (reply, answer) = channel();
-        self.tx
-            .as_ref()
-            .ok_or("the device is closed")?
-            .send(make(reply))
-            .map_err(|_| "the contestant's thread has ended".to_string())?;
-        answer
-            .recv()
-            .map_err(|_| "the contestant's thread has ended".to_string())?
+    /// The contestant, or why it cannot be used: a call into it panicked
+    /// (its state is then unknown, so nothing more is asked of it).
+    fn served(&self) -> Result<MutexGuard<'_, Served>, String> {
+        self.served
+            .lock()
+            .map_err(|_| "the contestant panicked in an earlier call".to_string())
     }
 
     /// The contestant's figures now.
     pub fn figures(&self) -> Result<Figures, BlockDevError> {
-        self.ask(Request::Figures)
-            .map_err(BlockDevError::Contestant)
+        let mut s = self.served().map_err(BlockDevError::Contestant)?;
+        s.c.figures()
+            .map_err(|e| BlockDevError::Contestant(e.to_string()))
     }
 
     /// Compact the contestant now.
     pub fn compact(&self) -> Result<(), BlockDevError> {
-        self.ask(Request::Compact)
-            .map_err(BlockDevError::Contestant)
+        let mut s = self.served().map_err(BlockDevError::Contestant)?;
+        s.c.compact()
+            .map_err(|e| BlockDevError::Contestant(e.to_string()))
     }
 
     /// The per-page latencies of its store, load and discard so far.
     pub fn latencies(&self) -> Result<Latencies, BlockDevError> {
-        let (reply, answer) = channel();
-        let ended = || BlockDevError::Contestant("the contestant's thread has ended".into());
-        self.tx
-            .as_ref()
-            .ok_or_else(ended)?
-            .send(Request::Latencies(reply))
-            .map_err(|_| ended())?;
-        answer.recv().map_err(|_| ended())
-    }
-}
-
-impl Drop for ContestantServer {
-    fn drop(&mut self) {
-        // The thread ends when its last sender is gone.
-        self.tx = None;
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let s = self.served().map_err(BlockDevError::Contestant)?;
+        Ok(s.lat.clone())
     }
 }
 
@@ -159,29 +99,31 @@ impl Backend for ContestantServer {
         self.size
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), String> {
-        let data = self.ask(|reply| Request::Read {
-            offset,
-            len: buf.len(),
-            reply,
-        })?;
-        buf.copy_from_slice(&data);
-        Ok(())
+        let mut s = self.served()?;
+        map::read_at(&mut s.timed(), offset, buf)
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), String> {
-        self.ask(|reply| Request::Write {
-            offset,
-            data: data.to_vec(),
-            reply,
-        })
+        let mut s = self.served()?;
+        map::write_at(&mut s.timed(), offset, data)
     }
     fn punch(&self, offset: u64, len: u64) -> Result<(), String> {
-        self.ask(|reply| Request::Punch { offset, len, reply })
+        let mut s = self.served()?;
+        map::punch_hole(&mut s.timed(), offset, len)
+    }
+}
+
+impl Served {
+    fn timed(&mut self) -> Timed<'_> {
+        Timed {
+            c: self.c.as_mut(),
+            lat: &mut self.lat,
+        }
     }
 }
 
 /// The contestant's page operations, each timed into the histograms.
 struct Timed<'a> {
-    c: &'a mut dyn PageContestant,
+    c: &'a mut (dyn PageContestant + Send),
     lat: &'a mut Latencies,
 }
 
@@ -213,39 +155,5 @@ impl PageIo for Timed<'_> {
             record(&mut self.lat.discard, t, self.c.op_time());
         }
         Ok(())
-    }
-}
-
-fn serve(c: &mut dyn PageContestant, rx: &Receiver<Request>) {
-    let mut lat = Latencies::default();
-    for req in rx {
-        match req {
-            Request::Read { offset, len, reply } => {
-                let mut buf = vec![0u8; len];
-                let r = map::read_at(&mut Timed { c, lat: &mut lat }, offset, &mut buf);
-                let _ = reply.send(r.map(|()| buf));
-            }
-            Request::Write {
-                offset,
-                data,
-                reply,
-            } => {
-                let r = map::write_at(&mut Timed { c, lat: &mut lat }, offset, &data);
-                let _ = reply.send(r);
-            }
-            Request::Punch { offset, len, reply } => {
-                let r = map::punch_hole(&mut Timed { c, lat: &mut lat }, offset, len);
-                let _ = reply.send(r);
-            }
-            Request::Figures(reply) => {
-                let _ = reply.send(c.figures().map_err(|e| e.to_string()));
-            }
-            Request::Compact(reply) => {
-                let _ = reply.send(c.compact().map_err(|e| e.to_string()));
-            }
-            Request::Latencies(reply) => {
-                let _ = reply.send(lat.clone());
-            }
-        }
     }
 }

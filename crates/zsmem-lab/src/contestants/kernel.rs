@@ -75,7 +75,7 @@ impl KernelContestant {
         page_size: usize,
         compacted: bool,
         slots: usize,
-    ) -> Result<Box<dyn PageContestant>, LabError> {
+    ) -> Result<Box<dyn PageContestant + Send>, LabError> {
         if let Some(why) = Self::page_size_mismatch(page_size) {
             return Err(LabError::Skipped(why));
         }

@@ -85,13 +85,13 @@ pub fn make_variant(
     name: &str,
     cfg: &PageConfig,
     slots: usize,
-) -> Option<Result<Box<dyn PageContestant>, LabError>> {
+) -> Option<Result<Box<dyn PageContestant + Send>, LabError>> {
     let pool = variant_pool(name, cfg.page_size)?;
     let c = ZsmemContestant::new(name, pool, cfg.codec, slots);
     Some(if name == "zsmem-kernel-compact" {
-        c.map(|c| Box::new(CompactEveryStep::new(name, c)) as Box<dyn PageContestant>)
+        c.map(|c| Box::new(CompactEveryStep::new(name, c)) as Box<dyn PageContestant + Send>)
     } else {
-        c.map(|c| Box::new(c) as Box<dyn PageContestant>)
+        c.map(|c| Box::new(c) as Box<dyn PageContestant + Send>)
     })
 }
 

@@ -134,13 +134,13 @@ impl SwapTarget {
         })
     }
 
-    /// A page contestant made by `make` (on its own thread, at least
+    /// A page contestant made by `make` (at least
     /// `bytes / 4096` slots) behind a device file of `bytes` through a
     /// loop device, as swap with discard (`--discard=pages`: freed swap
     /// pages become holes, discards for the contestant).
     pub fn served<F>(bytes: u64, make: F) -> Result<SwapTarget, BlockDevError>
     where
-        F: FnOnce() -> Result<Box<dyn PageContestant>, LabError> + Send + 'static,
+        F: FnOnce() -> Result<Box<dyn PageContestant + Send>, LabError>,
     {
         if let Some(why) = crate::blockdev::unavailable_reason(true) {
             return Err(BlockDevError::Unavailable(why));
