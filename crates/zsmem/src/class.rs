@@ -99,6 +99,18 @@ pub(crate) struct Migration {
     pub(crate) released: bool,
 }
 
+impl Migration {
+    /// Add `m`'s counts to these (a later step of the same cleaning).
+    pub(crate) fn add(&mut self, m: Migration) {
+        self.objects += m.objects;
+        self.bytes += m.bytes;
+        self.pages_freed += m.pages_freed;
+        self.pages_committed += m.pages_committed;
+        self.blocked |= m.blocked;
+        self.released |= m.released;
+    }
+}
+
 /// A zspage descriptor with its list links.
 #[derive(Debug)]
 struct Node {

@@ -59,6 +59,7 @@ mod check;
 mod clean;
 mod extents;
 mod owner_list;
+pub(crate) use clean::PlanScan;
 use extents::Extents;
 use owner_list::OwnerList;
 
@@ -116,6 +117,7 @@ pub(crate) fn place_segment(place: u64) -> u32 {
 /// which of them a place names, in a look-up by segment id (a scan asks
 /// once per stored slot; a search of the list cost 15 ns a slot with 30
 /// segments sought).
+#[derive(Debug)]
 pub(crate) struct Sought {
     /// The lane, as a place names it (its bits from 32 up).
     lane: u64,
@@ -263,6 +265,14 @@ pub(crate) struct Lane {
     /// them and the owned objects placed there since (see
     /// `lane/clean.rs`): owned objects have no owner list entries.
     plan: Vec<(u32, Vec<u32>)>,
+    /// Planned victims whose scan of the owners is out (run by the
+    /// thread that planned them, without the lane's lock): their lists
+    /// hold only the objects placed there since. None is cleaned, and no
+    /// other plan made, until the scan's lists join them
+    /// ([`Lane::end_plan`]).
+    scanning: Vec<u32>,
+    /// The scan a plan just made waits for, until its cleaner takes it.
+    wanted: Option<PlanScan>,
 }
 
 /// What a lane holds beyond its objects' bytes, by cause.
@@ -306,6 +316,8 @@ impl Lane {
             owned: 0,
             fits: std::collections::BTreeSet::new(),
             plan: Vec::new(),
+            scanning: Vec::new(),
+            wanted: None,
         }
     }
 
@@ -893,6 +905,8 @@ impl Lane {
         self.open = [None; 2];
         self.fits.clear();
         self.plan.clear();
+        self.scanning.clear();
+        self.wanted = None;
     }
 
     pub(crate) fn objects(&self) -> usize {

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use crate::cells::{Cell, Cells};
-use crate::class::{Class, GROUP_FULL};
+use crate::class::{Class, GROUP_FULL, Migration};
 use crate::compact::{self, CompactionPolicy, CompactionStats, Counters};
 use crate::config::{
     FreeMode, MAX_CLASS_GRID, MAX_CLASS_SHARDS, MAX_LANES, MAX_PARKED_SLOTS, Placement, PoolConfig,
@@ -693,16 +693,61 @@ impl Pool {
     pub(crate) fn free_owned(&self, place: u64, len: usize) -> Result<()> {
         let d = self.owned_lane(place)?;
         let src = self.source(d);
-        let mut cell = self.lane_cell(d)?.lock.write();
-        let Some(space) = cell.as_deref_mut() else {
-            return Err(no_lane(place));
-        };
-        let Space::Lane(lane) = space else {
+        let lock = self.lane_cell(d)?;
+        let mut cell = lock.lock.write();
+        let Some(Space::Lane(lane)) = cell.as_deref_mut() else {
             return Err(no_lane(place));
         };
         lane.free_owned(place, len, src)?;
-        self.auto_compact(space, src);
+        if let CompactionPolicy::Auto {
+            min_freeable_pages,
+            max_moves,
+        } = self.cfg.compaction
+            && lane.auto_clean_due(min_freeable_pages)
+        {
+            let due = |l: &Lane| l.auto_clean_due(min_freeable_pages);
+            drop(self.clean_lane(lock, cell, max_moves, &due, src));
+        }
         Ok(())
+    }
+
+    /// Clean the lane in `cell` (`lock` held as `cell`) as its policy or
+    /// [`Pool::compact`] asks, running each plan's scan of the owners with
+    /// the lock let go (see `lane/clean.rs`: the scan looks at every slot
+    /// of the store); returns the lock, held again, and what moved.
+    fn clean_lane<'a>(
+        &self,
+        lock: &'a Cell<Option<Box<Space>>>,
+        mut cell: WriteGuard<'a, Option<Box<Space>>>,
+        max_moves: usize,
+        due: &dyn Fn(&Lane) -> bool,
+        src: &PageSource,
+    ) -> (WriteGuard<'a, Option<Box<Space>>>, Migration) {
+        let mut total = Migration::default();
+        while let Some(Space::Lane(lane)) = cell.as_deref_mut()
+            && total.objects < max_moves
+            && due(lane)
+        {
+            let owners = self.owners();
+            let (m, scan) = lane.clean_step(
+                max_moves - total.objects,
+                due,
+                owners,
+                src,
+                &self.compaction,
+            );
+            total.add(m);
+            let Some(scan) = scan else {
+                break;
+            };
+            drop(cell);
+            let lists = owners.map(|o| scan.run(o)).unwrap_or_default();
+            cell = lock.lock.write();
+            if let Some(Space::Lane(lane)) = cell.as_deref_mut() {
+                lane.end_plan(scan, lists);
+            }
+        }
+        (cell, total)
     }
 
     /// Free the object. The handle is dead at once: any later use of it is
@@ -853,6 +898,17 @@ impl Pool {
             let src = self.source(d);
             loop {
                 let mut cell = class.lock.write();
+                if let Some(Space::Lane(_)) = cell.as_deref() {
+                    let budget = crate::lane::SEGMENT_PAGES * 4;
+                    let due = |l: &Lane| l.compaction_due(1);
+                    let (_cell, m) = self.clean_lane(class, cell, budget, &due, src);
+                    freed += m.pages_freed;
+                    committed += m.pages_committed;
+                    if m.objects == 0 && m.pages_freed == 0 {
+                        break;
+                    }
+                    continue;
+                }
                 let m = match cell.as_deref_mut() {
                     None => break,
                     Some(Space::Class(c)) => {
@@ -862,19 +918,7 @@ impl Pool {
                         let budget = compact::step_budget(c);
                         compact::step(c, budget, src, &self.compaction)
                     }
-                    Some(Space::Lane(l)) => {
-                        if !l.compaction_due(1) {
-                            break;
-                        }
-                        let budget = crate::lane::SEGMENT_PAGES * 4;
-                        l.clean(
-                            budget,
-                            |l| l.compaction_due(1),
-                            self.owners(),
-                            src,
-                            &self.compaction,
-                        )
-                    }
+                    Some(Space::Lane(_)) => unreachable!("a lane is cleaned above"),
                 };
                 freed += m.pages_freed;
                 committed += m.pages_committed;
@@ -1293,6 +1337,71 @@ mod loom_models {
             .each_ref()
             .map(|o| o.load(std::sync::atomic::Ordering::Relaxed));
         assert!(kept > 0 && moved > 0, "kept {kept}, moved {moved}");
+    }
+
+    /// A plan's scan of the owners runs without the lane's lock
+    /// (`lane/clean.rs`): an object stored meanwhile may land in a free
+    /// extent of the victim being planned. Every interleaving ends, every
+    /// object reads back whole at the place its owner holds, and the
+    /// invariants hold, whether the store went into the victim (and
+    /// joined its list) or elsewhere.
+    #[test]
+    fn loom_a_store_during_a_plans_scan_is_not_lost() {
+        use crate::lane::TestOwners;
+        use crate::sync::Mutex;
+
+        const LEN: usize = 3000;
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(2);
+        builder.check(|| {
+            let pool = Arc::new(
+                Pool::new(PoolConfig {
+                    placement: Placement::Log { lanes: 1 },
+                    compaction: CompactionPolicy::Off,
+                    page_return: PageReturn::Immediate,
+                    ..PoolConfig::default()
+                })
+                .unwrap(),
+            );
+            // As above: the first segment sealed, left with objects 0 and
+            // 42 (a victim with free extents between them); one owner
+            // more for the store.
+            let n = 45;
+            let slots =
+                std::sync::Arc::new(TestOwners((0..n).map(|_| Mutex::new((0, 0))).collect()));
+            pool.set_owners(slots.clone());
+            for i in 0..44 {
+                *slots.0[i].lock() = (pool.store_owned(i as u32, &[i as u8; LEN]).unwrap(), LEN);
+            }
+            for i in 1..42 {
+                let (place, len) = std::mem::take(&mut *slots.0[i].lock());
+                pool.free_owned(place, len).unwrap();
+            }
+            let cleaner = {
+                let pool = pool.clone();
+                loom::thread::spawn(move || pool.compact())
+            };
+            let writer = {
+                let (pool, slots) = (pool.clone(), slots.clone());
+                loom::thread::spawn(move || {
+                    let mut slot = slots.0[44].lock();
+                    *slot = (pool.store_owned(44, &[44; LEN]).unwrap(), LEN);
+                })
+            };
+            writer.join().unwrap();
+            cleaner.join().unwrap();
+            // What a busy owner kept in the victim moves now.
+            pool.compact();
+            for i in [0, 42, 43, 44] {
+                let (place, len) = *slots.0[i].lock();
+                assert!(
+                    pool.with_owned(place, len, |b| b.iter().all(|&x| x == i as u8))
+                        .unwrap(),
+                    "object {i}"
+                );
+            }
+            pool.check_invariants().unwrap();
+        });
     }
 
     #[test]

@@ -15,6 +15,17 @@
 //! busy during the scan is not listed; a victim whose list runs out while
 //! it still holds objects leaves the plan and is found again by a later
 //! one.
+//!
+//! The scan runs without the lane's lock ([`PlanScan`]): a look at every
+//! slot of a large store took up to a millisecond (65,536 slots) with
+//! every store, load and free of the lane waiting. The plan is made first,
+//! its lists empty, so objects placed in its victims during the scan join
+//! them as they would after it; its victims are not cleaned, and no other
+//! plan is made, until the scan's lists join them ([`Lane::end_plan`]).
+//! Nothing moves an object into a victim, and a victim emptied by frees
+//! meanwhile leaves the plan as it is released (its id may name a new
+//! segment by the time the scan ends: what the scan found for it is
+//! dropped).
 
 use super::{DEAD_SHARE, EXTERNAL, Lane, Outcome, Owners, SURVIVOR, Sought};
 use crate::class::Migration;
@@ -43,6 +54,26 @@ const _: () = assert!(PLAN_SEGMENTS < u8::MAX as usize);
 /// Most victims planned at once (a plan is made beside an older one when
 /// the older one's first victim is no longer worth cleaning).
 const MAX_PLANNED: usize = 32;
+
+/// The scan of the owners a new plan waits for: made under the lane's
+/// lock ([`Lane::clean_step`]), run without it ([`PlanScan::run`]), its
+/// lists given to the lane under the lock again ([`Lane::end_plan`]).
+#[derive(Debug)]
+pub(crate) struct PlanScan {
+    sought: Sought,
+    ids: Vec<u32>,
+}
+
+impl PlanScan {
+    /// The owners of the planned victims' objects, a list for each: one
+    /// look at every owner, each owner's lock only tried (the caller may
+    /// hold one).
+    pub(crate) fn run(&self, owners: &dyn Owners) -> Vec<Vec<u32>> {
+        let mut lists = vec![Vec::new(); self.ids.len()];
+        owners.find(&self.sought, &mut lists);
+        lists
+    }
+}
 
 impl Lane {
     /// The dead bytes of sealed segment `id` (committed bytes that hold no
@@ -91,9 +122,9 @@ impl Lane {
                 || self.freeable_pages() * DEAD_SHARE >= self.resident_pages)
     }
 
-    /// Clean: move at most `max_moves` live objects out of the victims
-    /// with the least live data into the open segment, giving back each
-    /// segment emptied. Recorded in `counters` as a compaction step.
+    /// Clean as [`Lane::clean_step`] does, running a plan's scan at once
+    /// (the lane's lock held through it): for tests and for callers that
+    /// cannot let go of the lock.
     pub(crate) fn clean(
         &mut self,
         max_moves: usize,
@@ -102,13 +133,46 @@ impl Lane {
         src: &PageSource,
         counters: &Counters,
     ) -> Migration {
+        let mut total = Migration::default();
+        loop {
+            let (m, scan) = self.clean_step(max_moves - total.objects, &due, owners, src, counters);
+            total.add(m);
+            let (Some(scan), Some(owners)) = (scan, owners) else {
+                return total;
+            };
+            let lists = scan.run(owners);
+            self.end_plan(scan, lists);
+            if total.objects >= max_moves || !due(self) {
+                return total;
+            }
+        }
+    }
+
+    /// Clean: move at most `max_moves` live objects out of the victims
+    /// with the least live data into the open segment, giving back each
+    /// segment emptied. Recorded in `counters` as a compaction step. Stops
+    /// early when a victim's owners must be found: the plan is made and
+    /// its scan returned, for the caller to run without the lane's lock
+    /// and give back to [`Lane::end_plan`] (who then cleans on).
+    pub(crate) fn clean_step(
+        &mut self,
+        max_moves: usize,
+        due: impl Fn(&Lane) -> bool,
+        owners: Option<&dyn Owners>,
+        src: &PageSource,
+        counters: &Counters,
+    ) -> (Migration, Option<PlanScan>) {
         let started = std::time::Instant::now();
         let mut m = Migration::default();
-        while m.objects < max_moves && due(self) {
+        while m.objects < max_moves && due(self) && self.wanted.is_none() {
             // A planned victim first, in the plan's order (least live
             // bytes first when planned): its owners were found at some
-            // cost, a look at every owner.
-            let mut planned = self.plan.first().map(|&(id, _)| id);
+            // cost, a look at every owner. Not one whose scan is out.
+            let mut planned = self
+                .plan
+                .iter()
+                .map(|&(id, _)| id)
+                .find(|id| !self.scanning.contains(id));
             if let Some(id) = planned
                 && self.dead_if_victim(id).is_none()
             {
@@ -118,9 +182,11 @@ impl Lane {
                 self.unplan(id);
                 planned = None;
             }
-            let Some(victim) =
-                planned.or_else(|| self.victims().min_by_key(|&id| self.seg(id).live_bytes))
-            else {
+            let Some(victim) = planned.or_else(|| {
+                self.victims()
+                    .filter(|id| !self.scanning.contains(id))
+                    .min_by_key(|&id| self.seg(id).live_bytes)
+            }) else {
                 break;
             };
             // Nothing is appended to it while it empties.
@@ -136,7 +202,7 @@ impl Lane {
         }
         let held = started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
         counters.record(m, held);
-        m
+        (m, self.wanted.take())
     }
 
     /// Move up to `max` live objects of `victim` elsewhere, last appended
@@ -163,7 +229,12 @@ impl Lane {
                     break;
                 };
                 if !self.planned(victim) {
-                    self.make_plan(victim, owners);
+                    if self.scanning.is_empty() {
+                        // Found by a scan the caller runs: stop here.
+                        self.begin_plan(victim);
+                    }
+                    // Else another thread's scan is out: only one at once.
+                    break;
                 }
                 let Some(owner) = self.planned_owner(victim) else {
                     // A live object the scan did not find (its owner was
@@ -257,12 +328,14 @@ impl Lane {
     /// Plan the cleaning of `first` (not planned) and of the unplanned
     /// victims with the least live bytes after it (together at most
     /// [`PLAN_SEGMENTS_LIVE`] segments' worth of live bytes beyond
-    /// `first`'s, at most [`PLAN_SEGMENTS`] victims): find the owners of
-    /// their owned objects in one scan of the owners; an owned object
-    /// placed in one of them later joins its list (`count_in`). At most
-    /// [`MAX_PLANNED`] victims stay planned: those with the most live bytes
-    /// leave first.
-    pub(super) fn make_plan(&mut self, first: u32, owners: &dyn Owners) {
+    /// `first`'s, at most [`PLAN_SEGMENTS`] victims), their lists empty
+    /// until the scan of the owners that `clean_step` returns finds their
+    /// owned objects ([`Lane::end_plan`]); an owned object placed in one of
+    /// them from now on joins its list (`count_in`). At most
+    /// [`MAX_PLANNED`] victims stay planned: older ones with the most live
+    /// bytes leave first. No scan may be out.
+    pub(super) fn begin_plan(&mut self, first: u32) {
+        debug_assert!(self.scanning.is_empty() && self.wanted.is_none());
         let mut chosen = vec![first];
         let mut rest: Vec<(usize, u32)> = self
             .victims()
@@ -278,23 +351,44 @@ impl Lane {
             }
             chosen.push(id);
         }
-        let mut lists = vec![Vec::new(); chosen.len()];
-        owners.find(&Sought::new(self.place_lane, &chosen), &mut lists);
-        for (id, mut list) in chosen.into_iter().zip(lists) {
-            list.shrink_to_fit();
+        for &id in &chosen {
             self.holes.retain(|&h| h != id);
-            self.plan.push((id, list));
+            self.plan.push((id, Vec::new()));
         }
         while self.plan.len() > MAX_PLANNED {
             let (_, id) = self
                 .plan
                 .iter()
-                .filter(|&&(id, _)| id != first)
+                .filter(|&&(id, _)| !chosen.contains(&id))
                 .map(|&(id, _)| (self.seg(id).live_bytes, id))
                 .max()
-                .expect("more than one planned");
+                .expect("more planned than a plan takes");
             self.unplan(id);
         }
+        self.wanted = Some(PlanScan {
+            sought: Sought::new(self.place_lane, &chosen),
+            ids: chosen.clone(),
+        });
+        self.scanning = chosen;
+    }
+
+    /// The scan `scan` of the owners ([`PlanScan::run`]) found `lists`:
+    /// each joins its victim's list, if the victim is still planned (one
+    /// released meanwhile is not, and its id may name a new segment). Its
+    /// victims can be cleaned again.
+    pub(crate) fn end_plan(&mut self, scan: PlanScan, lists: Vec<Vec<u32>>) {
+        debug_assert_eq!(scan.ids, self.scanning);
+        for (id, found) in scan.ids.into_iter().zip(lists) {
+            if let Some((_, list)) = self.plan.iter_mut().find(|(v, _)| *v == id) {
+                if list.is_empty() {
+                    *list = found;
+                } else {
+                    list.extend(found);
+                }
+                list.shrink_to_fit();
+            }
+        }
+        self.scanning.clear();
     }
 
     /// Whether the plan lists `victim`.

@@ -372,18 +372,27 @@ fn cleaning_finds_owned_objects_by_a_scan_and_waits_for_a_busy_owner() {
     );
     drop(busy);
     l.check(Some(owners)).unwrap();
-    // Planned again; meanwhile a new object (owner 99, short enough for
-    // the room left on object 20's pages) lands in the victim and must
-    // move with it.
-    l.make_plan(0, owners);
+    // Planned again; while its scan is out (the lane's lock let go), a
+    // new object (owner 99, short enough for the room left on object
+    // 20's pages) lands in the victim and must move with it.
+    l.begin_plan(0);
     assert!(l.planned(0));
+    let scan = l.wanted.take().expect("a scan wanted");
     store(&mut l, 99, 2000);
     assert_eq!(
         super::place_segment(places.place(99)),
         0,
         "the victim's room took the next object"
     );
-    assert_eq!(l.plan[0].1.last(), Some(&99), "joined the plan");
+    assert_eq!(l.plan[0].1, [99], "joined the plan before the scan's lists");
+    let (m, none) = l.clean_step(usize::MAX, due, Some(owners), &src, &counters);
+    assert_eq!(
+        (m.objects, none.is_none()),
+        (0, true),
+        "not cleaned while scanned"
+    );
+    let lists = scan.run(owners);
+    l.end_plan(scan, lists);
     l.check(Some(owners)).unwrap();
     let m = l.clean(usize::MAX, due, Some(owners), &src, &counters);
     assert!(m.released && m.objects == 2, "{m:?}");
@@ -394,6 +403,23 @@ fn cleaning_finds_owned_objects_by_a_scan_and_waits_for_a_busy_owner() {
         let loc = l.resolve_owned(place, len).unwrap();
         assert_eq!(l.bytes(loc), &vec![byte(i); len][..], "owner {i}");
     }
+    // A plan whose victim is released while its scan is out: the scan's
+    // finding for it is dropped (its id may name a new segment by then).
+    let victim = super::place_segment(places.place(43));
+    l.begin_plan(victim);
+    let scan = l.wanted.take().expect("a scan wanted");
+    let lists = scan.run(owners);
+    for i in 43..86 {
+        if super::place_segment(places.place(i)) == victim {
+            let (place, len) = std::mem::take(&mut *places.0[i as usize].lock());
+            l.free_owned(place, len, &src).unwrap();
+        }
+    }
+    assert!(!l.planned(victim), "left the plan as it was released");
+    store(&mut l, 43, 100);
+    l.end_plan(scan, lists);
+    assert!(!l.planned(victim));
+    l.check(Some(owners)).unwrap();
 }
 
 #[test]
