@@ -173,7 +173,7 @@ fn quantiles(h: &hdrhistogram::Histogram<u64>) -> [u64; 3] {
 }
 
 /// What is said of the contestants whose latencies cannot be seen.
-pub const NOT_TIMED: &str = "kernel-zram and zswap are called from the kernel's swap path: their store and load cannot be timed here (no BPF or kprobes on this machine); a served contestant times its own store and load (from the FUSE request to the reply, its channel hop included)";
+pub const NOT_TIMED: &str = "kernel-zram and zswap are called from the kernel's swap path: their store and load cannot be timed here (no BPF or kprobes on this machine); a served contestant times its own store and load (each call into it for a page; the FUSE and loop device path around it not included)";
 
 /// Run the swap experiment with `a`'s codec and output format.
 pub fn run(args: &SwapArgs, a: &CompareArgs) -> CliResult {
@@ -325,6 +325,7 @@ pub fn run(args: &SwapArgs, a: &CompareArgs) -> CliResult {
                     r.peaks.pool.to_string(),
                     r.peaks.all_in.to_string(),
                     r.peaks.orig.to_string(),
+                    r.peaks.slots_used.to_string(),
                     r.cgroup_peak.unwrap_or(0).to_string(),
                     r.oom_kills.map_or(String::new(), |n| n.to_string()),
                     r.limit.map_or(String::new(), |l| l.to_string()),
@@ -346,6 +347,7 @@ pub fn run(args: &SwapArgs, a: &CompareArgs) -> CliResult {
                     "peak_pool",
                     "peak_all_in",
                     "peak_orig",
+                    "peak_slots_used",
                     "cgroup_peak",
                     "oom_kills",
                     "limit",
@@ -461,6 +463,7 @@ fn print_tables(
             "peak pool\nMiB",
             "peak all-in\nMiB",
             "peak stored\nMiB",
+            "peak in use\nMiB",
             "store µs\np50 / p99",
             "load µs\np50 / p99",
         ],
@@ -482,6 +485,7 @@ fn print_tables(
             spread(&s.peak_pool, m, 1),
             spread(&s.peak_all_in, m, 1),
             spread(&s.peak_orig, m, 1),
+            spread(&s.peak_slots_used, m, 1),
             lat(s.latency.as_ref().map(|l| &l.store)),
             lat(s.latency.as_ref().map(|l| &l.load)),
         ]);
@@ -497,7 +501,10 @@ fn print_tables(
                  zswpout/zswpin, a page it rejects goes to its backing device and counts in pswpout); peak pool / all-in / stored: the \
                  store's figures read every {} ms while the program ran (kernel-zram: mm_stat; zswap: \
                  /proc/meminfo's Zswap and Zswapped, all-in with the kernel's estimates; zsmem: as \
-                 compare reports them); latencies: {NOT_TIMED}.",
+                 compare reports them); peak in use: the swap area's slots in use as the kernel counts \
+                 them (/proc/swaps, the slots of pages in the swap cache included; a freed slot of a loop \
+                 device is discarded only once its 2 MiB cluster is free, so a store behind one holds \
+                 more than this); latencies: {NOT_TIMED}.",
                 exp.every.as_millis()
             ),
             width,

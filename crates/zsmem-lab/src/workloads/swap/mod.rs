@@ -160,6 +160,9 @@ impl SwapExperiment {
                 let usage = cg.usage();
                 let mut store = 0;
                 if let Some(t) = target.as_mut() {
+                    if let Some(a) = procfs::swaps().iter().find(|a| a.path == t.device()) {
+                        peaks.update_slots(a.used);
+                    }
                     match t.figures() {
                         Ok(f) => {
                             store = f.all_in;

@@ -25,6 +25,12 @@ pub struct Peaks {
     /// store's all-in, read together at each sample (not the sum of the
     /// two peaks, which need not coincide).
     pub held: u64,
+    /// The swap area's slots in use as the kernel counts them
+    /// (`/proc/swaps`), bytes. A store behind a device the kernel does
+    /// not tell of each freed slot (a loop device) holds more than this:
+    /// the kernel discards a freed slot only once its whole cluster (2 MiB
+    /// of slots) is free.
+    pub slots_used: u64,
 }
 
 impl Peaks {
@@ -41,6 +47,11 @@ impl Peaks {
     /// `store` all-in at the same moment.
     pub fn update_held(&mut self, cgroup: u64, store: u64) {
         self.held = self.held.max(cgroup + store);
+    }
+
+    /// Takes the swap area's slots in use (bytes) into account.
+    pub fn update_slots(&mut self, used: u64) {
+        self.slots_used = self.slots_used.max(used);
     }
 }
 
@@ -133,6 +144,9 @@ pub struct Summary {
     pub peak_all_in: Spread,
     /// Peak stored (uncompressed), bytes.
     pub peak_orig: Spread,
+    /// Peak of the swap area's slots in use as the kernel counts them,
+    /// bytes.
+    pub peak_slots_used: Spread,
     /// The runs' latencies added up, where the contestant times them.
     #[serde(skip)]
     pub latency: Option<Latencies>,
@@ -178,6 +192,7 @@ pub fn summarize(runs: &[SwapRun]) -> Vec<Summary> {
                 peak_pool: spread(&|r| r.peaks.pool as f64),
                 peak_all_in: spread(&|r| r.peaks.all_in as f64),
                 peak_orig: spread(&|r| r.peaks.orig as f64),
+                peak_slots_used: spread(&|r| r.peaks.slots_used as f64),
                 latency,
             }
         })
