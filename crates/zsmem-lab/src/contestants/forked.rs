@@ -510,7 +510,6 @@ impl Server {
             Err(e) => return self.reply(false, 0, e.as_bytes()),
         };
         let in_use_base = self.allocator.in_use();
-        let table = front.slot_table_bytes();
         let greeting = format!(
             "{name} in child process {}: zram's {} KiB pages (same-filled as a word, {}, raw from {} B), \
              one heap allocation per page; memory: anonymous RSS growth after {} at every step \
@@ -559,7 +558,7 @@ impl Server {
                     .map_err(|e| e.to_string()),
                 OP_COMPACT => Ok(&[][..]),
                 OP_FIGURES | OP_FIGURES_UNRELEASED => self
-                    .measure(&mut front, op == OP_FIGURES, base, in_use_base, table)
+                    .measure(&mut front, op == OP_FIGURES, base, in_use_base)
                     .map(|w| {
                         for (d, v) in words.chunks_exact_mut(8).zip(w) {
                             d.copy_from_slice(&v.to_le_bytes());
@@ -577,14 +576,15 @@ impl Server {
     }
 
     /// Release (if `release`), then the figures: orig, compr, same, huge,
-    /// RSS growth, live bytes beyond it, slot table, 0.
+    /// RSS growth, live bytes beyond it, slot table (as it is now: the
+    /// table is resident before the baseline, so the growth leaves it
+    /// out), 0.
     fn measure<S: crate::contestants::ObjectContestant>(
         &self,
         front: &mut ZramFront<S>,
         release: bool,
         base: u64,
         in_use_base: Option<u64>,
-        table: u64,
     ) -> Result<[u64; FIGURE_WORDS], String> {
         let f = front.figures().map_err(|e| e.to_string())?;
         if release {
@@ -613,7 +613,7 @@ impl Server {
             f.huge_pages,
             growth,
             reused,
-            table,
+            front.slot_table_bytes(),
             0,
         ])
     }
