@@ -364,3 +364,33 @@ fn delayed_page_return_reads_as_immediate_at_every_step() {
         );
     }
 }
+
+/// A reading while the workload runs (`sample`, the swap experiment's)
+/// takes the figures as they are: pages still waiting to go back to the
+/// OS are in its pool, so it is never below the settled reading that
+/// `figures` takes after the delay, and both count the same data.
+#[test]
+fn a_sample_counts_what_waits_to_go_back() {
+    use zsmem::{PageStore, PageStoreConfig};
+    let _g = serial();
+    const N: u64 = 2000;
+    let store = PageStore::new(PageStoreConfig {
+        slots: N as usize,
+        codec: Codec::Lz4,
+        ..Default::default()
+    })
+    .unwrap();
+    let mut c = ZsmemContestant::from_store("zsmem", store);
+    for i in 0..N {
+        c.store(i, &text_page(i)).unwrap();
+    }
+    c.discard(0, N / 2).unwrap();
+    let sampled = c.sample().unwrap();
+    let settled = c.figures().unwrap();
+    all_in_is_whole("sampled", &sampled);
+    assert_eq!((sampled.orig, sampled.compr), (settled.orig, settled.compr));
+    assert!(
+        sampled.pool >= settled.pool && sampled.all_in >= settled.all_in,
+        "sampled {sampled:?}, settled {settled:?}"
+    );
+}

@@ -80,6 +80,14 @@ impl ContestantServer {
             .map_err(|e| BlockDevError::Contestant(e.to_string()))
     }
 
+    /// The contestant's figures for a reading while it serves
+    /// ([`PageContestant::sample`]: no waiting, the device is not held).
+    pub fn sample(&self) -> Result<Figures, BlockDevError> {
+        let mut s = self.served().map_err(BlockDevError::Contestant)?;
+        s.c.sample()
+            .map_err(|e| BlockDevError::Contestant(e.to_string()))
+    }
+
     /// Compact the contestant now.
     pub fn compact(&self) -> Result<(), BlockDevError> {
         let mut s = self.served().map_err(BlockDevError::Contestant)?;

@@ -201,8 +201,16 @@ pub trait PageContestant {
     fn load(&mut self, slot: u64, buf: &mut Page) -> Result<(), LabError>;
     /// Drop `pages` slots from `slot` on.
     fn discard(&mut self, slot: u64, pages: u64) -> Result<(), LabError>;
-    /// Memory figures now.
+    /// Memory figures now (a contestant whose freed memory settles after
+    /// a delay waits for it, as the reference's script sleeps before it
+    /// reads `mm_stat`).
     fn figures(&mut self) -> Result<Figures, LabError>;
+    /// Memory figures for a reading taken while the workload runs (the
+    /// swap experiment's, every 100 ms): as they are, without waiting for
+    /// anything to settle. By default [`PageContestant::figures`].
+    fn sample(&mut self) -> Result<Figures, LabError> {
+        self.figures()
+    }
     /// Compact now (what `echo 1 > compact` does).
     fn compact(&mut self) -> Result<(), LabError>;
     /// How long the last store, load or discard took by the contestant's

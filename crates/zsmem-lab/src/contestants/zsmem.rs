@@ -150,6 +150,48 @@ impl ZsmemContestant {
     pub fn store_ref(&self) -> &PageStore {
         &self.store
     }
+
+    /// The figures now, pages waiting to go back to the OS counted in
+    /// `pool` (the reading `figures` takes once they have gone).
+    fn read_figures(&self) -> Figures {
+        let m = self.store.mm_stat();
+        let p = self.store.pool().stats();
+        let cached = (p.cached_pages * p.page_size) as u64;
+        // PageStore::metadata_bytes is the store's tables plus the pool's
+        // metadata; the pool's is its own term.
+        let tables = self.store.metadata_bytes().saturating_sub(p.metadata_bytes);
+        let terms = vec![
+            Term {
+                name: allin::POOL_PAGES,
+                bytes: m.mem_used_total,
+            },
+            Term {
+                name: allin::CACHED_PAGES,
+                bytes: cached,
+            },
+            Term {
+                name: allin::ALLOCATOR_METADATA,
+                bytes: p.metadata_bytes as u64,
+            },
+            Term {
+                name: allin::SLOT_TABLE,
+                bytes: tables as u64,
+            },
+        ];
+        let f = Figures {
+            orig: m.orig_data_size,
+            compr: m.compr_data_size,
+            pool: m.mem_used_total + cached,
+            meta: p.metadata_bytes as u64,
+            waste: Some(p.waste),
+            same_pages: m.same_pages,
+            huge_pages: m.huge_pages,
+            pages_compacted: m.pages_compacted,
+            compaction: Some(self.store.pool().compaction_stats()),
+            ..Figures::default()
+        };
+        f.with_terms(terms)
+    }
 }
 
 impl PageContestant for ZsmemContestant {
@@ -225,43 +267,13 @@ impl PageContestant for ZsmemContestant {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }
-        let m = self.store.mm_stat();
-        let p = self.store.pool().stats();
-        let cached = (p.cached_pages * p.page_size) as u64;
-        // PageStore::metadata_bytes is the store's tables plus the pool's
-        // metadata; the pool's is its own term.
-        let tables = self.store.metadata_bytes().saturating_sub(p.metadata_bytes);
-        let terms = vec![
-            Term {
-                name: allin::POOL_PAGES,
-                bytes: m.mem_used_total,
-            },
-            Term {
-                name: allin::CACHED_PAGES,
-                bytes: cached,
-            },
-            Term {
-                name: allin::ALLOCATOR_METADATA,
-                bytes: p.metadata_bytes as u64,
-            },
-            Term {
-                name: allin::SLOT_TABLE,
-                bytes: tables as u64,
-            },
-        ];
-        let f = Figures {
-            orig: m.orig_data_size,
-            compr: m.compr_data_size,
-            pool: m.mem_used_total + cached,
-            meta: p.metadata_bytes as u64,
-            waste: Some(p.waste),
-            same_pages: m.same_pages,
-            huge_pages: m.huge_pages,
-            pages_compacted: m.pages_compacted,
-            compaction: Some(self.store.pool().compaction_stats()),
-            ..Figures::default()
-        };
-        Ok(f.with_terms(terms))
+        Ok(self.read_figures())
+    }
+
+    fn sample(&mut self) -> Result<Figures, LabError> {
+        // A reading while the workload runs: pages waiting in the return
+        // queue are counted in `pool` as they are.
+        Ok(self.read_figures())
     }
 
     fn compact(&mut self) -> Result<(), LabError> {

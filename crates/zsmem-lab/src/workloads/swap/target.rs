@@ -200,7 +200,10 @@ impl SwapTarget {
                 };
                 Ok(f.with_terms(allin::kernel_terms(m.pool, 0, objects)))
             }
-            Kind::Served { server, .. } => server.figures(),
+            // Not `figures`: a zsmem store's waits for its return delay
+            // to pass, and would hold the device (every request waiting)
+            // 15 ms of every sample.
+            Kind::Served { server, .. } => server.sample(),
         }
     }
 
