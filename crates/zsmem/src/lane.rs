@@ -59,7 +59,6 @@ mod check;
 mod clean;
 mod extents;
 mod owner_list;
-pub(crate) use clean::PlanScan;
 use extents::Extents;
 use owner_list::OwnerList;
 
@@ -271,8 +270,6 @@ pub(crate) struct Lane {
     /// other plan made, until the scan's lists join them
     /// ([`Lane::end_plan`]).
     scanning: Vec<u32>,
-    /// The scan a plan just made waits for, until its cleaner takes it.
-    wanted: Option<PlanScan>,
 }
 
 /// What a lane holds beyond its objects' bytes, by cause.
@@ -317,7 +314,6 @@ impl Lane {
             fits: std::collections::BTreeSet::new(),
             plan: Vec::new(),
             scanning: Vec::new(),
-            wanted: None,
         }
     }
 
@@ -906,7 +902,6 @@ impl Lane {
         self.fits.clear();
         self.plan.clear();
         self.scanning.clear();
-        self.wanted = None;
     }
 
     pub(crate) fn objects(&self) -> usize {

@@ -699,10 +699,7 @@ impl Pool {
             return Err(no_lane(place));
         };
         lane.free_owned(place, len, src)?;
-        if let CompactionPolicy::Auto {
-            min_freeable_pages,
-            max_moves,
-        } = self.cfg.compaction
+        if let Some((min_freeable_pages, max_moves)) = self.auto_policy()
             && lane.auto_clean_due(min_freeable_pages)
         {
             let due = |l: &Lane| l.auto_clean_due(min_freeable_pages);
@@ -792,12 +789,19 @@ impl Pool {
         std::iter::once(&*self.pages).chain(self.more_pages.iter().map(|p| &**p))
     }
 
+    /// The automatic policy's `(min_freeable_pages, max_moves)`, if on.
+    fn auto_policy(&self) -> Option<(usize, usize)> {
+        match self.cfg.compaction {
+            CompactionPolicy::Auto {
+                min_freeable_pages,
+                max_moves,
+            } => Some((min_freeable_pages, max_moves)),
+            _ => None,
+        }
+    }
+
     fn auto_compact(&self, space: &mut Space, src: &PageSource) {
-        let CompactionPolicy::Auto {
-            min_freeable_pages,
-            max_moves,
-        } = self.cfg.compaction
-        else {
+        let Some((min_freeable_pages, max_moves)) = self.auto_policy() else {
             return;
         };
         match space {
@@ -898,27 +902,19 @@ impl Pool {
             let src = self.source(d);
             loop {
                 let mut cell = class.lock.write();
-                if let Some(Space::Lane(_)) = cell.as_deref() {
-                    let budget = crate::lane::SEGMENT_PAGES * 4;
+                let m = if let Some(Space::Lane(_)) = cell.as_deref() {
+                    // Its plans' scans run with the lock let go.
                     let due = |l: &Lane| l.compaction_due(1);
-                    let (_cell, m) = self.clean_lane(class, cell, budget, &due, src);
-                    freed += m.pages_freed;
-                    committed += m.pages_committed;
-                    if m.objects == 0 && m.pages_freed == 0 {
+                    self.clean_lane(class, cell, SEGMENT_PAGES * 4, &due, src).1
+                } else {
+                    let Some(Space::Class(c)) = cell.as_deref_mut() else {
+                        break;
+                    };
+                    if !c.compaction_due(1) {
                         break;
                     }
-                    continue;
-                }
-                let m = match cell.as_deref_mut() {
-                    None => break,
-                    Some(Space::Class(c)) => {
-                        if !c.compaction_due(1) {
-                            break;
-                        }
-                        let budget = compact::step_budget(c);
-                        compact::step(c, budget, src, &self.compaction)
-                    }
-                    Some(Space::Lane(_)) => unreachable!("a lane is cleaned above"),
+                    let budget = compact::step_budget(c);
+                    compact::step(c, budget, src, &self.compaction)
                 };
                 freed += m.pages_freed;
                 committed += m.pages_committed;
@@ -1257,6 +1253,47 @@ mod loom_models {
         });
     }
 
+    /// A pool of one lane whose objects are owned by `owners` test slots:
+    /// 44 objects of [`OWNED_LEN`] bytes, the `i`-th of owner `i` (the 44th
+    /// seals the first segment: 43 fit in its 131,072 bytes), then those of
+    /// `freed` freed, so the first segment is a victim. No compaction but
+    /// the test's.
+    fn owned_victim(
+        owners: usize,
+        freed: std::ops::Range<usize>,
+    ) -> (Arc<Pool>, std::sync::Arc<crate::lane::TestOwners>) {
+        use crate::lane::TestOwners;
+        use crate::sync::Mutex;
+        let pool = Arc::new(
+            Pool::new(PoolConfig {
+                placement: Placement::Log { lanes: 1 },
+                compaction: CompactionPolicy::Off,
+                page_return: PageReturn::Immediate,
+                ..PoolConfig::default()
+            })
+            .unwrap(),
+        );
+        // The pool keeps its owners in a std Arc (not a loom object).
+        let slots = std::sync::Arc::new(TestOwners(
+            (0..owners).map(|_| Mutex::new((0, 0))).collect(),
+        ));
+        pool.set_owners(slots.clone());
+        for i in 0..44 {
+            *slots.0[i].lock() = (
+                pool.store_owned(i as u32, &[i as u8; OWNED_LEN]).unwrap(),
+                OWNED_LEN,
+            );
+        }
+        for i in freed {
+            let (place, len) = std::mem::take(&mut *slots.0[i].lock());
+            pool.free_owned(place, len).unwrap();
+        }
+        (pool, slots)
+    }
+
+    /// Bytes of each object of [`owned_victim`].
+    const OWNED_LEN: usize = 3000;
+
     /// Log placement's owned objects (a page store's slots as handles):
     /// a reader holds the owner's lock, then the lane lock shared; cleaning
     /// holds the lane lock alone and only *tries* the owner's lock. Every
@@ -1268,10 +1305,6 @@ mod loom_models {
     /// compare-and-swap, so the model sees cleaning's `try_lock` fail.
     #[test]
     fn loom_cleaning_tries_the_owner_of_an_object_a_reader_holds() {
-        use crate::lane::TestOwners;
-        use crate::sync::Mutex;
-
-        const LEN: usize = 3000;
         // Interleavings where cleaning left the object (its owner was
         // busy) and where it moved it: the model must see both.
         static OUTCOMES: [std::sync::atomic::AtomicUsize; 2] = [
@@ -1281,30 +1314,8 @@ mod loom_models {
         let mut builder = loom::model::Builder::new();
         builder.preemption_bound = Some(3);
         builder.check(|| {
-            let pool = Arc::new(
-                Pool::new(PoolConfig {
-                    placement: Placement::Log { lanes: 1 },
-                    compaction: CompactionPolicy::Off,
-                    page_return: PageReturn::Immediate,
-                    ..PoolConfig::default()
-                })
-                .unwrap(),
-            );
-            // 44 objects of 3,000 bytes: the 44th seals the first segment
-            // (43 fit in its 131,072 bytes).
-            let n = 44;
-            // The pool keeps its owners in a std Arc (not a loom object).
-            let slots =
-                std::sync::Arc::new(TestOwners((0..n).map(|_| Mutex::new((0, 0))).collect()));
-            pool.set_owners(slots.clone());
-            for i in 0..n {
-                *slots.0[i].lock() = (pool.store_owned(i as u32, &[i as u8; LEN]).unwrap(), LEN);
-            }
             // The first segment keeps object 0 only: a victim.
-            for i in 1..43 {
-                let (place, len) = std::mem::take(&mut *slots.0[i].lock());
-                pool.free_owned(place, len).unwrap();
-            }
+            let (pool, slots) = owned_victim(44, 1..43);
             let before = slots.place(0);
             let reader = {
                 let (pool, slots) = (pool.clone(), slots.clone());
@@ -1328,7 +1339,7 @@ mod loom_models {
             );
             OUTCOMES[usize::from(freed > 0)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             assert!(
-                pool.with_owned(after, LEN, |b| b.iter().all(|&x| x == 0))
+                pool.with_owned(after, OWNED_LEN, |b| b.iter().all(|&x| x == 0))
                     .unwrap()
             );
             pool.check_invariants().unwrap();
@@ -1347,36 +1358,12 @@ mod loom_models {
     /// joined its list) or elsewhere.
     #[test]
     fn loom_a_store_during_a_plans_scan_is_not_lost() {
-        use crate::lane::TestOwners;
-        use crate::sync::Mutex;
-
-        const LEN: usize = 3000;
         let mut builder = loom::model::Builder::new();
         builder.preemption_bound = Some(2);
         builder.check(|| {
-            let pool = Arc::new(
-                Pool::new(PoolConfig {
-                    placement: Placement::Log { lanes: 1 },
-                    compaction: CompactionPolicy::Off,
-                    page_return: PageReturn::Immediate,
-                    ..PoolConfig::default()
-                })
-                .unwrap(),
-            );
-            // As above: the first segment sealed, left with objects 0 and
-            // 42 (a victim with free extents between them); one owner
-            // more for the store.
-            let n = 45;
-            let slots =
-                std::sync::Arc::new(TestOwners((0..n).map(|_| Mutex::new((0, 0))).collect()));
-            pool.set_owners(slots.clone());
-            for i in 0..44 {
-                *slots.0[i].lock() = (pool.store_owned(i as u32, &[i as u8; LEN]).unwrap(), LEN);
-            }
-            for i in 1..42 {
-                let (place, len) = std::mem::take(&mut *slots.0[i].lock());
-                pool.free_owned(place, len).unwrap();
-            }
+            // The first segment left with objects 0 and 42 (a victim with
+            // free extents between them); one owner more for the store.
+            let (pool, slots) = owned_victim(45, 1..42);
             let cleaner = {
                 let pool = pool.clone();
                 loom::thread::spawn(move || pool.compact())
@@ -1385,7 +1372,7 @@ mod loom_models {
                 let (pool, slots) = (pool.clone(), slots.clone());
                 loom::thread::spawn(move || {
                     let mut slot = slots.0[44].lock();
-                    *slot = (pool.store_owned(44, &[44; LEN]).unwrap(), LEN);
+                    *slot = (pool.store_owned(44, &[44; OWNED_LEN]).unwrap(), OWNED_LEN);
                 })
             };
             writer.join().unwrap();

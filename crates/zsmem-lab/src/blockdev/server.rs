@@ -75,24 +75,27 @@ impl ContestantServer {
 
     /// The contestant's figures now.
     pub fn figures(&self) -> Result<Figures, BlockDevError> {
-        let mut s = self.served().map_err(BlockDevError::Contestant)?;
-        s.c.figures()
-            .map_err(|e| BlockDevError::Contestant(e.to_string()))
+        self.call(|c| c.figures())
     }
 
     /// The contestant's figures for a reading while it serves
     /// ([`PageContestant::sample`]: no waiting, the device is not held).
     pub fn sample(&self) -> Result<Figures, BlockDevError> {
-        let mut s = self.served().map_err(BlockDevError::Contestant)?;
-        s.c.sample()
-            .map_err(|e| BlockDevError::Contestant(e.to_string()))
+        self.call(|c| c.sample())
     }
 
     /// Compact the contestant now.
     pub fn compact(&self) -> Result<(), BlockDevError> {
+        self.call(|c| c.compact())
+    }
+
+    /// Call `f` on the contestant, its error as the device's.
+    fn call<T>(
+        &self,
+        f: impl FnOnce(&mut (dyn PageContestant + Send)) -> Result<T, LabError>,
+    ) -> Result<T, BlockDevError> {
         let mut s = self.served().map_err(BlockDevError::Contestant)?;
-        s.c.compact()
-            .map_err(|e| BlockDevError::Contestant(e.to_string()))
+        f(s.c.as_mut()).map_err(|e| BlockDevError::Contestant(e.to_string()))
     }
 
     /// The per-page latencies of its store, load and discard so far.

@@ -164,7 +164,8 @@ impl Lane {
     ) -> (Migration, Option<PlanScan>) {
         let started = std::time::Instant::now();
         let mut m = Migration::default();
-        while m.objects < max_moves && due(self) && self.wanted.is_none() {
+        let mut scan = None;
+        while m.objects < max_moves && due(self) && scan.is_none() {
             // A planned victim first, in the plan's order (least live
             // bytes first when planned): its owners were found at some
             // cost, a look at every owner. Not one whose scan is out.
@@ -192,7 +193,14 @@ impl Lane {
             // Nothing is appended to it while it empties.
             self.holes.retain(|&h| h != victim);
             let before = self.resident_pages;
-            let moved = self.evacuate(victim, max_moves - m.objects, owners, src, &mut m);
+            let moved = self.evacuate(
+                victim,
+                max_moves - m.objects,
+                owners,
+                src,
+                &mut m,
+                &mut scan,
+            );
             let after = self.resident_pages;
             m.pages_freed += before.saturating_sub(after);
             m.pages_committed += after.saturating_sub(before);
@@ -202,13 +210,14 @@ impl Lane {
         }
         let held = started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
         counters.record(m, held);
-        (m, self.wanted.take())
+        (m, scan)
     }
 
     /// Move up to `max` live objects of `victim` elsewhere, last appended
     /// first; true if the victim was emptied (and released) or objects
     /// moved, false if nothing could move (the memory limit, or the owner
-    /// of its last object busy).
+    /// of its last object busy). Stops at an owned object of an unplanned
+    /// victim, having planned it into `scan` if no scan is out.
     fn evacuate(
         &mut self,
         victim: u32,
@@ -216,6 +225,7 @@ impl Lane {
         owners: Option<&dyn Owners>,
         src: &PageSource,
         m: &mut Migration,
+        scan: &mut Option<PlanScan>,
     ) -> bool {
         let mut moved = 0;
         while moved < max {
@@ -231,7 +241,7 @@ impl Lane {
                 if !self.planned(victim) {
                     if self.scanning.is_empty() {
                         // Found by a scan the caller runs: stop here.
-                        self.begin_plan(victim);
+                        *scan = Some(self.begin_plan(victim));
                     }
                     // Else another thread's scan is out: only one at once.
                     break;
@@ -333,9 +343,9 @@ impl Lane {
     /// owned objects ([`Lane::end_plan`]); an owned object placed in one of
     /// them from now on joins its list (`count_in`). At most
     /// [`MAX_PLANNED`] victims stay planned: older ones with the most live
-    /// bytes leave first. No scan may be out.
-    pub(super) fn begin_plan(&mut self, first: u32) {
-        debug_assert!(self.scanning.is_empty() && self.wanted.is_none());
+    /// bytes leave first. No scan may be out; returns the one to run.
+    pub(super) fn begin_plan(&mut self, first: u32) -> PlanScan {
+        debug_assert!(self.scanning.is_empty());
         let mut chosen = vec![first];
         let mut rest: Vec<(usize, u32)> = self
             .victims()
@@ -365,11 +375,11 @@ impl Lane {
                 .expect("more planned than a plan takes");
             self.unplan(id);
         }
-        self.wanted = Some(PlanScan {
+        self.scanning.clone_from(&chosen);
+        PlanScan {
             sought: Sought::new(self.place_lane, &chosen),
-            ids: chosen.clone(),
-        });
-        self.scanning = chosen;
+            ids: chosen,
+        }
     }
 
     /// The scan `scan` of the owners ([`PlanScan::run`]) found `lists`:
@@ -380,11 +390,7 @@ impl Lane {
         debug_assert_eq!(scan.ids, self.scanning);
         for (id, found) in scan.ids.into_iter().zip(lists) {
             if let Some((_, list)) = self.plan.iter_mut().find(|(v, _)| *v == id) {
-                if list.is_empty() {
-                    *list = found;
-                } else {
-                    list.extend(found);
-                }
+                list.extend(found);
                 list.shrink_to_fit();
             }
         }

@@ -375,9 +375,8 @@ fn cleaning_finds_owned_objects_by_a_scan_and_waits_for_a_busy_owner() {
     // Planned again; while its scan is out (the lane's lock let go), a
     // new object (owner 99, short enough for the room left on object
     // 20's pages) lands in the victim and must move with it.
-    l.begin_plan(0);
+    let scan = l.begin_plan(0);
     assert!(l.planned(0));
-    let scan = l.wanted.take().expect("a scan wanted");
     store(&mut l, 99, 2000);
     assert_eq!(
         super::place_segment(places.place(99)),
@@ -406,8 +405,7 @@ fn cleaning_finds_owned_objects_by_a_scan_and_waits_for_a_busy_owner() {
     // A plan whose victim is released while its scan is out: the scan's
     // finding for it is dropped (its id may name a new segment by then).
     let victim = super::place_segment(places.place(43));
-    l.begin_plan(victim);
-    let scan = l.wanted.take().expect("a scan wanted");
+    let scan = l.begin_plan(victim);
     let lists = scan.run(owners);
     for i in 43..86 {
         if super::place_segment(places.place(i)) == victim {
