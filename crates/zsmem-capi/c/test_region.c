@@ -47,12 +47,14 @@ static void *fill_and_check(void *arg) {
 }
 
 /* keep_copies: SIZE_MAX (the default) keeps every copy of a resident unit,
-   0 none. */
-static int round_trip(size_t keep_copies) {
+   0 none; faults: ZSMEM_FAULTS_SIGNAL (the default) or ZSMEM_FAULTS_THREAD. */
+static int round_trip(size_t keep_copies, uint32_t faults) {
     struct zsmem_region_config cfg;
     CHECK(zsmem_region_config_default(&cfg) == 0);
     CHECK(cfg.keep_copies == SIZE_MAX && cfg.readahead == 16384);
+    CHECK(cfg.faults == ZSMEM_FAULTS_SIGNAL && cfg.reserved == 0);
     cfg.keep_copies = keep_copies;
+    cfg.faults = faults;
     cfg.bytes = 8 << 20;
     cfg.budget = 1 << 20;
     cfg.unit = 16384;
@@ -92,9 +94,11 @@ static int round_trip(size_t keep_copies) {
     return 0;
 }
 
-static int test_round_trip(void) { return round_trip(SIZE_MAX); }
+static int test_round_trip(void) { return round_trip(SIZE_MAX, ZSMEM_FAULTS_SIGNAL); }
 
-static int test_round_trip_without_copies(void) { return round_trip(0); }
+static int test_round_trip_without_copies(void) { return round_trip(0, ZSMEM_FAULTS_SIGNAL); }
+
+static int test_round_trip_fault_thread(void) { return round_trip(SIZE_MAX, ZSMEM_FAULTS_THREAD); }
 
 static int test_errors(void) {
     struct zsmem_region_config cfg;
@@ -107,6 +111,13 @@ static int test_errors(void) {
     CHECK(strstr(zsmem_last_error_message(), "unit") != NULL);
     CHECK(zsmem_region_config_default(&cfg) == 0);
     cfg.budget = 10;
+    CHECK(zsmem_region_new(&cfg, &r) == -EINVAL);
+    CHECK(zsmem_region_config_default(&cfg) == 0);
+    cfg.faults = 7;
+    CHECK(zsmem_region_new(&cfg, &r) == -EINVAL);
+    CHECK(strstr(zsmem_last_error_message(), "ZSMEM_FAULTS_SIGNAL") != NULL);
+    CHECK(zsmem_region_config_default(&cfg) == 0);
+    cfg.reserved = 1;
     CHECK(zsmem_region_new(&cfg, &r) == -EINVAL);
     CHECK(zsmem_region_ptr(NULL, NULL, NULL) == -EINVAL);
     struct zsmem_region_stats s;
@@ -121,6 +132,7 @@ int main(void) {
         int (*run)(void);
     } tests[] = {{"region_round_trip", test_round_trip},
                  {"region_round_trip_without_copies", test_round_trip_without_copies},
+                 {"region_round_trip_fault_thread", test_round_trip_fault_thread},
                  {"region_errors", test_errors}};
     int passed = 0, failed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

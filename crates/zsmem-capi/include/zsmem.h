@@ -105,6 +105,10 @@
 // `zsmem_store_config.codec`: Zstandard at `zstd_level`.
 #define ZSMEM_CODEC_ZSTD 1
 
+// `zsmem_region_config.faults`.
+#define ZSMEM_FAULTS_SIGNAL 0
+#define ZSMEM_FAULTS_THREAD 1
+
 // `zsmem_store_config.recompress_codec`: no secondary codec (the
 // default; `zsmem_store_recompress` then has nothing to try).
 #define ZSMEM_CODEC_NONE UINT32_MAX
@@ -342,6 +346,16 @@ typedef struct zsmem_region_config {
   // thread restores ahead of the reader (0: none; default 16 KiB; see
   // `RegionConfig::readahead`).
   size_t readahead;
+  // Who serves faults: `ZSMEM_FAULTS_SIGNAL` (the default: the faulting
+  // thread itself, in a SIGBUS handler zsmem installs for the process at
+  // the first such region, chaining to the handler installed before it for
+  // every other SIGBUS; at most 64 such regions at once) or
+  // `ZSMEM_FAULTS_THREAD` (a fault-handling thread; nothing process-wide).
+  // With signal faults the program must not block SIGBUS in threads that
+  // touch the region, nor replace the handler without chaining to it.
+  uint32_t faults;
+  // Must be 0.
+  uint32_t reserved;
 } zsmem_region_config;
 
 // A region's statistics (`zsmem_region_get_stats`). Fields may be appended.

@@ -1,13 +1,14 @@
 //! `zsmem_region_*`: compressed memory a C program uses as ordinary memory
 //! (Linux): a mapping kept within a resident budget, its cold units
-//! compressed, brought back on access by a fault-handling thread.
+//! compressed, brought back on access by the faulting thread (in a SIGBUS
+//! handler) or a fault-handling thread.
 
 use std::ffi::{c_int, c_void};
 use std::mem::size_of;
 use std::sync::Arc;
 use std::time::Duration;
 
-use zsmem_core::region::{Region, RegionConfig};
+use zsmem_core::region::{FaultMode, Region, RegionConfig};
 
 use crate::error::{Fail, guard, init_sized, out_ptr, read_sized, write_sized};
 use crate::registry::Registry;
@@ -62,13 +63,28 @@ pub struct zsmem_region_config {
     /// thread restores ahead of the reader (0: none; default 16 KiB; see
     /// `RegionConfig::readahead`).
     pub readahead: usize,
+    /// Who serves faults: `ZSMEM_FAULTS_SIGNAL` (default: the faulting
+    /// thread, in a SIGBUS handler installed for the process) or
+    /// `ZSMEM_FAULTS_THREAD` (a fault-handling thread); see
+    /// `FaultMode`.
+    pub faults: u32,
+    /// Must be 0.
+    pub reserved: u32,
 }
 
-const _: () = assert!(size_of::<zsmem_region_config>() == 7 * size_of::<usize>() + 16);
+/// `zsmem_region_config.faults`: the faulting thread serves its fault in a
+/// SIGBUS handler (`FaultMode::Signal`).
+pub const ZSMEM_FAULTS_SIGNAL: u32 = 0;
+/// `zsmem_region_config.faults`: a fault-handling thread serves faults
+/// (`FaultMode::Thread`).
+pub const ZSMEM_FAULTS_THREAD: u32 = 1;
+
+const _: () = assert!(size_of::<zsmem_region_config>() == 7 * size_of::<usize>() + 24);
 
 /// Earlier sizes of `zsmem_region_config` (old-headers/README.md): before
-/// `keep_copies` and `readahead`.
-pub(crate) const REGION_CONFIG_VERSIONS: [usize; 1] = [5 * size_of::<usize>() + 16];
+/// `keep_copies` and `readahead`; before `faults`.
+pub(crate) const REGION_CONFIG_VERSIONS: [usize; 2] =
+    [5 * size_of::<usize>() + 16, 7 * size_of::<usize>() + 16];
 
 fn default_config() -> zsmem_region_config {
     let d = RegionConfig::default();
@@ -83,6 +99,8 @@ fn default_config() -> zsmem_region_config {
         spin_us: d.spin.as_micros() as u64,
         keep_copies: d.keep_copies,
         readahead: d.readahead,
+        faults: ZSMEM_FAULTS_SIGNAL,
+        reserved: 0,
     }
 }
 
@@ -203,6 +221,15 @@ pub unsafe extern "C" fn zsmem_region_new(
                 )));
             }
         };
+        let faults = match (c.faults, c.reserved) {
+            (ZSMEM_FAULTS_SIGNAL, 0) => FaultMode::Signal,
+            (ZSMEM_FAULTS_THREAD, 0) => FaultMode::Thread,
+            (faults, reserved) => {
+                return Err(Fail::invalid(format!(
+                    "invalid configuration: faults {faults} is not ZSMEM_FAULTS_SIGNAL (0) or ZSMEM_FAULTS_THREAD (1), or reserved {reserved} is not 0"
+                )));
+            }
+        };
         let region = Region::new(RegionConfig {
             size: c.bytes,
             budget: c.budget,
@@ -212,6 +239,7 @@ pub unsafe extern "C" fn zsmem_region_new(
             spin: Duration::from_micros(c.spin_us.min(1_000_000)),
             keep_copies: c.keep_copies,
             readahead: c.readahead,
+            faults,
             ..RegionConfig::default()
         })?;
         let token = REGIONS.insert(region) as *mut zsmem_region;

@@ -9,7 +9,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use zsmem::Error;
-use zsmem::region::{Region, RegionConfig};
+use zsmem::region::{FaultMode, Region, RegionConfig};
+
+/// Both ways of serving faults: each test that touches evicted memory runs
+/// in both.
+const MODES: [FaultMode; 2] = [FaultMode::Signal, FaultMode::Thread];
 
 /// The word at `k` of unit `unit` at `version`: varied but compressible.
 fn word(unit: usize, version: u64, k: usize) -> u64 {
@@ -45,10 +49,15 @@ fn check(w: &[AtomicU64], unit_words: usize, unit: usize, version: u64) {
 }
 
 fn region(size: usize, budget: usize, unit: usize) -> Region {
+    region_in(FaultMode::default(), size, budget, unit)
+}
+
+fn region_in(faults: FaultMode, size: usize, budget: usize, unit: usize) -> Region {
     Region::new(RegionConfig {
         size,
         budget,
         unit,
+        faults,
         ..Default::default()
     })
     .expect("userfaultfd works here (user-mode only needs no privilege)")
@@ -56,8 +65,11 @@ fn region(size: usize, budget: usize, unit: usize) -> Region {
 
 #[test]
 fn fill_evict_read_back_each_unit_size() {
-    for unit in [4096, 16384, 65536] {
-        let r = region(8 << 20, 1 << 20, unit);
+    for (unit, mode) in [4096, 16384, 65536]
+        .into_iter()
+        .flat_map(|u| MODES.map(|m| (u, m)))
+    {
+        let r = region_in(mode, 8 << 20, 1 << 20, unit);
         let w = words(&r);
         let uw = unit / 8;
         let n = r.len() / unit;
@@ -149,8 +161,13 @@ fn untouched_memory_reads_zero_and_costs_nothing() {
 
 #[test]
 fn many_threads_byte_exact_under_eviction() {
-    let s = threads_read_and_write(usize::MAX);
-    assert_eq!(s.copies_dropped, 0, "{s:?}");
+    for mode in MODES {
+        let s = threads_read_and_write(usize::MAX, mode);
+        assert_eq!(s.copies_dropped, 0, "{mode:?}: {s:?}");
+        // A write to a clean unit is a write fault in both modes (in the
+        // faulting thread: its second fault on the same present page).
+        assert!(s.write_faults > 0, "{mode:?}: {s:?}");
+    }
 }
 
 /// A cap of a few units' copies: copies are refused at install and
@@ -158,7 +175,7 @@ fn many_threads_byte_exact_under_eviction() {
 #[test]
 fn a_tiny_cap_on_copies_keeps_every_byte() {
     let cap = 12 << 10;
-    let s = threads_read_and_write(cap);
+    let s = threads_read_and_write(cap, FaultMode::Thread);
     assert!(s.copies_dropped > 0, "{s:?}");
     assert!(s.copy_bytes <= cap as u64, "{s:?}");
     // Some units still went clean (zero fills, copies that fit).
@@ -170,7 +187,7 @@ fn a_tiny_cap_on_copies_keeps_every_byte() {
 /// compresses it again.
 #[test]
 fn never_keeping_copies_stores_only_evicted_units() {
-    let s = threads_read_and_write(0);
+    let s = threads_read_and_write(0, FaultMode::Signal);
     assert_eq!(s.copy_bytes, 0, "{s:?}");
     assert!(s.copies_dropped > 0, "{s:?}");
 
@@ -218,7 +235,7 @@ fn never_keeping_copies_stores_only_evicted_units() {
 /// Four threads read and write their own units and read shared ones, in a
 /// region that keeps at most `keep_copies` bytes of copies; every byte is
 /// checked. Returns the final statistics.
-fn threads_read_and_write(keep_copies: usize) -> zsmem::region::RegionStats {
+fn threads_read_and_write(keep_copies: usize, faults: FaultMode) -> zsmem::region::RegionStats {
     let unit = 4096;
     let uw = unit / 8;
     let r = Arc::new(
@@ -227,6 +244,7 @@ fn threads_read_and_write(keep_copies: usize) -> zsmem::region::RegionStats {
             budget: 2 << 20,
             unit,
             keep_copies,
+            faults,
             ..Default::default()
         })
         .expect("userfaultfd works here"),
@@ -296,7 +314,13 @@ fn threads_read_and_write(keep_copies: usize) -> zsmem::region::RegionStats {
 
 #[test]
 fn madvise_by_the_program_reads_zeros() {
-    let r = region(1 << 20, 1 << 20, 16384);
+    for mode in MODES {
+        madvise_reads_zeros(mode);
+    }
+}
+
+fn madvise_reads_zeros(mode: FaultMode) {
+    let r = region_in(mode, 1 << 20, 1 << 20, 16384);
     let w = words(&r);
     fill(w, 2048, 0, 1);
     // SAFETY: the second page of unit 0, inside the region.
@@ -323,7 +347,14 @@ fn signals_while_faulting() {
         sa.sa_flags = libc::SA_RESTART;
         libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut());
     }
-    let r = Arc::new(region(8 << 20, 1 << 20, 4096));
+    for mode in MODES {
+        interrupted_by_signals(mode);
+    }
+}
+
+/// A thread fills and checks the region while another sends it signals.
+fn interrupted_by_signals(mode: FaultMode) {
+    let r = Arc::new(region_in(mode, 8 << 20, 1 << 20, 4096));
     let n = r.len() / 4096;
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let worker = {

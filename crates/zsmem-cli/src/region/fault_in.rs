@@ -9,7 +9,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use zsmem::Codec;
-use zsmem::region::{Region, RegionConfig};
+use zsmem::region::{FaultMode, Region, RegionConfig};
 
 use crate::CliResult;
 
@@ -20,7 +20,8 @@ pub struct UnitFigures {
     pub unit: usize,
     /// Touch of an evicted unit, access to return, ns: p50, p99, p99.9.
     pub fault_in_ns: [u64; 3],
-    /// The fault thread's service time (read to wake), ns: p50, p99.
+    /// The service time (the fault thread's read to wake, or the signal
+    /// handler's entry to return), ns: p50, p99.
     pub service_ns: [u64; 2],
     /// Stored bytes over data bytes.
     pub stored_ratio: f64,
@@ -36,13 +37,19 @@ pub struct UnitFigures {
 }
 
 /// Measure one unit size over `data` (its length rounded down to units).
-pub fn measure(data: &[u8], unit: usize, codec: Codec) -> CliResult<UnitFigures> {
+pub fn measure(
+    data: &[u8],
+    unit: usize,
+    codec: Codec,
+    faults: FaultMode,
+) -> CliResult<UnitFigures> {
     let size = data.len() / unit * unit;
     let region = Region::new(RegionConfig {
         size,
         budget: size,
         unit,
         codec,
+        faults,
         ..Default::default()
     })?;
     // SAFETY: the region's bytes are this thread's alone while it lives.

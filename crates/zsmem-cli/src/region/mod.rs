@@ -13,7 +13,7 @@ mod kernel;
 use std::path::PathBuf;
 
 use zsmem::Codec;
-use zsmem::region::{Region, RegionConfig};
+use zsmem::region::{FaultMode, Region, RegionConfig};
 
 use crate::units::parse_size;
 use crate::{CliError, CliResult};
@@ -60,6 +60,11 @@ pub struct RegionArgs {
     /// (`1/4`).
     #[arg(long, default_value = "all", value_parser = KeepCopies::parse)]
     pub keep_copies: KeepCopies,
+    /// Who serves the region's faults: `signal` (the faulting thread, in
+    /// a SIGBUS handler: the default) or `thread` (a fault-handling
+    /// thread).
+    #[arg(long, default_value = "signal", value_parser = parse_faults)]
+    pub faults: FaultMode,
     /// Skip the kernel's way (plain memory in a memory-limited cgroup
     /// swapping to a private zram device; needs root, a cgroup memory
     /// controller and zram).
@@ -109,6 +114,14 @@ impl KeepCopies {
             KeepCopies::Bytes(b) => b,
             KeepCopies::OfBudget(f) => (budget as f64 * f) as usize,
         }
+    }
+}
+
+fn parse_faults(s: &str) -> Result<FaultMode, String> {
+    match s.trim() {
+        "signal" => Ok(FaultMode::Signal),
+        "thread" => Ok(FaultMode::Thread),
+        other => Err(format!("--faults takes signal or thread, not {other:?}")),
     }
 }
 
@@ -168,7 +181,7 @@ pub fn run(a: &RegionArgs) -> CliResult {
     let data = docs.bytes.len();
     if !a.json {
         println!(
-            "documents: {} files, {:.1} MiB from {}; {} requests (zipf {}, {}% updates), unit {} B, codec {}",
+            "documents: {} files, {:.1} MiB from {}; {} requests (zipf {}, {}% updates), unit {} B, codec {}, faults served by {}",
             docs.spans.len(),
             mib(data as f64),
             a.dir.display(),
@@ -176,7 +189,11 @@ pub fn run(a: &RegionArgs) -> CliResult {
             a.zipf,
             a.write_percent,
             a.unit,
-            codec.name()
+            codec.name(),
+            match a.faults {
+                FaultMode::Thread => "a fault thread",
+                _ => "the faulting thread (SIGBUS)",
+            }
         );
         println!(
             "{:<14} {:>9} {:>10} {:>8} {:>8} {:>9} {:>10} {:>7} {:>9} {:>7} {:>8}",
@@ -216,6 +233,7 @@ pub fn run(a: &RegionArgs) -> CliResult {
             codec,
             readahead: a.readahead,
             keep_copies: a.keep_copies.bytes(budget),
+            faults: a.faults,
             ..Default::default()
         })?;
         // SAFETY: the region's bytes are this thread's alone while it lives.
@@ -260,13 +278,14 @@ pub fn run(a: &RegionArgs) -> CliResult {
     }
     let mut units = Vec::new();
     for &unit in &fault_units {
-        units.push(fault_in::measure(&docs.bytes, unit, codec)?);
+        units.push(fault_in::measure(&docs.bytes, unit, codec, a.faults)?);
     }
     if a.json {
         let v = serde_json::json!({
             "documents": docs.spans.len(),
             "data_bytes": data,
             "keep_copies": a.keep_copies,
+            "faults": format!("{:?}", a.faults).to_lowercase(),
             "all_resident": resident,
             "region": rows.iter().map(|(n, b, o)| serde_json::json!({"budget": n, "budget_bytes": b, "outcome": o})).collect::<Vec<_>>(),
             "kernel_zram": kernel,

@@ -1,4 +1,6 @@
-//! The fault thread: reads the userfaultfd and resolves each fault.
+//! Serving a fault: by the fault thread, which reads the userfaultfd
+//! (`FaultMode::Thread`), or by the faulting thread itself in its `SIGBUS`
+//! handler (`FaultMode::Signal`, signal.rs; `serve_here`). Either way:
 //!
 //! - A missing page in an **evicted** unit: the unit is decompressed from
 //!   its slot and installed whole (UFFDIO_COPY). If its copy fits within
@@ -22,16 +24,18 @@
 //!   writer). If the unit was evicted meanwhile, the writer is only woken:
 //!   it retries and faults on the missing page.
 //!
-//! Before installing, the fault thread makes room itself if the region is
-//! at its budget (the evictor thread fell behind), so resident never passes
-//! the budget. It holds one unit lock at a time, never with the clock's.
+//! Before installing, the serving thread makes room itself if the region
+//! is at its budget (the evictor thread fell behind), so resident never
+//! passes the budget. It holds one unit lock at a time, never with the
+//! clock's.
 //!
 //! **Readahead**: when a restore brings back the unit just after the one
 //! the last restore brought back (a sequential read, such as a copy of a
 //! document spanning units), the thread then restores the evicted units
 //! after it (`RegionConfig::readahead` bytes), each as a fault would, once
-//! the faulting thread is woken; within the budget less one unit, never
-//! evicting for them.
+//! the faulting thread is woken (with signal faults: before its access is
+//! retried, as the kernel's swap readahead does); within the budget less
+//! one unit, never evicting for them.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -43,15 +47,15 @@ use super::policy::{Kind, Unit};
 use super::stats::{add, get};
 use super::uffd::{self, Fault};
 
-/// The fault thread's body: until the stop signal. After serving faults
-/// it keeps reading the descriptor for `spin` before it sleeps in `poll`,
-/// so that a burst of faults does not pay a wake-up each.
+/// The fault thread's body ([`FaultMode::Thread`]): until the stop
+/// signal. After serving faults it keeps reading the descriptor for `spin`
+/// before it sleeps in `poll`, so that a burst of faults does not pay a
+/// wake-up each.
+///
+/// [`FaultMode::Thread`]: super::FaultMode::Thread
 pub(super) fn run(sh: &Shared) {
     let mut faults = Vec::with_capacity(16);
     let mut buf = vec![0u8; sh.unit];
-    let zeros = vec![0u8; sh.unit];
-    // The unit the last restore (by a fault or ahead of one) brought back.
-    let mut last = usize::MAX;
     loop {
         match uffd::wait(&sh.uffd, &sh.stop) {
             Ok(true) => {}
@@ -83,12 +87,12 @@ pub(super) fn run(sh: &Shared) {
             }
             for &f in &faults {
                 let t = Instant::now();
-                let ahead = resolve(sh, f, &mut buf, &zeros, &mut last);
+                let ahead = resolve(sh, f, &mut buf);
                 sh.latency.record(t.elapsed().as_nanos() as u64);
-                if ahead {
+                if let Some(index) = ahead {
                     // After the faulting thread is woken and the service
                     // timed: it does not wait for these.
-                    last = restore_ahead(sh, last, &mut buf);
+                    restore_ahead(sh, index, &mut buf);
                 }
             }
             served = Instant::now();
@@ -96,47 +100,109 @@ pub(super) fn run(sh: &Shared) {
     }
 }
 
-/// Resolve one fault; the faulting thread is woken whatever happens (an
-/// error is counted, and the thread retries its access). `last` is the
-/// unit the last restore brought back; returns whether this fault
-/// restored the unit just after it (a sequential read: restore ahead).
-fn resolve(sh: &Shared, f: Fault, buf: &mut [u8], zeros: &[u8], last: &mut usize) -> bool {
-    let Some(index) = sh.unit_of(f.address) else {
-        return false;
-    };
+/// Resolve one fault read from the descriptor; the faulting thread is
+/// woken whatever happens (an error is counted, and the thread retries its
+/// access). Returns the unit restored if it is the one just after the
+/// one the last restore brought back (a sequential read: restore ahead).
+fn resolve(sh: &Shared, f: Fault, buf: &mut [u8]) -> Option<usize> {
+    let index = sh.unit_of(f.address)?;
     let start = sh.base + index * sh.unit;
     let result = if f.write_protect {
         add(&sh.counters.write_faults, 1);
-        write_fault(sh, index, start, f.address).map(|()| false)
+        write_fault(sh, index, start, f.address).map(|()| Missing::Present)
     } else {
         add(&sh.counters.missing_faults, 1);
-        missing(sh, index, start, f.address, buf, zeros)
+        missing(sh, index, start, f.address, buf)
     };
     match result {
-        Ok(true) => {
-            let sequential = last.checked_add(1) == Some(index);
-            *last = index;
-            sequential && sh.readahead_units > 0
-        }
-        Ok(false) => false,
+        Ok(m) => (m == Missing::Restored && sequential(sh, index)).then_some(index),
         Err(_) => {
             add(&sh.counters.errors, 1);
             let _ = sh.uffd.wake(f.address, sh.os_page);
-            false
+            None
         }
+    }
+}
+
+/// A restore of unit `index`: whether it is the unit just after the one
+/// the last restore brought back (and readahead is on).
+fn sequential(sh: &Shared, index: usize) -> bool {
+    let last = sh.last_restore.swap(index, Ordering::Relaxed);
+    last.checked_add(1) == Some(index) && sh.readahead_units > 0
+}
+
+thread_local! {
+    /// The page of this thread's last fault that found its page present
+    /// ([`FaultMode::Signal`]; `usize::MAX`: none).
+    ///
+    /// [`FaultMode::Signal`]: super::FaultMode::Signal
+    static PRESENT: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+/// Serve a fault in the thread that took it, from the `SIGBUS` handler
+/// ([`FaultMode::Signal`]); the access is retried when this returns.
+///
+/// The signal does not say whether the fault was a missing page or a
+/// write to a write-protected one. A missing page is served as the fault
+/// thread serves it. A fault that finds its page present was either a
+/// missing page another thread installed meanwhile or a write to a clean
+/// unit: the first time, nothing is done and the access retried; if the
+/// same thread faults on the same present page again at once, it was a
+/// write, and the protection is lifted as for a write-protect fault. So
+/// the first write to a clean unit costs two signals; a fault raced by
+/// another thread's install costs one.
+///
+/// Async-signal safety: the interrupted code is the program's access to
+/// region memory, so it holds none of zsmem's locks and is not inside
+/// the allocator; the handler takes zsmem's locks (waiting for other
+/// threads), reads the store, and may evict a unit when the evictor thread
+/// fell behind (which may allocate). A program that touches region memory
+/// from inside its own allocator, its own signal handlers or a call into
+/// zsmem breaks that premise (docs/DESIGN.md, "Region").
+///
+/// [`FaultMode::Signal`]: super::FaultMode::Signal
+pub(super) fn serve_here(sh: &Shared, address: usize) {
+    let t = Instant::now();
+    let page = address & !(sh.os_page - 1);
+    let Some(index) = sh.unit_of(page) else {
+        return;
+    };
+    let start = sh.base + index * sh.unit;
+    let mut taken = sh.buffers.take();
+    let buf = &mut taken[..];
+    let result = match missing(sh, index, start, page, buf) {
+        Ok(Missing::Present) if PRESENT.get() == page => {
+            PRESENT.set(usize::MAX);
+            add(&sh.counters.write_faults, 1);
+            write_fault(sh, index, start, page).map(|()| false)
+        }
+        Ok(Missing::Present) => {
+            PRESENT.set(page);
+            Ok(false)
+        }
+        Ok(m) => {
+            PRESENT.set(usize::MAX);
+            add(&sh.counters.missing_faults, 1);
+            Ok(m == Missing::Restored && sequential(sh, index))
+        }
+        Err(e) => Err(e),
+    };
+    sh.latency.record(t.elapsed().as_nanos() as u64);
+    match result {
+        Ok(true) => restore_ahead(sh, index, buf),
+        Ok(false) => {}
+        Err(_) => add(&sh.counters.errors, 1),
     }
 }
 
 /// Restore up to `readahead_units` evicted units after unit `index`, in
 /// order, stopping at the first that is not evicted and while a unit of
 /// the budget is left for the next fault (readahead never evicts).
-/// Returns the last unit restored (`index` if none).
-fn restore_ahead(sh: &Shared, index: usize, buf: &mut [u8]) -> usize {
-    let mut last = index;
+fn restore_ahead(sh: &Shared, index: usize, buf: &mut [u8]) {
     let end = index
         .saturating_add(1 + sh.readahead_units)
         .min(sh.units.len());
-    for next in index + 1..end {
+    for next in index.saturating_add(1)..end {
         if get(&sh.counters.resident_units) as usize + 1 >= sh.budget_units() {
             break;
         }
@@ -151,21 +217,34 @@ fn restore_ahead(sh: &Shared, index: usize, buf: &mut [u8]) -> usize {
             add(&sh.counters.errors, 1);
             break;
         }
-        last = next;
+        sh.last_restore.store(next, Ordering::Relaxed);
     }
     sh.wake_evictor();
-    last
 }
 
-/// A missing page: `Ok(true)` if an evicted unit was restored.
+/// What a missing-page fault found and did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Missing {
+    /// An evicted unit, restored from its slot.
+    Restored,
+    /// A unit never written, filled with zeros.
+    Zeros,
+    /// A page of a resident unit the program had dropped: mapped to the
+    /// zero page.
+    Dropped,
+    /// The page is there (installed meanwhile, or the fault was a write to
+    /// a write-protected page): nothing done.
+    Present,
+}
+
+/// A missing page at `page` of unit `index` (which starts at `start`).
 fn missing(
     sh: &Shared,
     index: usize,
     start: usize,
     page: usize,
     buf: &mut [u8],
-    zeros: &[u8],
-) -> std::io::Result<bool> {
+) -> std::io::Result<Missing> {
     // Room first, before taking the unit's lock (the clock locks units).
     if sh.units[index].lock().kind != Kind::Resident {
         let mut room = 0;
@@ -178,18 +257,21 @@ fn missing(
         }
     }
     let mut u = sh.units[index].lock();
-    let restored = u.kind == Kind::Evicted;
-    match u.kind {
-        Kind::Evicted => restore(sh, index, &mut u, buf, true)?,
+    let outcome = match u.kind {
+        Kind::Evicted => {
+            restore(sh, index, &mut u, buf, true)?;
+            Missing::Restored
+        }
         Kind::Empty => {
             // Zeros, installed write-protected like a restored unit: its
             // empty slot is its current copy (it reads as zeros), so until
             // it is written it is dropped without compressing.
-            sh.uffd.copy(start, zeros, sh.os_page, true)?;
+            sh.uffd.copy(start, &sh.zeros, sh.os_page, true)?;
             u.installed(false);
             u.stored = true;
             add(&sh.counters.zero_fills, 1);
             add(&sh.counters.resident_units, 1);
+            Missing::Zeros
         }
         Kind::Resident => {
             if sh.uffd.zeropage(page, sh.os_page)? {
@@ -198,12 +280,15 @@ fn missing(
                 add(&sh.counters.dropped_by_program, 1);
                 u.generation = u.generation.wrapping_add(1);
                 copies::forget(sh, index, &mut u);
+                Missing::Dropped
+            } else {
+                Missing::Present
             }
         }
-    }
+    };
     drop(u);
     sh.wake_evictor();
-    Ok(restored)
+    Ok(outcome)
 }
 
 fn write_fault(sh: &Shared, index: usize, start: usize, page: usize) -> std::io::Result<()> {

@@ -21,7 +21,8 @@
 //! |---|---|
 //! | `mod.rs` | [`Region`], [`RegionConfig`], the mapping, start and stop |
 //! | `uffd.rs` | userfaultfd's ABI, by raw `ioctl`s |
-//! | `fault.rs` | the fault thread: install, zero fill, write faults |
+//! | `fault.rs` | serving a fault: install, zero fill, write faults; the fault thread |
+//! | `signal.rs` | faults served in the faulting thread: the `SIGBUS` handler |
 //! | `evict.rs` | eviction and the evictor thread |
 //! | `policy.rs` | a unit's state; the CLOCK that picks victims |
 //! | `copies.rs` | which resident units keep a stored copy (`keep_copies`) |
@@ -34,6 +35,7 @@ mod copies;
 mod evict;
 mod fault;
 mod policy;
+mod signal;
 mod stats;
 #[cfg(all(test, not(miri)))]
 mod tests;
@@ -57,6 +59,37 @@ use stats::{Counters, Histogram, get};
 pub const MIN_UNIT: usize = 4096;
 /// Largest unit: 64 KiB.
 pub const MAX_UNIT: usize = 65536;
+
+/// Who serves a region's faults.
+///
+/// A fault on an evicted unit must be served before the faulting access
+/// can go on. Served by another thread, it costs two scheduler hand-offs
+/// (the faulting thread sleeps, the serving thread is woken or spins, the
+/// faulting thread is woken): most of a fault's time on this design.
+/// Served by the faulting thread itself, it costs a signal's delivery and
+/// return instead. Measured figures for both are in docs/DESIGN.md
+/// ("Region").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FaultMode {
+    /// The faulting thread serves its own fault: the kernel raises
+    /// `SIGBUS` in it (`UFFD_FEATURE_SIGBUS`) and zsmem's handler
+    /// decompresses and installs the unit before the access is retried.
+    /// The handler is installed for the whole process at the first such
+    /// region and stays; a `SIGBUS` at any other address goes on to the
+    /// handler installed before it (or the default action). The program
+    /// must not block `SIGBUS` in a thread that touches the region, must
+    /// not install a `SIGBUS` handler of its own that does not chain to
+    /// the one it replaces, and must not touch evicted region memory from
+    /// inside its allocator or its own signal handlers. At most 64 such
+    /// regions at once in a process.
+    #[default]
+    Signal,
+    /// A fault-handling thread (`zsmem-fault`) reads the userfaultfd and
+    /// serves the faults; the faulting thread sleeps in the kernel until
+    /// it is woken. Nothing process-wide is changed.
+    Thread,
+}
 
 /// How to make a [`Region`].
 ///
@@ -117,6 +150,9 @@ pub struct RegionConfig {
     /// Default `usize::MAX`. [`RegionStats::copy_bytes`] and
     /// [`RegionStats::copies_dropped`] say what it held and what it cost.
     pub keep_copies: usize,
+    /// Who serves faults: the faulting thread in a `SIGBUS` handler
+    /// (default), or a fault-handling thread.
+    pub faults: FaultMode,
     /// The pool under the store (its `page_size` is set to the unit).
     /// Default [`PoolConfig::log`]: log placement holds objects of any
     /// size up to the unit without a size class per size.
@@ -134,6 +170,7 @@ impl Default for RegionConfig {
             spin: std::time::Duration::from_micros(50),
             readahead: 16 << 10,
             keep_copies: usize::MAX,
+            faults: FaultMode::default(),
             pool: PoolConfig::log(),
         }
     }
@@ -161,11 +198,20 @@ pub(crate) struct Shared {
     readahead_units: usize,
     /// `RegionConfig::keep_copies` (`u64::MAX`: no cap).
     keep_copies: u64,
+    /// A unit of zeros, installed for a unit never written.
+    zeros: Box<[u8]>,
+    /// Buffers for faults served in the faulting thread (none with
+    /// `FaultMode::Thread`).
+    buffers: signal::Buffers,
+    /// The unit the last restore (by a fault or ahead of one) brought back,
+    /// to tell a sequential read (`usize::MAX` at first).
+    last_restore: AtomicUsize,
     #[cfg(test)]
     paused: AtomicBool,
 }
 
 impl Shared {
+    /// The unit `address` lies in, if the region holds it.
     fn unit_of(&self, address: usize) -> Option<usize> {
         let i = address.checked_sub(self.base)? / self.unit;
         (i < self.units.len()).then_some(i)
@@ -233,6 +279,9 @@ impl Shared {
 pub struct Region {
     /// `Some` until the region stops (in `drop`, or a test).
     shared: Option<Arc<Shared>>,
+    /// With `FaultMode::Signal`: the region's place in the handler's
+    /// table, until it stops.
+    registration: Option<signal::Registration>,
     threads: Vec<JoinHandle<()>>,
     base: usize,
     len: usize,
@@ -321,7 +370,8 @@ impl Region {
             track_access_time: false,
             ..Default::default()
         })?;
-        let uffd = uffd::Uffd::open()?;
+        let signals = cfg.faults == FaultMode::Signal;
+        let uffd = uffd::Uffd::open(signals)?;
         let stop = uffd::StopSignal::new()?;
         let units = crate::store::try_table(n, "the region's unit table", || {
             crate::sync::Mutex::new(Unit::default())
@@ -355,20 +405,37 @@ impl Region {
             } else {
                 cfg.keep_copies as u64
             },
+            zeros: vec![0u8; cfg.unit].into_boxed_slice(),
+            buffers: signal::Buffers::new(
+                if signals {
+                    std::thread::available_parallelism().map_or(2, |n| 2 * n.get().min(32))
+                } else {
+                    0
+                },
+                cfg.unit,
+            ),
+            last_restore: AtomicUsize::new(usize::MAX),
             #[cfg(test)]
             paused: AtomicBool::new(false),
         });
         let mut region = Region {
             shared: Some(shared.clone()),
+            registration: None,
             threads: Vec::new(),
             base,
             len,
             owner: std::process::id(),
         };
-        for (name, body) in [
-            ("zsmem-fault", fault::run as fn(&Shared)),
-            ("zsmem-evict", evict::run as fn(&Shared)),
-        ] {
+        if signals {
+            region.registration = Some(signal::register(&shared)?);
+        }
+        let fault_thread = ("zsmem-fault", fault::run as fn(&Shared));
+        let evictor = ("zsmem-evict", evict::run as fn(&Shared));
+        for (name, body) in (!signals)
+            .then_some(fault_thread)
+            .into_iter()
+            .chain([evictor])
+        {
             let sh = shared.clone();
             let t = std::thread::Builder::new()
                 .name(name.into())
@@ -570,6 +637,9 @@ impl Region {
     /// Stop the threads and close the userfaultfd (releasing every thread
     /// waiting on a fault); the mapping stays until drop.
     fn stop(&mut self) {
+        if let Some(r) = self.registration.take() {
+            r.withdraw();
+        }
         let Some(sh) = self.shared.take() else {
             return;
         };

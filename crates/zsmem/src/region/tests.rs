@@ -12,6 +12,7 @@ fn stop_releases_threads_waiting_on_faults() {
     let mut r = Region::new(RegionConfig {
         size: 4 << 20,
         budget: 1 << 20,
+        faults: FaultMode::Thread,
         ..Default::default()
     })
     .unwrap();

@@ -93,6 +93,10 @@ const WRITEPROTECT_MODE_WP: u64 = 1;
 /// The ioctls a registered range must offer (bit = the ioctl's number).
 const NEED_IOCTLS: u64 = (1 << 0x02) | (1 << 0x03) | (1 << 0x04) | (1 << 0x06);
 
+/// Feature: a fault is not queued but raises `SIGBUS` in the faulting
+/// thread (Linux 4.14).
+const UFFD_FEATURE_SIGBUS: u64 = 1 << 7;
+
 const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
 const UFFD_PAGEFAULT_FLAG_WRITE: u64 = 1;
 const UFFD_PAGEFAULT_FLAG_WP: u64 = 2;
@@ -152,6 +156,9 @@ pub(crate) fn refused(what: &str, err: &io::Error) -> Error {
 #[derive(Debug)]
 pub(crate) struct Uffd {
     fd: OwnedFd,
+    /// Faults raise `SIGBUS` in the faulting thread: no thread ever waits
+    /// on this descriptor, so nothing is woken.
+    sigbus: bool,
 }
 
 fn check(r: libc::c_int) -> io::Result<()> {
@@ -164,8 +171,9 @@ fn check(r: libc::c_int) -> io::Result<()> {
 
 impl Uffd {
     /// Open a user-mode-only userfaultfd (close-on-exec, non-blocking) and
-    /// agree on the API.
-    pub(crate) fn open() -> Result<Uffd> {
+    /// agree on the API; with `sigbus`, faults raise `SIGBUS` in the
+    /// faulting thread instead of waiting for a reader of the descriptor.
+    pub(crate) fn open(sigbus: bool) -> Result<Uffd> {
         // SAFETY: the system call takes a flags word and returns a new
         // descriptor or -1; no memory is passed.
         let r = unsafe {
@@ -182,13 +190,22 @@ impl Uffd {
         }
         // SAFETY: `r` is a descriptor the kernel just gave us, owned by no one else.
         let fd = unsafe { OwnedFd::from_raw_fd(r as RawFd) };
-        let uffd = Uffd { fd };
+        let uffd = Uffd { fd, sigbus };
         let mut api = Api {
             api: UFFD_API,
+            features: if sigbus { UFFD_FEATURE_SIGBUS } else { 0 },
             ..Default::default()
         };
-        uffd.ioctl(UFFDIO_API, &mut api)
-            .map_err(|e| refused("UFFDIO_API", &e))?;
+        uffd.ioctl(UFFDIO_API, &mut api).map_err(|e| {
+            refused(
+                if sigbus {
+                    "UFFDIO_API (UFFD_FEATURE_SIGBUS)"
+                } else {
+                    "UFFDIO_API"
+                },
+                &e,
+            )
+        })?;
         Ok(uffd)
     }
 
@@ -341,8 +358,11 @@ impl Uffd {
     }
 
     /// Wake the threads waiting on faults in `[start, start + len)`: they
-    /// retry their access.
+    /// retry their access. With `SIGBUS` faults none waits: nothing to do.
     pub(crate) fn wake(&self, start: usize, len: usize) -> io::Result<()> {
+        if self.sigbus {
+            return Ok(());
+        }
         let mut r = Range {
             start: start as u64,
             len: len as u64,
