@@ -112,7 +112,7 @@ fn resolve(sh: &Shared, f: Fault, buf: &mut [u8]) -> Option<usize> {
         write_fault(sh, index, start, f.address).map(|()| Missing::Present)
     } else {
         add(&sh.counters.missing_faults, 1);
-        missing(sh, index, start, f.address, buf)
+        missing(sh, index, start, f.address, f.write, buf)
     };
     match result {
         Ok(m) => (m == Missing::Restored && sequential(sh, index)).then_some(index),
@@ -146,11 +146,12 @@ thread_local! {
 /// write to a write-protected one. A missing page is served as the fault
 /// thread serves it. A fault that finds its page present was either a
 /// missing page another thread installed meanwhile or a write to a clean
-/// unit: the first time, nothing is done and the access retried; if the
-/// same thread faults on the same present page again at once, it was a
-/// write, and the protection is lifted as for a write-protect fault. So
-/// the first write to a clean unit costs two signals; a fault raced by
-/// another thread's install costs one.
+/// unit. Where the signal's context gives the access's kind (`write`:
+/// x86-64's page-fault error code), a write is served as a write-protect
+/// fault and a read is retried. Elsewhere the first such fault is retried,
+/// and if the same thread faults on the same present page again at once,
+/// it was a write: the first write to a clean unit costs two signals
+/// there.
 ///
 /// Async-signal safety: the interrupted code is the program's access to
 /// region memory, so it holds none of zsmem's locks and is not inside
@@ -161,7 +162,7 @@ thread_local! {
 /// zsmem breaks that premise (docs/DESIGN.md, "Region").
 ///
 /// [`FaultMode::Signal`]: super::FaultMode::Signal
-pub(super) fn serve_here(sh: &Shared, address: usize) {
+pub(super) fn serve_here(sh: &Shared, address: usize, write: Option<bool>) {
     let t = Instant::now();
     let page = address & !(sh.os_page - 1);
     let Some(index) = sh.unit_of(page) else {
@@ -170,14 +171,16 @@ pub(super) fn serve_here(sh: &Shared, address: usize) {
     let start = sh.base + index * sh.unit;
     let mut taken = sh.buffers.take();
     let buf = &mut taken[..];
-    let result = match missing(sh, index, start, page, buf) {
-        Ok(Missing::Present) if PRESENT.get() == page => {
+    let result = match missing(sh, index, start, page, write == Some(true), buf) {
+        Ok(Missing::Present) if write.unwrap_or(PRESENT.get() == page) => {
             PRESENT.set(usize::MAX);
             add(&sh.counters.write_faults, 1);
             write_fault(sh, index, start, page).map(|()| false)
         }
         Ok(Missing::Present) => {
-            PRESENT.set(page);
+            if write.is_none() {
+                PRESENT.set(page);
+            }
             Ok(false)
         }
         Ok(m) => {
@@ -213,7 +216,7 @@ fn restore_ahead(sh: &Shared, index: usize, buf: &mut [u8]) {
         // No thread waits there (one that faults meanwhile is woken by the
         // copy, and its message finds the unit resident). Without the heat
         // of a promotion.
-        if restore(sh, next, &mut u, buf, false).is_err() {
+        if restore(sh, next, &mut u, buf, false, false).is_err() {
             add(&sh.counters.errors, 1);
             break;
         }
@@ -221,6 +224,11 @@ fn restore_ahead(sh: &Shared, index: usize, buf: &mut [u8]) {
     }
     sh.wake_evictor();
 }
+
+/// Units a fault evicts itself when the region is at its budget (the
+/// evictor thread fell behind): one batch's worth, smaller than the
+/// evictor's, since the faulting access waits for it.
+const SYNC_BATCH: usize = 8;
 
 /// What a missing-page fault found and did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -237,38 +245,46 @@ enum Missing {
     Present,
 }
 
-/// A missing page at `page` of unit `index` (which starts at `start`).
+/// A missing page at `page` of unit `index` (which starts at `start`);
+/// `write` if the access is known to be a write, which installs the unit
+/// writable (dirty) at once: a write-protected install would only trap
+/// the same write again.
 fn missing(
     sh: &Shared,
     index: usize,
     start: usize,
     page: usize,
+    write: bool,
     buf: &mut [u8],
 ) -> std::io::Result<Missing> {
-    // Room first, before taking the unit's lock (the clock locks units).
+    // Room first, before taking the unit's lock (the clock locks units):
+    // a small batch, so the next faults find room too.
     if sh.units[index].lock().kind != Kind::Resident {
         let mut room = 0;
         while get(&sh.counters.resident_units) as usize >= sh.budget_units() && room < 4 {
-            if !evict::evict_one(sh, buf) {
-                room += 1;
-            } else {
-                add(&sh.counters.sync_evictions, 1);
+            match evict::evict_some(sh, SYNC_BATCH, buf) {
+                0 => room += 1,
+                n => add(&sh.counters.sync_evictions, n as u64),
             }
         }
     }
-    let mut u = sh.units[index].lock();
+    let mut u = evict::lock_settled(sh, index);
     let outcome = match u.kind {
         Kind::Evicted => {
-            restore(sh, index, &mut u, buf, true)?;
+            restore(sh, index, &mut u, buf, true, write)?;
             Missing::Restored
         }
         Kind::Empty => {
             // Zeros, installed write-protected like a restored unit: its
             // empty slot is its current copy (it reads as zeros), so until
-            // it is written it is dropped without compressing.
-            sh.uffd.copy(start, &sh.zeros, sh.os_page, true)?;
+            // it is written it is dropped without compressing. For a write,
+            // writable and dirty.
+            sh.uffd.copy(start, &sh.zeros, sh.os_page, !write)?;
             u.installed(false);
-            u.stored = true;
+            u.stored = !write;
+            if write {
+                u.written();
+            }
             add(&sh.counters.zero_fills, 1);
             add(&sh.counters.resident_units, 1);
             Missing::Zeros
@@ -292,7 +308,7 @@ fn missing(
 }
 
 fn write_fault(sh: &Shared, index: usize, start: usize, page: usize) -> std::io::Result<()> {
-    let mut u = sh.units[index].lock();
+    let mut u = evict::lock_settled(sh, index);
     if u.kind != Kind::Resident {
         // Evicted after the write trapped: the writer retries and faults
         // on the missing page.
@@ -308,21 +324,24 @@ fn write_fault(sh: &Shared, index: usize, start: usize, page: usize) -> std::io:
 /// (`promoted`: it gains heat, counted as a promotion) or ahead of one:
 /// decompress its slot into `buf` and map it, write-protected with the
 /// slot kept as its copy if the copy fits within `keep_copies`, else
-/// writable with the slot discarded once the unit is mapped. On an error
-/// the unit stays evicted, its slot untouched.
+/// writable with the slot discarded once the unit is mapped. For a fault
+/// known to be a write (`write`), writable and dirty at once (the copy
+/// would be discarded by the write's own fault). On an error the unit
+/// stays evicted, its slot untouched.
 fn restore(
     sh: &Shared,
     index: usize,
     u: &mut Unit,
     buf: &mut [u8],
     promoted: bool,
+    write: bool,
 ) -> std::io::Result<()> {
     let t = Instant::now();
     sh.store
         .read(index, buf)
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     add(&sh.counters.decompress_ns, t.elapsed().as_nanos() as u64);
-    let keep = copies::admit(sh, index, u);
+    let keep = !write && copies::admit(sh, index, u);
     if let Err(e) = sh
         .uffd
         .copy(sh.base + index * sh.unit, buf, sh.os_page, keep)
@@ -332,9 +351,14 @@ fn restore(
     }
     if !keep {
         copies::forget(sh, index, u);
-        add(&sh.counters.copies_dropped, 1);
+        if !write {
+            add(&sh.counters.copies_dropped, 1);
+        }
     }
     u.installed(promoted);
+    if write {
+        u.written();
+    }
     add(
         if promoted {
             &sh.counters.restores

@@ -206,6 +206,12 @@ pub(crate) struct Shared {
     /// The unit the last restore (by a fault or ahead of one) brought back,
     /// to tell a sequential read (`usize::MAX` at first).
     last_restore: AtomicUsize,
+    /// This process, for `process_madvise` (`None` if it could not be
+    /// opened: units are then dropped one `madvise` each).
+    pidfd: Option<std::os::fd::OwnedFd>,
+    /// Whether `process_madvise` drops our pages (cleared the first time
+    /// the kernel refuses it).
+    batch_drops: AtomicBool,
     #[cfg(test)]
     paused: AtomicBool,
 }
@@ -303,6 +309,16 @@ fn os_page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     usize::try_from(n).unwrap_or(4096).max(4096)
+}
+
+/// A pidfd of this process, for `process_madvise` on our own pages.
+fn own_pidfd() -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
+    // or -1; no memory is passed.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
+    // SAFETY: a descriptor the kernel just gave us, owned by no one else.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as std::os::fd::RawFd) })
 }
 
 fn units_of(bytes: usize, unit: usize) -> usize {
@@ -415,6 +431,8 @@ impl Region {
                 cfg.unit,
             ),
             last_restore: AtomicUsize::new(usize::MAX),
+            pidfd: own_pidfd(),
+            batch_drops: AtomicBool::new(true),
             #[cfg(test)]
             paused: AtomicBool::new(false),
         });
@@ -515,13 +533,16 @@ impl Region {
         let target = units_of(target, sh.unit);
         let mut buf = vec![0u8; sh.unit];
         let mut done = 0;
-        while get(&sh.counters.resident_units) as usize > target {
-            if !evict::evict_one(sh, &mut buf) {
-                break;
+        loop {
+            let resident = get(&sh.counters.resident_units) as usize;
+            if resident <= target {
+                break done;
             }
-            done += 1;
+            match evict::evict_some(sh, resident - target, &mut buf) {
+                0 => break done,
+                n => done += n,
+            }
         }
-        done
     }
 
     /// A snapshot of the statistics.
@@ -573,7 +594,7 @@ impl Region {
         // check, which must not run beside a write, is made under them.
         let held = loop {
             let held: Vec<_> = sh.units.iter().map(|m| m.lock()).collect();
-            if !held.iter().any(|u| u.evicting) {
+            if !held.iter().any(|u| u.evicting || u.dropping) {
                 break held;
             }
             drop(held);

@@ -55,6 +55,9 @@ pub(crate) struct Unit {
     pub heat: u8,
     /// An evictor is compressing it (outside the lock).
     pub evicting: bool,
+    /// Queued in an evictor's batch: its pages are being dropped (it is
+    /// still `Resident` until the batch is done; faults wait for it).
+    pub dropping: bool,
     /// Bumped at every write fault and every page the program dropped:
     /// an evictor that finds it changed after compressing knows its copy
     /// is stale.
@@ -115,7 +118,7 @@ impl Clock {
 /// an evicted unit cools by one.
 pub(crate) fn visit(u: &mut Unit) -> Visit {
     match u.kind {
-        Kind::Resident if !u.evicting => {
+        Kind::Resident if !u.evicting && !u.dropping => {
             if u.credit > 0 {
                 u.credit -= 1;
                 Visit::SecondChance

@@ -133,15 +133,39 @@ extern "C" fn forget_in_child() {
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo with SA_SIGINFO.
     let (code, address) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
-    if code == BUS_ADRERR && serve(address) {
+    // SAFETY: with SA_SIGINFO, `ctx` is the interrupted thread's context.
+    if code == BUS_ADRERR && serve(address, unsafe { was_write(ctx) }) {
         return;
     }
     // SAFETY: the arguments are the kernel's, passed on unchanged.
     unsafe { chain(sig, info, ctx) };
 }
 
-/// Serve a fault at `address` if a region holds it.
-fn serve(address: usize) -> bool {
+/// Whether the faulting access was a write, where the signal's context
+/// says (x86-64: the page fault's error code, bit 1); `None` elsewhere.
+///
+/// # Safety
+/// `ctx` is the context the kernel passed a `SA_SIGINFO` handler.
+#[cfg(all(target_arch = "x86_64", target_env = "gnu"))]
+unsafe fn was_write(ctx: *mut libc::c_void) -> Option<bool> {
+    const X86_PF_WRITE: libc::greg_t = 1 << 1;
+    // SAFETY: the kernel's ucontext for this signal.
+    let uc = unsafe { &*ctx.cast::<libc::ucontext_t>() };
+    Some(uc.uc_mcontext.gregs[libc::REG_ERR as usize] & X86_PF_WRITE != 0)
+}
+
+/// Whether the faulting access was a write: not known here.
+///
+/// # Safety
+/// None: the context is not read.
+#[cfg(not(all(target_arch = "x86_64", target_env = "gnu")))]
+unsafe fn was_write(_: *mut libc::c_void) -> Option<bool> {
+    None
+}
+
+/// Serve a fault at `address` if a region holds it; `write` as
+/// [`was_write`] says.
+fn serve(address: usize, write: Option<bool>) -> bool {
     // SAFETY: errno is this thread's; the interrupted code may read it
     // after we return, so it is put back.
     let errno = unsafe { *libc::__errno_location() };
@@ -154,7 +178,7 @@ fn serve(address: usize) -> bool {
         if let Some(sh) = unsafe { p.as_ref() }
             && sh.unit_of(address).is_some()
         {
-            fault::serve_here(sh, address);
+            fault::serve_here(sh, address, write);
             served = true;
             break;
         }
