@@ -291,13 +291,14 @@ fn read_remote(start: usize, buf: &mut [u8]) -> usize {
     usize::try_from(n).unwrap_or(0)
 }
 
-/// The evictor thread's body: whenever resident memory is above the low
-/// mark (the budget less the headroom), evict down to it.
+/// The evictor thread's body: whenever resident memory is above the high
+/// mark (the budget less half the headroom), evict down to the low mark
+/// (the budget less the headroom).
 pub(super) fn run(sh: &Shared) {
     let mut buf = vec![0u8; sh.unit];
     while !sh.stopping.load(Ordering::Acquire) {
         let resident = get(&sh.counters.resident_units) as usize;
-        if resident > sh.low_units() {
+        if resident > sh.high_units() {
             if evict_some(sh, resident - sh.low_units(), &mut buf) == 0 {
                 std::thread::yield_now();
             }
@@ -305,7 +306,7 @@ pub(super) fn run(sh: &Shared) {
         }
         let guard = sh.wake.0.lock().unwrap_or_else(|p| p.into_inner());
         sh.asleep.store(true, Ordering::SeqCst);
-        if get(&sh.counters.resident_units) as usize <= sh.low_units()
+        if get(&sh.counters.resident_units) as usize <= sh.high_units()
             && !sh.stopping.load(Ordering::Acquire)
         {
             let _ = sh.wake.1.wait_timeout(guard, Duration::from_millis(100));

@@ -9,8 +9,9 @@
 //!   per unit.
 //! - **budget**: the most bytes of units mapped at once ("resident").
 //! - **evict**: compress a unit into its slot and drop its pages
-//!   (`MADV_DONTNEED`); the next access faults and the **fault thread**
-//!   decompresses and installs it (a *promotion*).
+//!   (`MADV_DONTNEED`, in batches); the next access faults and the
+//!   faulting thread itself (in a `SIGBUS` handler) or the **fault
+//!   thread** decompresses and installs it (a *promotion*).
 //! - **clean** unit: installed from its slot and not written since,
 //!   write-protected; its slot's copy is current, so evicting it again
 //!   only drops it (the swap cache's trick). A write lifts the protection
@@ -110,12 +111,14 @@ pub struct RegionConfig {
     pub unit: usize,
     /// The codec units are compressed with.
     pub codec: Codec,
-    /// When resident memory passes the budget less this, the evictor
-    /// thread evicts down to it (so faults rarely wait for an eviction):
-    /// the reclaim's batch, and the budget's slack. Default 0: a 64th of
-    /// the budget, at least one unit.
+    /// When resident memory passes the budget less half this, the evictor
+    /// thread evicts down to the budget less this (so faults rarely wait
+    /// for an eviction, and each wake-up drops at least half of it in
+    /// batches): the reclaim's batch, and the budget's slack. Default 0: a
+    /// 64th of the budget, at least one unit.
     pub headroom: usize,
-    /// How long the fault thread keeps reading for more faults after
+    /// With [`FaultMode::Thread`]: how long the fault thread keeps reading
+    /// for more faults after
     /// serving some, before it sleeps: a fault that comes meanwhile is
     /// served without waking the thread (a few microseconds less), at the
     /// price of that much CPU after each burst. Default 50 µs; zero
@@ -123,10 +126,11 @@ pub struct RegionConfig {
     pub spin: std::time::Duration,
     /// Readahead: after a fault restores the unit just past the one the
     /// previous restore brought back (a sequential read, such as a copy of
-    /// a document spanning units), the fault thread also restores up to
-    /// this many bytes of units after it that are evicted, once the
-    /// faulting thread is woken, and only within the budget (it never
-    /// evicts for them). Default 16 KiB; zero turns it off.
+    /// a document spanning units), the serving thread also restores up to
+    /// this many bytes of units after it that are evicted (the fault
+    /// thread once the faulting thread is woken, a signal handler before
+    /// it returns), and only within the budget (it never evicts for
+    /// them). Default 16 KiB; zero turns it off.
     pub readahead: usize,
     /// The most bytes of stored objects kept as copies of resident units.
     ///
@@ -227,15 +231,24 @@ impl Shared {
         self.budget_units.load(Ordering::Relaxed)
     }
 
+    /// What the evictor evicts down to: the budget less the headroom.
     fn low_units(&self) -> usize {
         self.budget_units()
             .saturating_sub(self.headroom_units.load(Ordering::Relaxed))
     }
 
+    /// What wakes the evictor: the budget less half the headroom, so that
+    /// each wake-up evicts at least half the headroom, in full batches,
+    /// rather than a unit a fault.
+    fn high_units(&self) -> usize {
+        self.budget_units()
+            .saturating_sub(self.headroom_units.load(Ordering::Relaxed) / 2)
+    }
+
     /// Tell the evictor thread to run if it sleeps and there is work.
     fn wake_evictor(&self) {
         if self.asleep.load(Ordering::SeqCst)
-            && get(&self.counters.resident_units) as usize > self.low_units()
+            && get(&self.counters.resident_units) as usize > self.high_units()
         {
             let _g = self.wake.0.lock().unwrap_or_else(|p| p.into_inner());
             self.wake.1.notify_one();
@@ -246,7 +259,8 @@ impl Shared {
 /// Compressed memory a program uses as ordinary memory: a mapping of
 /// `size` bytes of which at most `budget` stay resident, the coldest units
 /// compressed in a [`PageStore`] and brought back on their next access by
-/// a fault-handling thread. No privilege and no kernel setting is needed
+/// the faulting thread itself or a fault-handling thread ([`FaultMode`]).
+/// No privilege and no kernel setting is needed
 /// (user-mode-only userfaultfd, Linux 5.11 or newer).
 ///
 /// ```no_run
@@ -278,7 +292,9 @@ impl Shared {
 ///   hint).
 /// - **Signals**: a thread waiting on a fault takes its signals; the
 ///   access is retried after the handler returns (which may itself touch
-///   the region).
+///   the region). With [`FaultMode::Signal`] zsmem owns a `SIGBUS`
+///   handler for the process (see there for what the program must
+///   leave to it).
 /// - **Drop**: threads waiting on faults are released (they see zeros)
 ///   and the mapping goes away: as with freeing memory, no thread may
 ///   touch the region after. Drop never waits for the program.
