@@ -99,15 +99,19 @@
 // everything pending now.
 #define ZSMEM_FREE_DEFERRED 1
 
+// `zsmem_region_config.faults`: the faulting thread serves its fault in a
+// SIGBUS handler (`FaultMode::Signal`).
+#define ZSMEM_FAULTS_SIGNAL 0
+
+// `zsmem_region_config.faults`: a fault-handling thread serves faults
+// (`FaultMode::Thread`).
+#define ZSMEM_FAULTS_THREAD 1
+
 // `zsmem_store_config.codec`: LZ4 (liblz4, zram's `lz4`; the default).
 #define ZSMEM_CODEC_LZ4 0
 
 // `zsmem_store_config.codec`: Zstandard at `zstd_level`.
 #define ZSMEM_CODEC_ZSTD 1
-
-// `zsmem_region_config.faults`.
-#define ZSMEM_FAULTS_SIGNAL 0
-#define ZSMEM_FAULTS_THREAD 1
 
 // `zsmem_store_config.recompress_codec`: no secondary codec (the
 // default; `zsmem_store_recompress` then has nothing to try).
@@ -315,7 +319,8 @@ typedef struct zsmem_class_stats {
 //
 // Defaults: 64 MiB, a budget of 16 MiB, 4 KiB units, LZ4, headroom a 64th
 // of the budget, 50 microseconds of spinning, copies of resident units
-// kept without a cap (`keep_copies` `SIZE_MAX`), 16 KiB of readahead.
+// kept without a cap (`keep_copies` `SIZE_MAX`), 16 KiB of readahead,
+// faults served by the faulting thread (`ZSMEM_FAULTS_SIGNAL`).
 typedef struct zsmem_region_config {
   // `sizeof(zsmem_region_config)` as the caller compiled it; set by
   // `zsmem_region_config_default`. Lets later versions append fields.
@@ -347,12 +352,14 @@ typedef struct zsmem_region_config {
   // `RegionConfig::readahead`).
   size_t readahead;
   // Who serves faults: `ZSMEM_FAULTS_SIGNAL` (the default: the faulting
-  // thread itself, in a SIGBUS handler zsmem installs for the process at
-  // the first such region, chaining to the handler installed before it for
-  // every other SIGBUS; at most 64 such regions at once) or
-  // `ZSMEM_FAULTS_THREAD` (a fault-handling thread; nothing process-wide).
-  // With signal faults the program must not block SIGBUS in threads that
-  // touch the region, nor replace the handler without chaining to it.
+  // thread itself, in a SIGBUS handler zsmem installs for the process
+  // at the first such region, chaining to the handler installed before
+  // it for every other SIGBUS; at most 64 such regions at once) or
+  // `ZSMEM_FAULTS_THREAD` (a fault-handling thread; nothing
+  // process-wide). With signal faults the program must not block SIGBUS
+  // in threads that touch the region, nor replace the handler without
+  // chaining to it, nor touch evicted region memory from its own signal
+  // handlers. See `FaultMode`.
   uint32_t faults;
   // Must be 0.
   uint32_t reserved;

@@ -30,7 +30,8 @@ static REGIONS: Registry<Region> = Registry::new("region");
 ///
 /// Defaults: 64 MiB, a budget of 16 MiB, 4 KiB units, LZ4, headroom a 64th
 /// of the budget, 50 microseconds of spinning, copies of resident units
-/// kept without a cap (`keep_copies` `SIZE_MAX`), 16 KiB of readahead.
+/// kept without a cap (`keep_copies` `SIZE_MAX`), 16 KiB of readahead,
+/// faults served by the faulting thread (`ZSMEM_FAULTS_SIGNAL`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct zsmem_region_config {
@@ -63,10 +64,15 @@ pub struct zsmem_region_config {
     /// thread restores ahead of the reader (0: none; default 16 KiB; see
     /// `RegionConfig::readahead`).
     pub readahead: usize,
-    /// Who serves faults: `ZSMEM_FAULTS_SIGNAL` (default: the faulting
-    /// thread, in a SIGBUS handler installed for the process) or
-    /// `ZSMEM_FAULTS_THREAD` (a fault-handling thread); see
-    /// `FaultMode`.
+    /// Who serves faults: `ZSMEM_FAULTS_SIGNAL` (the default: the faulting
+    /// thread itself, in a SIGBUS handler zsmem installs for the process
+    /// at the first such region, chaining to the handler installed before
+    /// it for every other SIGBUS; at most 64 such regions at once) or
+    /// `ZSMEM_FAULTS_THREAD` (a fault-handling thread; nothing
+    /// process-wide). With signal faults the program must not block SIGBUS
+    /// in threads that touch the region, nor replace the handler without
+    /// chaining to it, nor touch evicted region memory from its own signal
+    /// handlers. See `FaultMode`.
     pub faults: u32,
     /// Must be 0.
     pub reserved: u32,

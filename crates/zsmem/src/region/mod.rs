@@ -118,11 +118,10 @@ pub struct RegionConfig {
     /// 64th of the budget, at least one unit.
     pub headroom: usize,
     /// With [`FaultMode::Thread`]: how long the fault thread keeps reading
-    /// for more faults after
-    /// serving some, before it sleeps: a fault that comes meanwhile is
-    /// served without waking the thread (a few microseconds less), at the
-    /// price of that much CPU after each burst. Default 50 µs; zero
-    /// sleeps at once.
+    /// for more faults after serving some, before it sleeps: a fault that
+    /// comes meanwhile is served without waking the thread (a few
+    /// microseconds less), at the price of that much CPU after each burst.
+    /// Default 50 µs; zero sleeps at once.
     pub spin: std::time::Duration,
     /// Readahead: after a fault restores the unit just past the one the
     /// previous restore brought back (a sequential read, such as a copy of
