@@ -716,7 +716,9 @@ int zsmem_pool_class_stats(const struct zsmem_pool *pool,
 // struct.
 int zsmem_region_config_init(struct zsmem_region_config *config, size_t size);
 
-// Map a region from `*config`, start its fault and evictor threads, and
+// Map a region from `*config`, start its evictor thread (and fault thread
+// with `ZSMEM_FAULTS_THREAD`; with `ZSMEM_FAULTS_SIGNAL` the process's
+// SIGBUS handler serves faults, installed at the first such region), and
 // store it in `*region_out`. Returns 0, `-EINVAL` (NULL argument, a
 // configuration not initialised by `zsmem_region_config_default`, a bad
 // size, unit, budget or codec: the message says which), `-ENOMEM` (no

@@ -187,7 +187,9 @@ pub unsafe extern "C" fn zsmem_region_config_init(
     })
 }
 
-/// Map a region from `*config`, start its fault and evictor threads, and
+/// Map a region from `*config`, start its evictor thread (and fault thread
+/// with `ZSMEM_FAULTS_THREAD`; with `ZSMEM_FAULTS_SIGNAL` the process's
+/// SIGBUS handler serves faults, installed at the first such region), and
 /// store it in `*region_out`. Returns 0, `-EINVAL` (NULL argument, a
 /// configuration not initialised by `zsmem_region_config_default`, a bad
 /// size, unit, budget or codec: the message says which), `-ENOMEM` (no

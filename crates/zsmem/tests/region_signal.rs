@@ -1,6 +1,7 @@
 //! `FaultMode::Signal` in a process that has a `SIGBUS` handler of its own:
 //! a `SIGBUS` that is not a region's (a file mapped past its end, a
-//! `kill`) still reaches that handler, and the region still works. Its own
+//! `kill`) still reaches that handler, and the region still works; the
+//! limit of 64 such regions at once. Its own
 //! test binary: the program's handler must be installed before zsmem's,
 //! which is installed once per process.
 #![cfg(all(target_os = "linux", not(miri)))]
@@ -112,4 +113,33 @@ fn a_sigbus_that_is_not_a_regions_reaches_the_programs_handler() {
     let s = r.stats();
     assert!(s.promotions > 0 && s.errors == 0, "{s:?}");
     r.check_invariants().unwrap();
+
+    // At most 64 signal-mode regions at once: the 65th is a clear error,
+    // and a region dropped frees its place.
+    let small = || {
+        Region::new(RegionConfig {
+            size: 1 << 16,
+            budget: 1 << 16,
+            faults: FaultMode::Signal,
+            ..Default::default()
+        })
+    };
+    let mut more: Vec<Region> = (1..64).map(|_| small().unwrap()).collect();
+    match small() {
+        Err(zsmem::Error::InvalidConfig(m)) => assert!(m.contains("at most 64"), "{m}"),
+        other => panic!("a 65th region: {other:?}"),
+    }
+    let thread_mode = Region::new(RegionConfig {
+        size: 1 << 16,
+        budget: 1 << 16,
+        faults: FaultMode::Thread,
+        ..Default::default()
+    });
+    assert!(thread_mode.is_ok(), "thread mode has no such limit");
+    more.pop();
+    more.push(small().expect("a place was freed"));
+    drop(more);
+    for (k, x) in w.iter().enumerate() {
+        assert_eq!(x.load(Relaxed), k as u64 * 7);
+    }
 }

@@ -179,7 +179,8 @@ impl Default for RegionConfig {
     }
 }
 
-/// What the fault and evictor threads share.
+/// What the evictor thread, the fault thread or signal handlers, and the
+/// `Region` share.
 pub(crate) struct Shared {
     base: usize,
     unit: usize,
@@ -341,9 +342,12 @@ fn units_of(bytes: usize, unit: usize) -> usize {
 }
 
 impl Region {
-    /// Map and register the region and start its two threads
-    /// (`zsmem-fault`, `zsmem-evict`). Fails with
-    /// [`Error::InvalidConfig`] on a bad size, unit or budget, with
+    /// Map and register the region and start its evictor thread
+    /// (`zsmem-evict`), and with [`FaultMode::Thread`] its fault thread
+    /// (`zsmem-fault`); with [`FaultMode::Signal`] put it in the `SIGBUS`
+    /// handler's table (installing the handler at the first). Fails with
+    /// [`Error::InvalidConfig`] on a bad size, unit or budget (or a 65th
+    /// region with signal faults alive at once), with
     /// [`Error::Userfaultfd`] when the kernel refuses userfaultfd (the
     /// message says why and which sysctl governs it), and
     /// [`Error::OsOutOfMemory`] when the mapping cannot be had.
