@@ -63,7 +63,7 @@ pub struct RegionArgs {
     /// Who serves the region's faults: `signal` (the faulting thread, in
     /// a SIGBUS handler: the default) or `thread` (a fault-handling
     /// thread).
-    #[arg(long, default_value = "signal", value_parser = parse_faults)]
+    #[arg(long, default_value = "signal", value_parser = |s: &str| FaultMode::parse(s.trim()).map_err(|e| e.to_string()))]
     pub faults: FaultMode,
     /// Skip the kernel's way (plain memory in a memory-limited cgroup
     /// swapping to a private zram device; needs root, a cgroup memory
@@ -114,14 +114,6 @@ impl KeepCopies {
             KeepCopies::Bytes(b) => b,
             KeepCopies::OfBudget(f) => (budget as f64 * f) as usize,
         }
-    }
-}
-
-fn parse_faults(s: &str) -> Result<FaultMode, String> {
-    match s.trim() {
-        "signal" => Ok(FaultMode::Signal),
-        "thread" => Ok(FaultMode::Thread),
-        other => Err(format!("--faults takes signal or thread, not {other:?}")),
     }
 }
 
@@ -181,7 +173,7 @@ pub fn run(a: &RegionArgs) -> CliResult {
     let data = docs.bytes.len();
     if !a.json {
         println!(
-            "documents: {} files, {:.1} MiB from {}; {} requests (zipf {}, {}% updates), unit {} B, codec {}, faults served by {}",
+            "documents: {} files, {:.1} MiB from {}; {} requests (zipf {}, {}% updates), unit {} B, codec {}, faults: {}",
             docs.spans.len(),
             mib(data as f64),
             a.dir.display(),
@@ -190,10 +182,7 @@ pub fn run(a: &RegionArgs) -> CliResult {
             a.write_percent,
             a.unit,
             codec.name(),
-            match a.faults {
-                FaultMode::Thread => "a fault thread",
-                _ => "the faulting thread (SIGBUS)",
-            }
+            a.faults.name()
         );
         println!(
             "{:<14} {:>9} {:>10} {:>8} {:>8} {:>9} {:>10} {:>7} {:>9} {:>7} {:>8}",
@@ -285,7 +274,7 @@ pub fn run(a: &RegionArgs) -> CliResult {
             "documents": docs.spans.len(),
             "data_bytes": data,
             "keep_copies": a.keep_copies,
-            "faults": format!("{:?}", a.faults).to_lowercase(),
+            "faults": a.faults.name(),
             "all_resident": resident,
             "region": rows.iter().map(|(n, b, o)| serde_json::json!({"budget": n, "budget_bytes": b, "outcome": o})).collect::<Vec<_>>(),
             "kernel_zram": kernel,

@@ -87,7 +87,7 @@ pub(super) fn discard(sh: &Shared, index: usize, u: &mut Unit) {
     add(&sh.counters.copies_dropped, 1);
     if sh
         .uffd
-        .write_protect(sh.base + index * sh.unit, sh.unit, false)
+        .write_protect(sh.unit_start(index), sh.unit, false)
         .is_err()
     {
         add(&sh.counters.errors, 1);

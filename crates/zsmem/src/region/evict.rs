@@ -109,7 +109,7 @@ fn evict_one(sh: &Shared, buf: &mut [u8], batch: &mut Batch) -> bool {
 /// credit that no one else is evicting: a clean unit at once, a dirty one
 /// once compressed (if no write came in meanwhile).
 fn evict(sh: &Shared, index: usize, buf: &mut [u8], batch: &mut Batch) -> bool {
-    let start = sh.base + index * sh.unit;
+    let start = sh.unit_start(index);
     let mut u = sh.units[index].lock();
     if u.kind != Kind::Resident || u.evicting || u.dropping || u.credit > 0 {
         return false;
@@ -168,10 +168,14 @@ fn flush(sh: &Shared, batch: &mut Batch) -> usize {
     if queued.is_empty() {
         return 0;
     }
-    let ranges: [libc::iovec; BATCH] = std::array::from_fn(|k| libc::iovec {
-        iov_base: (sh.base + queued.get(k).map_or(0, |q| q.0) * sh.unit) as *mut libc::c_void,
-        iov_len: sh.unit,
-    });
+    let mut ranges = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; BATCH];
+    for (r, &(index, _)) in ranges.iter_mut().zip(queued) {
+        r.iov_base = sh.unit_start(index) as *mut libc::c_void;
+        r.iov_len = sh.unit;
+    }
     let dropped = drop_units(sh, &ranges[..queued.len()]);
     let mut done = 0;
     for &(index, clean) in queued {
@@ -249,6 +253,8 @@ fn drop_units(sh: &Shared, ranges: &[libc::iovec]) -> bool {
             // a process, EINVAL): a madvise each from now on.
             sh.batch_drops.store(false, Relaxed);
         }
+        // Else a short count: the ranges after it by a madvise each below
+        // (dropping a unit's pages twice is harmless).
     }
     let mut ok = true;
     for r in ranges {

@@ -13,6 +13,10 @@
 //!   installed write-protected as a clean unit whose copy is the empty
 //!   slot (UFFDIO_COPY; not the shared zero page, whose writes would not
 //!   trap).
+//! - Either of the two for an access known to be a write (the fault
+//!   message's flag, or x86-64's error code in a signal's context): the
+//!   unit is installed writable and dirty at once, its slot discarded,
+//!   since a protected install would only trap the same write again.
 //! - A missing page in a **resident** unit: either a second message for a
 //!   unit just installed (the page is there: `EEXIST`, the thread is woken)
 //!   or a page the program dropped with `madvise`: it is mapped to the zero
@@ -106,13 +110,12 @@ pub(super) fn run(sh: &Shared) {
 /// one the last restore brought back (a sequential read: restore ahead).
 fn resolve(sh: &Shared, f: Fault, buf: &mut [u8]) -> Option<usize> {
     let index = sh.unit_of(f.address)?;
-    let start = sh.base + index * sh.unit;
     let result = if f.write_protect {
         add(&sh.counters.write_faults, 1);
-        write_fault(sh, index, start, f.address).map(|()| Missing::Present)
+        write_fault(sh, index, f.address).map(|()| Missing::Present)
     } else {
         add(&sh.counters.missing_faults, 1);
-        missing(sh, index, start, f.address, f.write, buf)
+        missing(sh, index, f.address, f.write, buf)
     };
     match result {
         Ok(m) => (m == Missing::Restored && sequential(sh, index)).then_some(index),
@@ -168,14 +171,13 @@ pub(super) fn serve_here(sh: &Shared, address: usize, write: Option<bool>) {
     let Some(index) = sh.unit_of(page) else {
         return;
     };
-    let start = sh.base + index * sh.unit;
     let mut taken = sh.buffers.take();
     let buf = &mut taken[..];
-    let result = match missing(sh, index, start, page, write == Some(true), buf) {
+    let result = match missing(sh, index, page, write == Some(true), buf) {
         Ok(Missing::Present) if write.unwrap_or(PRESENT.get() == page) => {
             PRESENT.set(usize::MAX);
             add(&sh.counters.write_faults, 1);
-            write_fault(sh, index, start, page).map(|()| false)
+            write_fault(sh, index, page).map(|()| false)
         }
         Ok(Missing::Present) => {
             if write.is_none() {
@@ -235,24 +237,20 @@ const SYNC_BATCH: usize = 8;
 enum Missing {
     /// An evicted unit, restored from its slot.
     Restored,
-    /// A unit never written, filled with zeros.
-    Zeros,
-    /// A page of a resident unit the program had dropped: mapped to the
-    /// zero page.
-    Dropped,
+    /// Zeros installed: a unit never written, or a page of a resident unit
+    /// the program had dropped (the zero page).
+    Filled,
     /// The page is there (installed meanwhile, or the fault was a write to
     /// a write-protected page): nothing done.
     Present,
 }
 
-/// A missing page at `page` of unit `index` (which starts at `start`);
-/// `write` if the access is known to be a write, which installs the unit
+/// A missing page at `page` of unit `index`; `write` if the access is known to be a write, which installs the unit
 /// writable (dirty) at once: a write-protected install would only trap
 /// the same write again.
 fn missing(
     sh: &Shared,
     index: usize,
-    start: usize,
     page: usize,
     write: bool,
     buf: &mut [u8],
@@ -279,15 +277,13 @@ fn missing(
             // empty slot is its current copy (it reads as zeros), so until
             // it is written it is dropped without compressing. For a write,
             // writable and dirty.
-            sh.uffd.copy(start, &sh.zeros, sh.os_page, !write)?;
+            sh.uffd
+                .copy(sh.unit_start(index), &sh.zeros, sh.os_page, !write)?;
             u.installed(false);
             u.stored = !write;
-            if write {
-                u.written();
-            }
             add(&sh.counters.zero_fills, 1);
             add(&sh.counters.resident_units, 1);
-            Missing::Zeros
+            Missing::Filled
         }
         Kind::Resident => {
             if sh.uffd.zeropage(page, sh.os_page)? {
@@ -296,7 +292,7 @@ fn missing(
                 add(&sh.counters.dropped_by_program, 1);
                 u.generation = u.generation.wrapping_add(1);
                 copies::forget(sh, index, &mut u);
-                Missing::Dropped
+                Missing::Filled
             } else {
                 Missing::Present
             }
@@ -307,7 +303,7 @@ fn missing(
     Ok(outcome)
 }
 
-fn write_fault(sh: &Shared, index: usize, start: usize, page: usize) -> std::io::Result<()> {
+fn write_fault(sh: &Shared, index: usize, page: usize) -> std::io::Result<()> {
     let mut u = evict::lock_settled(sh, index);
     if u.kind != Kind::Resident {
         // Evicted after the write trapped: the writer retries and faults
@@ -317,7 +313,7 @@ fn write_fault(sh: &Shared, index: usize, start: usize, page: usize) -> std::io:
     u.generation = u.generation.wrapping_add(1);
     u.written();
     copies::forget(sh, index, &mut u);
-    sh.uffd.write_protect(start, sh.unit, false)
+    sh.uffd.write_protect(sh.unit_start(index), sh.unit, false)
 }
 
 /// Bring evicted unit `index` (locked as `u`) back, by a fault on it
@@ -342,10 +338,7 @@ fn restore(
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     add(&sh.counters.decompress_ns, t.elapsed().as_nanos() as u64);
     let keep = !write && copies::admit(sh, index, u);
-    if let Err(e) = sh
-        .uffd
-        .copy(sh.base + index * sh.unit, buf, sh.os_page, keep)
-    {
+    if let Err(e) = sh.uffd.copy(sh.unit_start(index), buf, sh.os_page, keep) {
         copies::release(sh, u);
         return Err(e);
     }
@@ -356,9 +349,6 @@ fn restore(
         }
     }
     u.installed(promoted);
-    if write {
-        u.written();
-    }
     add(
         if promoted {
             &sh.counters.restores

@@ -92,6 +92,34 @@ pub enum FaultMode {
     Thread,
 }
 
+impl FaultMode {
+    /// The mode named `signal` or `thread` (as [`FaultMode::name`] gives).
+    ///
+    /// ```
+    /// use zsmem::region::FaultMode;
+    /// assert_eq!(FaultMode::parse("thread")?, FaultMode::Thread);
+    /// assert_eq!(FaultMode::parse(FaultMode::Signal.name())?, FaultMode::Signal);
+    /// assert!(FaultMode::parse("threads").is_err());
+    /// # Ok::<(), zsmem::Error>(())
+    /// ```
+    pub fn parse(s: &str) -> Result<FaultMode> {
+        [FaultMode::Signal, FaultMode::Thread]
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                Error::InvalidConfig(format!("unknown fault mode `{s}`: use signal or thread"))
+            })
+    }
+
+    /// `signal` or `thread`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultMode::Signal => "signal",
+            FaultMode::Thread => "thread",
+        }
+    }
+}
+
 /// How to make a [`Region`].
 ///
 /// ```
@@ -225,6 +253,11 @@ impl Shared {
     fn unit_of(&self, address: usize) -> Option<usize> {
         let i = address.checked_sub(self.base)? / self.unit;
         (i < self.units.len()).then_some(i)
+    }
+
+    /// The address of unit `index`'s first byte.
+    fn unit_start(&self, index: usize) -> usize {
+        self.base + index * self.unit
     }
 
     fn budget_units(&self) -> usize {

@@ -138,7 +138,7 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         return;
     }
     // SAFETY: the arguments are the kernel's, passed on unchanged.
-    unsafe { chain(sig, info, ctx) };
+    unsafe { chain(sig, code, info, ctx) };
 }
 
 /// Whether the faulting access was a write, where the signal's context
@@ -189,12 +189,18 @@ fn serve(address: usize, write: Option<bool>) -> bool {
     served
 }
 
-/// Hand a `SIGBUS` that is not a region's to the action before ours.
+/// Hand a `SIGBUS` that is not a region's to the action before ours
+/// (`code` is its `si_code`).
 ///
 /// # Safety
 /// The arguments are those the kernel gave the handler.
-unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    let sent = unsafe { (*info).si_code } <= 0; // kill(2), sigqueue(3), tgkill(2)
+unsafe fn chain(
+    sig: libc::c_int,
+    code: libc::c_int,
+    info: *mut libc::siginfo_t,
+    ctx: *mut libc::c_void,
+) {
+    let sent = code <= 0; // kill(2), sigqueue(3), tgkill(2)
     let previous = PREVIOUS.get().copied();
     match previous.map(|p| (p.sa_sigaction, p.sa_flags)) {
         Some((f, flags)) if f != libc::SIG_DFL && f != libc::SIG_IGN => {
@@ -245,8 +251,14 @@ impl Buffers {
         )
     }
 
-    /// A free buffer, waiting for one if every one is taken.
+    /// A free buffer, waiting for one if every one is taken. Only for
+    /// signal faults, whose regions make at least one (with none it would
+    /// wait forever).
     pub(super) fn take(&self) -> crate::sync::MutexGuard<'_, Box<[u8]>> {
+        debug_assert!(
+            !self.0.is_empty(),
+            "a region with signal faults has buffers"
+        );
         let mut round = 0;
         loop {
             if let Some(b) = self.0.iter().find_map(|b| b.try_lock()) {
