@@ -1,8 +1,9 @@
 //! Where the pool keeps each class's and lane's lock: shard 0 and the lanes
 //! made with the pool, every further class shard at its first use.
 //!
-//! A *cell* is a lock over a class's (or lane's) state, and with deferred
-//! free the handle directory of that class; each cell has cache lines of
+//! A *cell* is a lock over a class's (or lane's) state, with deferred
+//! free or lock-free reads the handle directory of that class, and with
+//! lock-free reads what the class publishes for them; each cell has cache lines of
 //! its own, so two classes' locks never false-share. Positions: class
 //! shard `s`'s classes are `s * physical ..`, the lanes come after every
 //! shard's classes. A pool that one thread uses allocates in one shard
@@ -11,13 +12,18 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::handle::Directory;
+use crate::optimistic::Published;
 use crate::sync::{CachePadded, RwLock};
 
-/// A class's or lane's lock and, with deferred free, its directory.
+/// A class's or lane's lock and, with deferred free or lock-free reads,
+/// its directory.
 #[derive(Debug)]
 pub(crate) struct Cell<T> {
     pub(crate) lock: RwLock<T>,
     pub(crate) directory: Option<Arc<Directory>>,
+    /// Set once, when the class is made, if it publishes for lock-free
+    /// reads (`optimistic.rs`).
+    pub(crate) reads: OnceLock<Arc<Published>>,
 }
 
 type Padded<T> = CachePadded<Cell<T>>;
@@ -33,8 +39,9 @@ pub(crate) struct Cells<T> {
     /// Shards 1..'s classes, each made at its first use.
     more: Box<[OnceLock<ShardCells<T>>]>,
     physical: usize,
-    /// The pool's tag for new directories; `None` without deferred free.
-    directory_tag: Option<u8>,
+    /// The pool's tag for new directories, and whether deferred frees mark
+    /// through them; `None` without deferred free or lock-free reads.
+    directory_tag: Option<(u8, bool)>,
 }
 
 impl<T: Default> Cells<T> {
@@ -44,7 +51,7 @@ impl<T: Default> Cells<T> {
         physical: usize,
         shards: usize,
         lanes: usize,
-        directory_tag: Option<u8>,
+        directory_tag: Option<(u8, bool)>,
     ) -> Self {
         Cells {
             base: Self::make(physical + lanes, directory_tag),
@@ -54,12 +61,19 @@ impl<T: Default> Cells<T> {
         }
     }
 
-    fn make(n: usize, tag: Option<u8>) -> Box<[Padded<T>]> {
+    fn make(n: usize, tag: Option<(u8, bool)>) -> Box<[Padded<T>]> {
         (0..n)
             .map(|_| {
                 CachePadded(Cell {
                     lock: RwLock::new(T::default()),
-                    directory: tag.map(|t| Arc::new(Directory::new(t))),
+                    directory: tag.map(|(t, marks)| {
+                        Arc::new(if marks {
+                            Directory::new(t)
+                        } else {
+                            Directory::for_reads(t)
+                        })
+                    }),
+                    reads: OnceLock::new(),
                 })
             })
             .collect()
@@ -175,7 +189,7 @@ mod tests {
 
     #[test]
     fn a_log_pool_has_lanes_only() {
-        let c: Cells<u32> = Cells::new(0, 1, 4, Some(1));
+        let c: Cells<u32> = Cells::new(0, 1, 4, Some((1, true)));
         assert_eq!(c.iter().count(), 4);
         assert!(c.get(3).unwrap().directory.is_some());
         assert!(c.get(4).is_none());

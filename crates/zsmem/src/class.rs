@@ -55,6 +55,7 @@
 
 use crate::error::{Error, Result};
 use crate::handle::{Directory, Handle, HandleTable, Location};
+use crate::optimistic::Published;
 use crate::os::PageSource;
 use crate::size_class::ClassInfo;
 use crate::zspage::Zspage;
@@ -149,18 +150,32 @@ pub(crate) struct Class {
     /// allocation takes a parked slot, half after parked slots are freed
     /// unused.
     park_budget: u8,
+    /// What lock-free reads need (`optimistic.rs`), kept current here:
+    /// the zspages' addresses, and the move count around every relocation
+    /// and write in place.
+    published: Option<std::sync::Arc<Published>>,
 }
 
 impl Class {
-    /// An empty class; `directory` is given for pools with deferred free;
-    /// up to `max_parked` freed slots are parked for the next allocations.
+    /// An empty class; `directory` is given for pools with deferred free
+    /// or lock-free reads, and with `publish` the class publishes what
+    /// lock-free reads need ([`Class::published`]); up to `max_parked`
+    /// freed slots are parked for the next allocations.
     pub(crate) fn new(
         info: ClassInfo,
         page_size: usize,
         trim: bool,
         directory: Option<std::sync::Arc<Directory>>,
+        publish: bool,
         max_parked: usize,
     ) -> Self {
+        // Object indices run to objs_per_zspage - 1.
+        let obj_bits = (usize::BITS - (info.objs_per_zspage - 1).leading_zeros()).max(1);
+        let published = directory
+            .clone()
+            .filter(|_| publish)
+            .and_then(|d| Published::new(d, info.size, info.objs_per_zspage, obj_bits))
+            .map(std::sync::Arc::new);
         Class {
             info,
             page_size,
@@ -171,16 +186,32 @@ impl Class {
             heads: [NIL; NR_FULLNESS_GROUPS],
             counts: [0; NR_FULLNESS_GROUPS],
             nonempty: 0,
-            // Object indices run to objs_per_zspage - 1.
-            handles: HandleTable::new(
-                directory,
-                (usize::BITS - (info.objs_per_zspage - 1).leading_zeros()).max(1),
-            ),
+            handles: HandleTable::new(directory, obj_bits),
             bytes_stored: 0,
             parked: Vec::new(),
             // At most `MAX_PARKED_SLOTS` (64), checked by `Pool::new`.
             max_parked: max_parked.min(usize::from(u8::MAX)) as u8,
             park_budget: max_parked.min(1) as u8,
+            published,
+        }
+    }
+
+    /// What lock-free reads of this class need, if it publishes it.
+    pub(crate) fn published(&self) -> Option<&std::sync::Arc<Published>> {
+        self.published.as_ref()
+    }
+
+    /// Begin a stretch of relocations or writes in place (lock-free
+    /// readers then check their copies against it); true if this call
+    /// began it, for [`Class::moved`].
+    fn moving(&self) -> bool {
+        self.published.as_ref().is_some_and(|p| p.begin())
+    }
+
+    /// End the stretch [`Class::moving`] began, if it did.
+    fn moved(&self, began: bool) {
+        if began && let Some(p) = &self.published {
+            p.end();
         }
     }
 
@@ -374,6 +405,14 @@ impl Class {
         src: &PageSource,
     ) -> Migration {
         debug_assert!(from != to || self.trim);
+        let began = self.moving();
+        let m = self.migrate_objects(from, to, max, src);
+        self.moved(began);
+        m
+    }
+
+    /// [`Class::migrate`]'s work, inside its stretch of moves.
+    fn migrate_objects(&mut self, from: u32, to: u32, max: usize, src: &PageSource) -> Migration {
         let size = self.info.size;
         let mut m = Migration::default();
         // Objects at or above `cursor` have been moved already.
@@ -465,6 +504,9 @@ impl Class {
             next: NIL,
         });
         let id = (self.nodes.len() - 1) as u32;
+        if let Some(p) = &self.published {
+            p.set_base(id, self.nodes[id as usize].zspage.base());
+        }
         self.link(id, 0);
         Ok(id)
     }
@@ -493,9 +535,19 @@ impl Class {
         }
         let z = self.nodes.swap_remove(id as usize).zspage;
         if id != last {
+            // The last zspage's objects change place: lock-free readers
+            // must see the stretch.
+            let began = self.moving();
+            if let Some(p) = &self.published {
+                p.set_base(id, self.nodes[id as usize].zspage.base());
+            }
             for (obj, slot) in self.nodes[id as usize].zspage.allocated() {
                 self.handles.relocate(slot, id, obj);
             }
+            self.moved(began);
+        }
+        if let Some(p) = &self.published {
+            p.set_base(last, std::ptr::null_mut());
         }
         if self.nodes.capacity() > self.nodes.len() + self.nodes.len() / 2 + 2 {
             self.nodes
@@ -594,8 +646,12 @@ impl Class {
         let loc = self.resolve(h)?;
         loc.check_write(offset, data.len())?;
         let size = self.info.size;
+        // A write in place: a lock-free read of this object must not
+        // return half of it.
+        let began = self.moving();
         self.zspage_mut(loc.zspage)
             .write(loc.obj, size, offset, data);
+        self.moved(began);
         Ok(())
     }
 
@@ -753,6 +809,7 @@ impl Class {
         nodes
             + buffers
             + self.handles.metadata_bytes()
+            + self.published.as_ref().map_or(0, |p| p.metadata_bytes())
             + self.parked.capacity() * std::mem::size_of::<u32>()
     }
 

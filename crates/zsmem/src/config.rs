@@ -104,6 +104,17 @@ pub struct PoolConfig {
     /// parks one at a time. Default 16; 0 is the kernel's behaviour (every
     /// free frees its slot). Deferred frees and log placement do not park.
     pub parked_slots: usize,
+    /// Size classes: [`Pool::read`](crate::Pool::read) copies an object out
+    /// without taking its class lock, checked against a count of the
+    /// class's relocations instead (docs/DESIGN.md, "Reads without the
+    /// lock"): no atomic read-modify-write on the way, so readers of one
+    /// class never write a shared cache line. It costs every class keeping
+    /// the handle chunks of its peak (8 bytes an object) and every write of
+    /// an object's bytes going by whole words. Default on;
+    /// [`PoolConfig::kernel`] and the page store (which decompresses in
+    /// place, under the lock) turn it off. Log placement reads under the
+    /// lock whatever this says.
+    pub lock_free_reads: bool,
 }
 
 /// Most [`PoolConfig::parked_slots`].
@@ -257,6 +268,7 @@ impl Default for PoolConfig {
             placement: Placement::Classes,
             class_shards: default_class_shards(),
             parked_slots: DEFAULT_PARKED_SLOTS,
+            lock_free_reads: true,
         }
     }
 }
@@ -283,7 +295,8 @@ impl PoolConfig {
 
     /// The kernel's zsmalloc as configured on Linux 6.18 with 4 KiB pages:
     /// chain size 8, 16-byte classes, the handle counted in each object,
-    /// compaction only when asked, freed pages returned at once.
+    /// compaction only when asked, freed pages returned at once, reads
+    /// under the class lock.
     pub fn kernel() -> Self {
         PoolConfig {
             chain_size: SizeClassConfig::default().chain_size,
@@ -296,6 +309,7 @@ impl PoolConfig {
             prefault_bytes: 0,
             class_shards: 1,
             parked_slots: 0,
+            lock_free_reads: false,
             ..PoolConfig::default()
         }
     }

@@ -93,8 +93,10 @@ mod compact;
 mod config;
 mod deferred;
 mod error;
+mod grow;
 mod handle;
 mod lane;
+mod optimistic;
 pub mod os;
 mod pool;
 #[cfg(all(target_os = "linux", not(loom)))]
@@ -104,6 +106,7 @@ mod spacing;
 pub mod stats;
 pub mod store;
 mod sync;
+mod words;
 mod zspage;
 
 pub use codec::{Codec, CodecSpec, ZstdDictionary};

@@ -200,36 +200,37 @@ impl Zspage {
         unsafe { std::slice::from_raw_parts(self.run.as_ptr().add(usize::from(obj) * size), len) }
     }
 
-    /// Object `obj`'s bytes `offset..offset + data.len()` set from `data`.
+    /// Object `obj`'s bytes `offset..offset + data.len()` set from `data`
+    /// (by word: `words.rs`).
     pub(crate) fn write(&mut self, obj: u16, size: usize, offset: usize, data: &[u8]) {
         assert!(usize::from(obj) < self.objs() && offset + data.len() <= size);
-        // SAFETY: the destination is inside the run as in `bytes`; `&mut self`
-        // makes this the only access to the run; `data` is caller memory and
-        // cannot overlap our mapping through safe code.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                self.run.as_ptr().add(usize::from(obj) * size + offset),
-                data.len(),
-            );
-        }
+        // SAFETY: the object's slot is inside the run as in `bytes`, starts
+        // 8-aligned and is a whole number of words (class sizes are
+        // multiples of 8), so the words the write touches are the slot's;
+        // `&mut self` makes this the only writer; readers without the lock
+        // read it by word only.
+        unsafe { crate::words::store(self.obj_ptr(obj, size), offset, data) }
     }
 
     /// Copy the first `len` bytes of object `from` to object `to` (a move
-    /// inside the zspage).
+    /// inside the zspage), by word.
     pub(crate) fn move_within(&mut self, from: u16, to: u16, size: usize, len: usize) {
         assert!(usize::from(from.max(to)) < self.objs() && len <= size && from != to);
-        // SAFETY: both objects are inside the run as in `bytes`, distinct
-        // slots of `size >= len` bytes do not overlap, and `&mut self` makes
-        // this the only access to the run.
-        unsafe {
-            let base = self.run.as_ptr();
-            std::ptr::copy_nonoverlapping(
-                base.add(usize::from(from) * size),
-                base.add(usize::from(to) * size),
-                len,
-            );
-        }
+        // SAFETY: both slots are inside the run, 8-aligned, whole words and
+        // distinct, so they do not overlap; `&mut self` makes this the only
+        // writer.
+        unsafe { crate::words::copy(self.obj_ptr(from, size), self.obj_ptr(to, size), len) }
+    }
+
+    /// Where object `obj` of a class of `size` bytes starts.
+    fn obj_ptr(&self, obj: u16, size: usize) -> *mut u8 {
+        // SAFETY: callers pass `obj < objs`, so the offset is inside the run.
+        unsafe { self.run.as_ptr().add(usize::from(obj) * size) }
+    }
+
+    /// Where the zspage's run starts (for lock-free readers).
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.run.as_ptr()
     }
 
     /// Check the invariants in the module comment; objects are `size`

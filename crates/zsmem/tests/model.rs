@@ -193,6 +193,7 @@ fn configs() -> Vec<PoolConfig> {
             // Few parked slots, often freed for good by the frequent
             // automatic compaction.
             parked_slots: 3,
+            lock_free_reads: true,
         },
         // Trimming with pages returned at once (the default's other path).
         PoolConfig {

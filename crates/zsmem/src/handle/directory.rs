@@ -1,12 +1,10 @@
 //! The lock-free handle directory: chunk number to the chunk's entries, for
 //! deferred free, which marks an entry dying without the class lock.
 
-use std::ptr;
-
 use super::entry::{Entry, mark};
 use super::{CHUNK_BITS, Handle, SLOT_BITS, split};
 use crate::error::{HandleFault, Result};
-use crate::sync::atomic::{AtomicPtr, Ordering};
+use crate::grow::GrowOnly;
 
 /// Segments of the directory: segment `k` holds `2^k` chunk pointers, so
 /// segments `0..SEGMENTS` hold `2^SEGMENTS - 1`, enough for every chunk a
@@ -27,7 +25,12 @@ pub(super) const SEGMENTS: usize = (SLOT_BITS - CHUNK_BITS) as usize + 1;
 pub(crate) struct Directory {
     /// The pool's tag: `mark_dying` refuses another pool's handle first.
     tag: u8,
-    segments: [AtomicPtr<AtomicPtr<Entry>>; SEGMENTS],
+    /// Whether frees mark entries through it (deferred free): the class
+    /// lock's holder then claims an entry by compare-and-swap; without
+    /// such marks (a directory for lock-free reads alone, whose readers
+    /// never write an entry) a load and a store do.
+    marks: bool,
+    chunks: GrowOnly<Entry, SEGMENTS>,
 }
 
 impl std::fmt::Debug for Directory {
@@ -36,57 +39,47 @@ impl std::fmt::Debug for Directory {
     }
 }
 
-/// Segment and offset of chunk `c`.
-pub(super) fn locate(c: usize) -> (usize, usize) {
-    let n = c + 1;
-    let k = (usize::BITS - 1 - n.leading_zeros()) as usize;
-    (k, n - (1 << k))
-}
-
 impl Directory {
     /// An empty directory for the pool tagged `tag` (0 for a table tested
     /// alone, whose handles are untagged).
     pub(crate) fn new(tag: u8) -> Self {
         Directory {
             tag,
-            segments: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            marks: true,
+            chunks: GrowOnly::new(),
         }
+    }
+
+    /// A directory only lock-free readers use (no deferred free marks
+    /// through it).
+    pub(crate) fn for_reads(tag: u8) -> Self {
+        Directory {
+            marks: false,
+            ..Directory::new(tag)
+        }
+    }
+
+    /// Whether deferred frees mark entries through this directory.
+    pub(super) fn marks(&self) -> bool {
+        self.marks
     }
 
     /// Make chunk `c`'s entries findable. Called under the class lock (one
     /// publisher at a time).
     pub(super) fn publish(&self, c: usize, entries: *const Entry) {
-        let (k, off) = locate(c);
-        let mut seg = self.segments[k].load(Ordering::Acquire);
-        if seg.is_null() {
-            let fresh: Box<[AtomicPtr<Entry>]> = (0..1usize << k)
-                .map(|_| AtomicPtr::new(ptr::null_mut()))
-                .collect();
-            seg = Box::into_raw(fresh).cast::<AtomicPtr<Entry>>();
-            self.segments[k].store(seg, Ordering::Release);
-        }
-        // SAFETY: segment `k` has `2^k` pointers and `off < 2^k`; it is never
-        // freed before `self`.
-        let slot = unsafe { &*seg.add(off) };
-        slot.store(entries.cast_mut(), Ordering::Release);
+        self.chunks.publish(c, entries.cast_mut());
     }
 
     /// The entry of `slot`, if its chunk was ever made.
-    fn entry(&self, slot: u32) -> Option<&Entry> {
+    pub(crate) fn entry(&self, slot: u32) -> Option<&Entry> {
         let (c, i) = split(slot);
-        let (k, off) = locate(c);
-        let seg = self.segments.get(k)?.load(Ordering::Acquire);
-        if seg.is_null() {
-            return None;
-        }
-        // SAFETY: as in `publish`: in bounds, and alive as long as `self`.
-        let entries = unsafe { &*seg.add(off) }.load(Ordering::Acquire);
+        let entries = self.chunks.get(c);
         if entries.is_null() {
             return None;
         }
         // SAFETY: a published chunk has `CHUNK` initialised entries (the
-        // `Acquire` above pairs with `publish`'s `Release`), `i < CHUNK`, and
-        // it is not freed while the directory lives.
+        // map's `Acquire` pairs with its `Release`), `i < CHUNK`, and it is
+        // not freed while the directory lives.
         Some(unsafe { &*entries.add(i) })
     }
 
@@ -95,6 +88,7 @@ impl Directory {
     /// a locked free) of one handle wins; the others get the error a freed
     /// handle gets.
     pub(crate) fn mark_dying(&self, h: Handle) -> Result<()> {
+        debug_assert!(self.marks, "a read-only directory marks nothing");
         h.check_pool(self.tag)?;
         let e = self
             .entry(h.slot())
@@ -103,22 +97,6 @@ impl Directory {
     }
 
     pub(super) fn metadata_bytes(&self) -> usize {
-        (0..SEGMENTS)
-            .filter(|&k| !self.segments[k].load(Ordering::Relaxed).is_null())
-            .map(|k| (1usize << k) * std::mem::size_of::<AtomicPtr<Entry>>())
-            .sum()
-    }
-}
-
-impl Drop for Directory {
-    fn drop(&mut self) {
-        for (k, seg) in self.segments.iter().enumerate() {
-            let p = seg.load(Ordering::Relaxed);
-            if !p.is_null() {
-                // SAFETY: made by `Box::into_raw` of a `2^k` slice in
-                // `publish`, freed only here.
-                drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(p, 1 << k)) });
-            }
-        }
+        self.chunks.metadata_bytes()
     }
 }

@@ -15,7 +15,7 @@ use crate::sync::atomic::{AtomicU64, Ordering};
 /// reports). Accesses under the class lock that order nothing beyond the
 /// lock are `Relaxed`: plain loads and stores on x86 and ARM.
 #[derive(Debug)]
-pub(super) struct Entry {
+pub(crate) struct Entry {
     pub(super) word: AtomicU64,
 }
 
@@ -24,6 +24,11 @@ pub(super) struct Entry {
 const _: () = assert!(std::mem::size_of::<Entry>() == 8);
 
 impl Entry {
+    /// The word, for a lock-free read (`optimistic.rs`).
+    pub(crate) fn load(&self, order: Ordering) -> u64 {
+        self.word.load(order)
+    }
+
     /// A free entry of generation `generation` whose free-list successor is
     /// `next`.
     pub(super) fn free(generation: u32, next: u32) -> Entry {

@@ -209,6 +209,13 @@ impl Handle {
     }
 }
 
+/// For a lock-free read: the place and length of `h`'s object if `word`
+/// (its slot's entry) holds it: live, not dying, of its generation.
+pub(crate) fn live_place(h: Handle, word: u64) -> Option<(u32, usize)> {
+    (word & (LIVE | DYING) == LIVE && entry::generation_of(word) == h.generation())
+        .then(|| (entry::place_of(word), entry::len_of(word)))
+}
+
 /// Slots per chunk of a handle table (512 bytes of entries): small enough
 /// that the chunks left partly used where a class freed a range cost little,
 /// and that a class that shrinks gives its chunks back; large enough that

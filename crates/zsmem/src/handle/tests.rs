@@ -1,9 +1,10 @@
 //! Unit tests of the handle encoding, the handle table and the directory.
 
-use super::directory::{SEGMENTS, locate};
+use super::directory::SEGMENTS;
 use super::entry::Entry;
 use super::table::RETIRED_CHUNK;
 use super::*;
+use crate::grow::locate;
 use std::sync::Arc;
 
 /// Object-index bits of the tables below (`loc` uses object 7).

@@ -656,8 +656,10 @@ impl Region {
     }
 
     pub(super) fn discard(p: NonNull<u8>, bytes: usize) {
-        // SAFETY: the run is inside a live region and owned by nobody.
-        unsafe { std::ptr::write_bytes(p.as_ptr(), 0, bytes) };
+        // SAFETY: the run is inside a live region and owned by nobody; a
+        // lock-free reader with a stale address may read it, by word, as
+        // `words::zero` writes it.
+        unsafe { crate::words::zero(p.as_ptr(), bytes) };
     }
 
     pub(super) fn discard_all(ranges: &[(NonNull<u8>, usize)]) {

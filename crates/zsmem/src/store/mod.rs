@@ -127,6 +127,8 @@ pub struct PageStoreConfig {
     /// The pool under the store; its `page_size` is the block size.
     /// Default: [`PoolConfig::log`] (log placement, the least memory);
     /// [`PoolConfig::default`] places by size class, as zsmalloc does.
+    /// Its `lock_free_reads` is turned off: the store decompresses each
+    /// page in place, under the class lock.
     pub pool: PoolConfig,
     /// Keep each slot's last access time (4 bytes a page, zram's
     /// `CONFIG_ZRAM_TRACK_ENTRY_ACTIME`): needed to mark slots idle by age
@@ -364,7 +366,13 @@ impl PageStore {
             },
             &cfg.recompress,
         )?;
-        let pool = Pool::new(cfg.pool)?;
+        // The store reads in place under the class lock (`with_object`):
+        // lock-free reads would cost the handle chunks of the peak for
+        // nothing.
+        let pool = Pool::new(PoolConfig {
+            lock_free_reads: false,
+            ..cfg.pool
+        })?;
         let page_size = pool.max_object_size();
         let slots = Arc::new(table::SlotTable::new(cfg.slots, cfg.track_access_time)?);
         if owned {

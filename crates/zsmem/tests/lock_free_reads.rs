@@ -1,0 +1,214 @@
+//! Reads without the class lock, raced by everything that changes what they
+//! read: writes in place of the same objects, frees of the same handles
+//! (and new objects in their slots), compaction moving them, zspages
+//! released and renumbered. Every read returns the object whole, as it was
+//! at one moment (every byte of an object's version is one value, so a torn
+//! copy shows), or says the handle is freed; never another object's bytes,
+//! never a mix of two versions. Run with lock-free reads on and off.
+
+mod common;
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use common::Rng;
+use zsmem::{CompactionPolicy, Error, HandleFault, PageReturn, Pool, PoolConfig};
+
+/// Objects shared by every thread.
+const SLOTS: usize = if cfg!(miri) { 6 } else { 256 };
+
+fn rounds() -> usize {
+    if cfg!(miri) { 30 } else { 150_000 }
+}
+
+/// Object `i`'s length: spread over several classes, some sharing
+/// zspages, some huge.
+fn len_of(i: usize) -> usize {
+    [40, 256, 480, 480, 1000, 4096][i % 6]
+}
+
+/// One shared object: its handle and the value all its bytes hold, packed
+/// in a word so readers see the pair that was current at one moment (the
+/// value byte in the top 8 bits).
+fn pack(h: zsmem::Handle, v: u8) -> u64 {
+    assert_eq!(h.to_raw() >> 63, 0, "the spare bit is 0 in every handle");
+    // Bits 55..63 of a handle are its pool tag, the same in every handle of
+    // one pool: keep them aside and put the value there.
+    (h.to_raw() & ((1 << 55) - 1)) | u64::from(v) << 55
+}
+
+fn unpack(w: u64, tag: u64) -> (zsmem::Handle, u8) {
+    (
+        zsmem::Handle::from_raw((w & ((1 << 55) - 1)) | tag),
+        (w >> 55) as u8,
+    )
+}
+
+fn race(lock_free_reads: bool) {
+    let pool = Pool::new(PoolConfig {
+        lock_free_reads,
+        chain_size: 2,
+        compaction: CompactionPolicy::Auto {
+            min_freeable_pages: 1,
+            max_moves: 4,
+        },
+        page_return: PageReturn::Delayed {
+            delay: std::time::Duration::from_millis(1),
+            max_pages: 8,
+        },
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let first = pool.store(&[1u8; 8]).unwrap();
+    let tag = first.to_raw() & !((1 << 55) - 1);
+    pool.free(first).unwrap();
+    let slots: Vec<AtomicU64> = (0..SLOTS)
+        .map(|i| {
+            let v = (i % 250) as u8 + 1;
+            AtomicU64::new(pack(pool.store(&vec![v; len_of(i)]).unwrap(), v))
+        })
+        .collect();
+    // Writers of one slot at a time: a rewrite or a free and a new object
+    // in place of the slot's, under the slot's own mutex, so two writers
+    // never free one handle (readers take no mutex).
+    let locks: Vec<Mutex<()>> = (0..SLOTS).map(|_| Mutex::new(())).collect();
+    let done = AtomicBool::new(false);
+    let (good, freed) = (AtomicU64::new(0), AtomicU64::new(0));
+    std::thread::scope(|s| {
+        for t in 0..2u64 {
+            let (pool, slots, done, good, freed) = (&pool, &slots, &done, &good, &freed);
+            s.spawn(move || {
+                let mut r = Rng(0x5EED + t);
+                let mut buf = vec![0u8; 4096];
+                while !done.load(Ordering::Relaxed) {
+                    let i = r.range(0, SLOTS - 1);
+                    let (h, _) = unpack(slots[i].load(Ordering::Acquire), tag);
+                    match pool.read(h, &mut buf) {
+                        Ok(n) => {
+                            assert_eq!(n, len_of(i), "slot {i}: another object's length");
+                            let v = buf[0];
+                            assert!(
+                                buf[..n].iter().all(|&b| b == v),
+                                "slot {i}: a torn copy (first byte {v})"
+                            );
+                            assert_eq!(
+                                u64::from(v) % 50,
+                                ((i % 250) as u64 + 1) % 50,
+                                "slot {i}: another slot's object"
+                            );
+                            good.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(Error::InvalidHandle {
+                            fault: HandleFault::Freed | HandleFault::Stale,
+                            ..
+                        }) => {
+                            freed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => panic!("slot {i}: {e}"),
+                    }
+                    if cfg!(miri) && good.load(Ordering::Relaxed) > 200 {
+                        break;
+                    }
+                }
+            });
+        }
+        let writers: Vec<_> = (0..2u64)
+            .map(|t| {
+                let (pool, slots, locks) = (&pool, &slots, &locks);
+                s.spawn(move || {
+                    let mut r = Rng(0xF00D + t);
+                    for _ in 0..rounds() {
+                        let i = r.range(0, SLOTS - 1);
+                        let _g = locks[i].lock().unwrap();
+                        let (h, v) = unpack(slots[i].load(Ordering::Relaxed), tag);
+                        // A new value for this slot: the same residue mod 50
+                        // (readers check it), never 0.
+                        let next = ((u32::from(v) + 50) % 250) as u8;
+                        let next = if next == 0 { 250 } else { next };
+                        match r.range(0, 9) {
+                            0..=3 => {
+                                pool.write(h, &vec![next; len_of(i)]).unwrap();
+                                slots[i].store(pack(h, next), Ordering::Release);
+                            }
+                            4..=8 => {
+                                pool.free(h).unwrap();
+                                let h = pool.store(&vec![next; len_of(i)]).unwrap();
+                                slots[i].store(pack(h, next), Ordering::Release);
+                            }
+                            _ => {
+                                pool.compact();
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    assert!(good.load(Ordering::Relaxed) > 0, "no read succeeded");
+    let mut buf = vec![0u8; 4096];
+    for (i, w) in slots.iter().enumerate() {
+        let (h, v) = unpack(w.load(Ordering::Relaxed), tag);
+        assert_eq!(pool.read(h, &mut buf).unwrap(), len_of(i));
+        assert!(buf[..len_of(i)].iter().all(|&b| b == v));
+        pool.free(h).unwrap();
+    }
+    pool.check_invariants().unwrap();
+    pool.trim();
+    let st = pool.stats();
+    assert_eq!((st.objects, st.pages_held), (0, 0));
+}
+
+#[test]
+fn lock_free_reads_see_objects_whole_while_everything_changes() {
+    race(true);
+}
+
+#[test]
+fn locked_reads_see_objects_whole_while_everything_changes() {
+    race(false);
+}
+
+/// A read of a freed handle says so, with or without the lock, however
+/// the slot was reused since; and a buffer too small is refused with the
+/// object's length, not half-filled.
+#[test]
+fn a_lock_free_read_reports_what_a_locked_one_does() {
+    for lock_free_reads in [true, false] {
+        let pool = Pool::new(PoolConfig {
+            lock_free_reads,
+            ..PoolConfig::default()
+        })
+        .unwrap();
+        let h = pool.store(&[3u8; 700]).unwrap();
+        let mut small = [0u8; 100];
+        assert!(matches!(
+            pool.read(h, &mut small),
+            Err(Error::BufferTooSmall {
+                len: 100,
+                object_len: 700
+            })
+        ));
+        assert_eq!(small, [0u8; 100], "nothing written to a buffer too small");
+        pool.free(h).unwrap();
+        let mut buf = [0u8; 4096];
+        assert!(matches!(
+            pool.read(h, &mut buf),
+            Err(Error::InvalidHandle {
+                fault: HandleFault::Freed,
+                ..
+            })
+        ));
+        let again = pool.store(&[4u8; 700]).unwrap();
+        assert!(
+            pool.read(h, &mut buf).is_err(),
+            "the old handle reads the new object"
+        );
+        assert_eq!(pool.read(again, &mut buf).unwrap(), 700);
+        assert!(buf[..700].iter().all(|&b| b == 4));
+        pool.free(again).unwrap();
+    }
+}
