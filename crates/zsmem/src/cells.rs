@@ -82,6 +82,11 @@ impl<T: Default> Cells<T> {
     /// The shard of position `d`, if it is a class of shard 1.. (and its
     /// place in that shard).
     fn split(&self, d: usize) -> Option<(usize, usize)> {
+        // Shard 0 (every class of a pool one thread uses) without a
+        // division: this runs on every operation.
+        if d < self.physical {
+            return None;
+        }
         let s = d.checked_div(self.physical)?;
         (1..=self.more.len())
             .contains(&s)

@@ -53,6 +53,7 @@
 
 use crate::error::{Error, Result};
 use crate::handle::{Directory, Handle, HandleTable, Location};
+use crate::optimistic::{Geometry, Published};
 use crate::os::{PageSource, Run};
 
 mod check;
@@ -270,6 +271,10 @@ pub(crate) struct Lane {
     /// other plan made, until the scan's lists join them
     /// ([`Lane::end_plan`]).
     scanning: Vec<u32>,
+    /// What lock-free reads need (`optimistic.rs`), kept current here:
+    /// the segments' addresses, and the move count around cleaning and
+    /// writes in place ([`Lane::publishing`]).
+    published: Option<std::sync::Arc<Published>>,
 }
 
 /// What a lane holds beyond its objects' bytes, by cause.
@@ -314,6 +319,40 @@ impl Lane {
             fits: std::collections::BTreeSet::new(),
             plan: Vec::new(),
             scanning: Vec::new(),
+            published: None,
+        }
+    }
+
+    /// The lane, publishing what lock-free reads need (its handle table
+    /// has a directory; else nothing changes).
+    pub(crate) fn publishing(mut self) -> Self {
+        let geometry = Geometry::Units {
+            shift: self.unit_shift,
+            span: self.segment_bytes(),
+        };
+        self.published = self
+            .handles
+            .directory()
+            .and_then(|d| Published::new(d, geometry, OFFSET_BITS))
+            .map(std::sync::Arc::new);
+        self
+    }
+
+    /// What lock-free reads of this lane need, if it publishes it.
+    pub(crate) fn published(&self) -> Option<&std::sync::Arc<Published>> {
+        self.published.as_ref()
+    }
+
+    /// Begin a stretch of moves or writes in place (lock-free readers then
+    /// check their copies against it); true if this call began it.
+    pub(crate) fn moving(&self) -> bool {
+        self.published.as_ref().is_some_and(|p| p.begin())
+    }
+
+    /// End the stretch [`Lane::moving`] began, if it did.
+    pub(crate) fn moved(&self, began: bool) {
+        if began && let Some(p) = &self.published {
+            p.end();
         }
     }
 
@@ -520,6 +559,9 @@ impl Lane {
             extents: Extents::default(),
             largest: 0,
         };
+        if let Some(p) = &self.published {
+            p.set_base(id, seg.run.as_ptr());
+        }
         if id as usize == self.segs.len() {
             self.segs.push(Some(Box::new(seg)));
         } else {
@@ -585,6 +627,9 @@ impl Lane {
         self.sparse_victims -= sparse;
         let seg = self.segs[id as usize].take().expect("a live segment");
         debug_assert_eq!(seg.live_objs, 0);
+        if let Some(p) = &self.published {
+            p.set_base(id, std::ptr::null_mut());
+        }
         if seg.largest > 0 {
             self.fits.remove(&(seg.largest, id));
         }
@@ -711,10 +756,10 @@ impl Lane {
         let seg = self.seg(id);
         if let Some(d) = data {
             // SAFETY: `off + need` is within the committed pages of the
-            // run (make_room), and the lane's lock is held alone.
-            unsafe {
-                std::ptr::copy_nonoverlapping(d.as_ptr(), seg.run.as_ptr().add(off), d.len());
-            }
+            // run (make_room), whose start is page-aligned and whose span
+            // is whole words; the lane's lock is held alone; lock-free
+            // readers read by word.
+            unsafe { crate::words::store(seg.run.as_ptr(), off, d) }
         }
     }
 
@@ -841,12 +886,15 @@ impl Lane {
         let loc = self.resolve(h)?;
         loc.check_write(offset, data.len())?;
         let at = (usize::from(loc.obj) << self.unit_shift) + offset;
+        // A write in place: a lock-free read of this object must not
+        // return half of it.
+        let began = self.moving();
         let seg = self.seg_mut(loc.zspage);
-        // SAFETY: inside the live object (checked above), under the lane's
-        // exclusive lock.
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), seg.run.as_ptr().add(at), data.len());
-        }
+        // SAFETY: inside the live object (checked above), in a run whose
+        // start is page-aligned and whose span is whole words, under the
+        // lane's exclusive lock; lock-free readers read by word.
+        unsafe { crate::words::store(seg.run.as_ptr(), at, data) }
+        self.moved(began);
         Ok(())
     }
 
@@ -955,6 +1003,7 @@ impl Lane {
                 .map(|(_, l)| l.capacity() * std::mem::size_of::<u32>())
                 .sum::<usize>()
             + self.handles.metadata_bytes()
+            + self.published.as_ref().map_or(0, |p| p.metadata_bytes())
     }
 }
 

@@ -58,30 +58,55 @@ pub(crate) struct Published {
     bases: GrowOnly<u8, 32>,
     /// Odd while a relocation or a write in place is under way.
     moves: AtomicU64,
-    /// The class's slot size, a multiple of 8.
-    size: usize,
-    /// Objects per zspage.
-    objs: usize,
+    /// How a place's object index becomes an offset in its run.
+    geometry: Geometry,
     /// Bits of a place that hold the object index.
     obj_bits: u32,
 }
 
+/// Where object `obj` of a run lies, and how far a run reaches.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Geometry {
+    /// A class's zspage: `objs` slots of `size` bytes (a multiple of 8).
+    Slots { size: usize, objs: usize },
+    /// A lane's segment of `span` bytes (a multiple of 8): an object at
+    /// `obj << shift`, anywhere an object of its length fits.
+    Units { shift: u32, span: usize },
+}
+
+impl Geometry {
+    /// The offset of an object of `len` bytes at index `obj`, if it lies
+    /// inside a run (so do the words it lies in).
+    fn offset(self, obj: usize, len: usize) -> Option<usize> {
+        match self {
+            Geometry::Slots { size, objs } => (obj < objs && len <= size).then_some(obj * size),
+            Geometry::Units { shift, span } => {
+                let off = obj << shift;
+                (off + len <= span).then_some(off)
+            }
+        }
+    }
+}
+
 impl Published {
-    /// For a class of `objs` slots of `size` bytes per zspage whose handle
-    /// table's places keep the object index in `obj_bits` bits; `None`
-    /// where slots are not whole words (the class is then read locked).
+    /// For a class (or lane) whose runs are laid out as `geometry` says
+    /// and whose handle table's places keep the object index in `obj_bits`
+    /// bits; `None` where slots or spans are not whole words (then read
+    /// under the lock).
     pub(crate) fn new(
         handles: Arc<Directory>,
-        size: usize,
-        objs: usize,
+        geometry: Geometry,
         obj_bits: u32,
     ) -> Option<Published> {
-        size.is_multiple_of(8).then(|| Published {
+        let whole = match geometry {
+            Geometry::Slots { size, .. } => size,
+            Geometry::Units { span, .. } => span,
+        };
+        whole.is_multiple_of(8).then(|| Published {
             handles,
             bases: GrowOnly::new(),
             moves: AtomicU64::new(0),
-            size,
-            objs,
+            geometry,
             obj_bits,
         })
     }
@@ -131,22 +156,21 @@ impl Published {
             let word = entry.load(Ordering::Acquire);
             let (place, len) = crate::handle::live_place(h, word)?;
             let (zspage, obj) = (place >> self.obj_bits, place & ((1 << self.obj_bits) - 1));
-            if obj as usize >= self.objs || len > self.size.min(MAX_LEN) || buf.len() < len {
+            if len > MAX_LEN || buf.len() < len {
                 return None;
             }
+            let off = self.geometry.offset(obj as usize, len)?;
             let base = self.bases.get(zspage as usize);
             if base.is_null() {
                 return None;
             }
             // SAFETY: `base` is the start of a run of this class (published
             // under the class lock, alive until the pool's source closes,
-            // which needs the pool that `self` belongs to), `obj < objs`
-            // and `len <= size` with `size` a multiple of 8, so the object's
-            // words lie in the run; class memory is accessed only through
-            // `words` while this class publishes.
-            unsafe {
-                crate::words::load(base.add(obj as usize * self.size), &mut buf[..len]);
-            }
+            // which needs the pool that `self` belongs to); the object's
+            // words lie in the run (`Geometry::offset`: runs and slots are
+            // whole words); its memory is accessed only through `words`
+            // while this class publishes.
+            unsafe { crate::words::load_at(base, off, &mut buf[..len]) }
             // Acquire: a copy that saw any later write sees, below, the
             // entry or the count that write's writer changed first.
             fence(Ordering::Acquire);

@@ -468,12 +468,24 @@ impl Pool {
                 }
                 Space::Class(class)
             }
-            None => Space::Lane(Lane::new(
-                index,
-                index - self.shards * self.table.len(),
-                self.cfg.page_size,
-                self.directory(d),
-            )),
+            None => {
+                let lane = Lane::new(
+                    index,
+                    index - self.shards * self.table.len(),
+                    self.cfg.page_size,
+                    self.directory(d),
+                );
+                let lane = if publishes(&self.cfg) {
+                    lane.publishing()
+                } else {
+                    lane
+                };
+                if let (Some(p), Some(cell)) = (lane.published(), self.cells.get(d)) {
+                    // Made under the cell's lock, once: nothing set it before.
+                    let _ = cell.reads.set(p.clone());
+                }
+                Space::Lane(lane)
+            }
         }
     }
 
@@ -500,17 +512,11 @@ impl Pool {
 
     /// The handle's class, locked shared with other readers.
     fn read_class(&self, h: Handle) -> Result<ClassRead<'_>> {
-        let fault = || h.fault(HandleFault::UnknownSlot);
         let cell = self
             .cells
             .get(self.dense_class(h)?)
-            .ok_or_else(fault)?
-            .lock
-            .read();
-        if cell.is_none() {
-            return Err(h.fault(HandleFault::UnknownSlot));
-        }
-        Ok(ClassRead(cell))
+            .ok_or_else(|| h.fault(HandleFault::UnknownSlot))?;
+        lock_read(cell, h)
     }
 
     /// Allocate an object of `len` bytes (1..=page size). Its bytes are
@@ -555,10 +561,16 @@ impl Pool {
     /// the object's length. With [`PoolConfig::lock_free_reads`] (the
     /// default) and size classes, without taking the class lock.
     pub fn read(&self, h: Handle, buf: &mut [u8]) -> Result<usize> {
-        if let Some(len) = self.read_lock_free(h, buf) {
+        let cell = self
+            .cells
+            .get(self.dense_class(h)?)
+            .ok_or_else(|| h.fault(HandleFault::UnknownSlot))?;
+        // Without the lock if the class publishes for that and the copy
+        // checks out (`optimistic.rs`); else under it.
+        if let Some(len) = cell.reads.get().and_then(|p| p.read(h, buf)) {
             return Ok(len);
         }
-        let class = self.read_class(h)?;
+        let class = lock_read(cell, h)?;
         let loc = class.resolve(h)?;
         if buf.len() < loc.len {
             return Err(Error::BufferTooSmall {
@@ -568,14 +580,6 @@ impl Pool {
         }
         buf[..loc.len].copy_from_slice(class.bytes(loc));
         Ok(loc.len)
-    }
-
-    /// The object copied without the lock, if its class publishes for
-    /// that and the copy checks out (`optimistic.rs`); `None` sends the
-    /// caller to the lock.
-    fn read_lock_free(&self, h: Handle, buf: &mut [u8]) -> Option<usize> {
-        let d = self.dense_class(h).ok()?;
-        self.cells.get(d)?.reads.get()?.read(h, buf)
     }
 
     /// A copy of the object.
@@ -1157,9 +1161,20 @@ impl Space {
     }
 }
 
-/// Whether a pool of `cfg` reads without the lock (its classes publish).
+/// The class or lane of `cell` (found from `h`), locked shared; a class
+/// never used holds no slot a handle could name.
+fn lock_read<'a>(cell: &'a Cell<Option<Box<Space>>>, h: Handle) -> Result<ClassRead<'a>> {
+    let guard = cell.lock.read();
+    if guard.is_none() {
+        return Err(h.fault(HandleFault::UnknownSlot));
+    }
+    Ok(ClassRead(guard))
+}
+
+/// Whether a pool of `cfg` reads without the lock (its classes and lanes
+/// publish).
 fn publishes(cfg: &PoolConfig) -> bool {
-    cfg.lock_free_reads && cfg.placement == Placement::Classes
+    cfg.lock_free_reads
 }
 
 /// A place that names no lane: a page store's bug, never a client's input.
@@ -1365,6 +1380,10 @@ mod loom_models {
                 placement: Placement::Log { lanes: 1 },
                 compaction: CompactionPolicy::Off,
                 page_return: PageReturn::Immediate,
+                // Owned objects are a page store's, which reads under the
+                // lock; and each word written by a store would be a loom
+                // step more (its fence).
+                lock_free_reads: false,
                 ..PoolConfig::default()
             })
             .unwrap(),
@@ -1494,6 +1513,9 @@ mod loom_models {
             let pool = Arc::new(
                 Pool::new(PoolConfig {
                     page_return: PageReturn::Immediate,
+                    // `with_object` reads under the lock whatever this says;
+                    // off, the stores set up in fewer loom steps.
+                    lock_free_reads: false,
                     ..PoolConfig::default()
                 })
                 .unwrap(),

@@ -72,6 +72,30 @@ pub(crate) unsafe fn load(src: *const u8, dst: &mut [u8]) {
     }
 }
 
+/// Copy `dst.len()` bytes from `base + off` into `dst`, where `off` need
+/// not be a multiple of 8 (a lane's objects start at any unit): the words
+/// the bytes lie in are loaded whole.
+///
+/// # Safety
+/// `base` is 8-aligned and the words `base + off .. base + off +
+/// dst.len()` lie in are valid for reads, accessed concurrently by others
+/// only through this module.
+pub(crate) unsafe fn load_at(base: *const u8, off: usize, dst: &mut [u8]) {
+    let start = off % WORD;
+    if start == 0 {
+        // SAFETY: as the caller promises.
+        return unsafe { load(base.add(off), dst) };
+    }
+    let head = (WORD - start).min(dst.len());
+    // SAFETY: the word holding byte `off` is in the caller's range.
+    let w = unsafe { word(base.add(off - start)) }.load(Relaxed);
+    dst[..head].copy_from_slice(&w.to_ne_bytes()[start..start + head]);
+    if head < dst.len() {
+        // SAFETY: the rest starts at the next word, in the caller's range.
+        unsafe { load(base.add(off - start + WORD), &mut dst[head..]) }
+    }
+}
+
 /// Write `data` at `dst + offset`: whole words where they are whole, the
 /// words at either end merged with the bytes already there. Begins with a
 /// `Release` fence: a lock-free reader that copies any of these bytes sees
@@ -182,6 +206,9 @@ mod tests {
                 let mut out = vec![0u8; offset + len];
                 unsafe { load(b.0.as_ptr(), &mut out) };
                 assert_eq!(&out[offset..], &data[..]);
+                let mut at = vec![0u8; len];
+                unsafe { load_at(b.0.as_ptr(), offset, &mut at) };
+                assert_eq!(at, data, "offset {offset} len {len}");
             }
         }
     }

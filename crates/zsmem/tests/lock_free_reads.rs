@@ -4,7 +4,9 @@
 //! released and renumbered. Every read returns the object whole, as it was
 //! at one moment (every byte of an object's version is one value, so a torn
 //! copy shows), or says the handle is freed; never another object's bytes,
-//! never a mix of two versions. Run with lock-free reads on and off.
+//! never a mix of two versions. Run with lock-free reads on and off, with
+//! size classes and with log placement (whose cleaning moves objects and
+//! whose objects start at any 2-byte unit, not on word boundaries).
 
 mod common;
 
@@ -12,7 +14,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use common::Rng;
-use zsmem::{CompactionPolicy, Error, HandleFault, PageReturn, Pool, PoolConfig};
+use zsmem::{CompactionPolicy, Error, HandleFault, PageReturn, Placement, Pool, PoolConfig};
 
 /// Objects shared by every thread.
 const SLOTS: usize = if cfg!(miri) { 6 } else { 256 };
@@ -22,9 +24,11 @@ fn rounds() -> usize {
 }
 
 /// Object `i`'s length: spread over several classes, some sharing
-/// zspages, some huge.
+/// zspages, some huge; most short enough to be read without the lock
+/// (`optimistic::MAX_LEN`), odd ones so log placement's objects start off
+/// word boundaries.
 fn len_of(i: usize) -> usize {
-    [40, 256, 480, 480, 1000, 4096][i % 6]
+    [40, 257, 480, 479, 1000, 4096][i % 6]
 }
 
 /// One shared object: its handle and the value all its bytes hold, packed
@@ -44,9 +48,10 @@ fn unpack(w: u64, tag: u64) -> (zsmem::Handle, u8) {
     )
 }
 
-fn race(lock_free_reads: bool) {
+fn race(lock_free_reads: bool, placement: Placement) {
     let pool = Pool::new(PoolConfig {
         lock_free_reads,
+        placement,
         chain_size: 2,
         compaction: CompactionPolicy::Auto {
             min_freeable_pages: 1,
@@ -106,7 +111,7 @@ fn race(lock_free_reads: bool) {
                         }
                         Err(e) => panic!("slot {i}: {e}"),
                     }
-                    if cfg!(miri) && good.load(Ordering::Relaxed) > 200 {
+                    if cfg!(miri) && good.load(Ordering::Relaxed) > 100 {
                         break;
                     }
                 }
@@ -164,12 +169,22 @@ fn race(lock_free_reads: bool) {
 
 #[test]
 fn lock_free_reads_see_objects_whole_while_everything_changes() {
-    race(true);
+    race(true, Placement::Classes);
 }
 
 #[test]
 fn locked_reads_see_objects_whole_while_everything_changes() {
-    race(false);
+    race(false, Placement::Classes);
+}
+
+#[test]
+fn lock_free_reads_of_a_log_see_objects_whole_while_cleaning_moves_them() {
+    race(true, Placement::Log { lanes: 2 });
+}
+
+#[test]
+fn locked_reads_of_a_log_see_objects_whole_while_cleaning_moves_them() {
+    race(false, Placement::Log { lanes: 2 });
 }
 
 /// A read of a freed handle says so, with or without the lock, however
@@ -177,9 +192,14 @@ fn locked_reads_see_objects_whole_while_everything_changes() {
 /// object's length, not half-filled.
 #[test]
 fn a_lock_free_read_reports_what_a_locked_one_does() {
-    for lock_free_reads in [true, false] {
+    for (lock_free_reads, placement) in [
+        (true, Placement::Classes),
+        (false, Placement::Classes),
+        (true, Placement::Log { lanes: 1 }),
+    ] {
         let pool = Pool::new(PoolConfig {
             lock_free_reads,
+            placement,
             ..PoolConfig::default()
         })
         .unwrap();

@@ -143,6 +143,11 @@ impl HandleTable {
         self
     }
 
+    /// The lock-free directory of this table's chunks, if it has one.
+    pub(crate) fn directory(&self) -> Option<Arc<Directory>> {
+        self.directory.clone()
+    }
+
     /// How many zspage ids a place can name (ids `0..max_zspages()`): the
     /// class must not make more zspages than this.
     pub(crate) fn max_zspages(&self) -> u32 {

@@ -162,6 +162,22 @@ impl Lane {
         src: &PageSource,
         counters: &Counters,
     ) -> (Migration, Option<PlanScan>) {
+        // Objects move: lock-free readers must see the stretch.
+        let began = self.moving();
+        let r = self.clean_moves(max_moves, due, owners, src, counters);
+        self.moved(began);
+        r
+    }
+
+    /// [`Lane::clean_step`]'s work, inside its stretch of moves.
+    fn clean_moves(
+        &mut self,
+        max_moves: usize,
+        due: impl Fn(&Lane) -> bool,
+        owners: Option<&dyn Owners>,
+        src: &PageSource,
+        counters: &Counters,
+    ) -> (Migration, Option<PlanScan>) {
         let started = std::time::Instant::now();
         let mut m = Migration::default();
         let mut scan = None;
@@ -442,9 +458,11 @@ impl Lane {
         let dst_ptr = self.seg(to).run.as_ptr();
         // SAFETY: distinct runs (make_room excluded the victim); both
         // ranges are inside committed pages; the lane's lock is held
-        // alone.
+        // alone, so no one writes the source while it is read; the
+        // destination is written by word, as lock-free readers read.
         unsafe {
-            std::ptr::copy_nonoverlapping(src_ptr.add(from_off), dst_ptr.add(off), loc.len);
+            let from = std::slice::from_raw_parts(src_ptr.add(from_off), loc.len);
+            crate::words::store(dst_ptr, off, from);
         }
         // The lane's totals do not change: the same object, elsewhere.
         self.count_in(to, off, loc.len, owner);
