@@ -94,9 +94,12 @@ static void test_version(void) {
     CHECK(strcmp(zsmem_version(), want) == 0);
 }
 
-static void test_pool_round_trip(void) {
+/* Reads with and without the class lock (`locked_reads` 1 and 0). */
+static void pool_round_trip(uint32_t locked_reads) {
     zsmem_pool_config cfg;
     CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    CHECK(cfg.locked_reads == 0);
+    cfg.locked_reads = locked_reads;
     CHECK(cfg.size == sizeof cfg);
     CHECK(cfg.page_size == 4096 && cfg.chain_size == 32 && cfg.class_delta == 16);
     CHECK(cfg.trim_pages == 1 && cfg.compaction_min_pages == 1);
@@ -148,6 +151,11 @@ static void test_pool_round_trip(void) {
     CHECK(st.objects == 0 && st.pages_held == 0 && st.cached_pages == 0);
     CHECK_RC(zsmem_pool_check_invariants(pool), 0);
     zsmem_pool_destroy(pool);
+}
+
+static void test_pool_round_trip(void) {
+    pool_round_trip(0);
+    pool_round_trip(1);
 }
 
 /* Compaction frees pages and handles stay valid. */
@@ -405,6 +413,10 @@ static void test_bad_configurations(void) {
     zsmem_pool_config_default(&cfg);
     cfg.trim_pages = 2;
     CHECK_RC(pool_new_rc(&cfg), -EINVAL);
+    zsmem_pool_config_default(&cfg);
+    cfg.locked_reads = 2;
+    CHECK_RC(pool_new_rc(&cfg), -EINVAL);
+    CHECK_MSG("zsmem_pool_new: invalid configuration: locked_reads is 2, not 0 or 1");
     CHECK_RC(zsmem_pool_config_init(&cfg, 8), -EINVAL); /* no such struct size */
 
     /* The kernel's configuration and the other chain rules are accepted. */

@@ -242,8 +242,15 @@ typedef struct zsmem_pool_config {
   // `ZSMEM_PLACEMENT_DEFAULT`, so a page store they make places by log,
   // as the Rust page store does).
   uint32_t placement;
-  // Must be 0 (room for a later field without padding).
-  uint32_t reserved;
+  // 0 (the default) for `zsmem_pool_read` to copy an object of up to
+  // 512 bytes without its class's lock, checked against the class's
+  // count of relocations (no atomic read-modify-write: readers of one
+  // class share no written line; each class of slots up to 1 KiB then
+  // keeps the handle chunks of its peak, 8 bytes an object); 1 to read
+  // every object under the lock. Was `reserved`, always 0, in older
+  // headers (so their programs get the default). Stores ignore it
+  // (they decompress under the lock).
+  uint32_t locked_reads;
 } zsmem_pool_config;
 
 // Pool totals, filled by `zsmem_pool_get_stats`. Fields may be appended

@@ -159,8 +159,15 @@ pub struct zsmem_pool_config {
     /// `ZSMEM_PLACEMENT_DEFAULT`, so a page store they make places by log,
     /// as the Rust page store does).
     pub placement: u32,
-    /// Must be 0 (room for a later field without padding).
-    pub reserved: u32,
+    /// 0 (the default) for `zsmem_pool_read` to copy an object of up to
+    /// 512 bytes without its class's lock, checked against the class's
+    /// count of relocations (no atomic read-modify-write: readers of one
+    /// class share no written line; each class of slots up to 1 KiB then
+    /// keeps the handle chunks of its peak, 8 bytes an object); 1 to read
+    /// every object under the lock. Was `reserved`, always 0, in older
+    /// headers (so their programs get the default). Stores ignore it
+    /// (they decompress under the lock).
+    pub locked_reads: u32,
 }
 
 // Versioned structs must have no padding (see `read_sized`).
@@ -233,7 +240,7 @@ pub(crate) fn default_config() -> zsmem_pool_config {
         prefault_bytes: d.prefault_bytes,
         parked_slots: d.parked_slots,
         placement: ZSMEM_PLACEMENT_DEFAULT,
-        reserved: 0,
+        locked_reads: u32::from(!d.lock_free_reads),
     }
 }
 
@@ -314,12 +321,7 @@ pub(crate) fn pool_config(c: &zsmem_pool_config, made: Made) -> Result<PoolConfi
             max_pages,
         },
     };
-    if c.reserved != 0 {
-        return Err(Fail::invalid(format!(
-            "invalid configuration: reserved is {}, it must be 0",
-            c.reserved
-        )));
-    }
+    let locked_reads = flag(c.locked_reads, "locked_reads")?;
     let lanes = c.log_lanes as usize;
     let placement = match (c.placement, lanes) {
         (ZSMEM_PLACEMENT_DEFAULT, 0) if made == Made::Pool => Placement::Classes,
@@ -356,6 +358,7 @@ pub(crate) fn pool_config(c: &zsmem_pool_config, made: Made) -> Result<PoolConfi
         cfg.class_shards = c.class_shards;
         cfg.prefault_bytes = c.prefault_bytes;
         cfg.parked_slots = c.parked_slots;
+        cfg.lock_free_reads = !locked_reads;
         Ok(cfg)
     }
 }

@@ -598,7 +598,7 @@ fn bad_configurations_are_einval_with_a_reason() {
         }),
         ("lanes", |c| c.log_lanes = 65),
         ("placement", |c| c.placement = 3),
-        ("reserved", |c| c.reserved = 1),
+        ("locked_reads", |c| c.locked_reads = 2),
         ("log_lanes is 2 with ZSMEM_PLACEMENT_CLASSES", |c| {
             c.placement = ZSMEM_PLACEMENT_CLASSES;
             c.log_lanes = 2;
