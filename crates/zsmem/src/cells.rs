@@ -20,7 +20,9 @@ use crate::sync::{CachePadded, RwLock};
 #[derive(Debug)]
 pub(crate) struct Cell<T> {
     pub(crate) lock: RwLock<T>,
-    pub(crate) directory: Option<Arc<Directory>>,
+    /// Set once, when the class is made (under the lock), if deferred
+    /// frees mark its entries or lock-free reads find them.
+    pub(crate) directory: OnceLock<Arc<Directory>>,
     /// Set once, when the class is made, if it publishes for lock-free
     /// reads (`optimistic.rs`).
     pub(crate) reads: OnceLock<Arc<Published>>,
@@ -39,40 +41,24 @@ pub(crate) struct Cells<T> {
     /// Shards 1..'s classes, each made at its first use.
     more: Box<[OnceLock<ShardCells<T>>]>,
     physical: usize,
-    /// The pool's tag for new directories, and whether deferred frees mark
-    /// through them; `None` without deferred free or lock-free reads.
-    directory_tag: Option<(u8, bool)>,
 }
 
 impl<T: Default> Cells<T> {
-    /// Cells for `shards` shards of `physical` classes, then `lanes` lanes;
-    /// with a directory each if `directory_tag` is given (deferred free).
-    pub(crate) fn new(
-        physical: usize,
-        shards: usize,
-        lanes: usize,
-        directory_tag: Option<(u8, bool)>,
-    ) -> Self {
+    /// Cells for `shards` shards of `physical` classes, then `lanes` lanes.
+    pub(crate) fn new(physical: usize, shards: usize, lanes: usize) -> Self {
         Cells {
-            base: Self::make(physical + lanes, directory_tag),
+            base: Self::make(physical + lanes),
             more: (1..shards).map(|_| OnceLock::new()).collect(),
             physical,
-            directory_tag,
         }
     }
 
-    fn make(n: usize, tag: Option<(u8, bool)>) -> Box<[Padded<T>]> {
+    fn make(n: usize) -> Box<[Padded<T>]> {
         (0..n)
             .map(|_| {
                 CachePadded(Cell {
                     lock: RwLock::new(T::default()),
-                    directory: tag.map(|(t, marks)| {
-                        Arc::new(if marks {
-                            Directory::new(t)
-                        } else {
-                            Directory::for_reads(t)
-                        })
-                    }),
+                    directory: OnceLock::new(),
                     reads: OnceLock::new(),
                 })
             })
@@ -116,9 +102,7 @@ impl<T: Default> Cells<T> {
     /// made now if it is the shard's first use.
     pub(crate) fn get_or_make(&self, d: usize) -> &Cell<T> {
         match self.split(d) {
-            Some((s, i)) => {
-                &self.more[s].get_or_init(|| Self::make(self.physical, self.directory_tag))[i]
-            }
+            Some((s, i)) => &self.more[s].get_or_init(|| Self::make(self.physical))[i],
             None => &self.base[self.base_index(d)],
         }
     }
@@ -150,15 +134,10 @@ impl<T: Default> Cells<T> {
 
     /// Heap bytes of the cells made (and of the table of shards).
     pub(crate) fn metadata_bytes(&self) -> usize {
+        // A cell's directory is its class's handle table's to count.
         let made = self.more.iter().filter(|s| s.get().is_some()).count();
-        let directory = if self.directory_tag.is_some() {
-            // Behind the `Arc`'s two counters.
-            std::mem::size_of::<Directory>() + 2 * std::mem::size_of::<usize>()
-        } else {
-            0
-        };
         let cells = self.base.len() + made * self.physical;
-        cells * (std::mem::size_of::<Padded<T>>() + directory) + std::mem::size_of_val(&*self.more)
+        cells * std::mem::size_of::<Padded<T>>() + std::mem::size_of_val(&*self.more)
     }
 }
 
@@ -168,7 +147,7 @@ mod tests {
 
     #[test]
     fn shards_are_made_at_first_use_and_positions_hold() {
-        let c: Cells<u32> = Cells::new(3, 3, 2, None);
+        let c: Cells<u32> = Cells::new(3, 3, 2);
         // Shard 0's classes and the lanes exist; shards 1 and 2 do not.
         let made: Vec<usize> = c.iter().map(|(d, _)| d).collect();
         assert_eq!(made, [0, 1, 2, 9, 10]);
@@ -194,9 +173,12 @@ mod tests {
 
     #[test]
     fn a_log_pool_has_lanes_only() {
-        let c: Cells<u32> = Cells::new(0, 1, 4, Some((1, true)));
+        let c: Cells<u32> = Cells::new(0, 1, 4);
         assert_eq!(c.iter().count(), 4);
-        assert!(c.get(3).unwrap().directory.is_some());
+        assert!(
+            c.get(3).unwrap().directory.get().is_none(),
+            "made with its lane"
+        );
         assert!(c.get(4).is_none());
     }
 }

@@ -171,15 +171,6 @@ impl Class {
     ) -> Self {
         // Object indices run to objs_per_zspage - 1.
         let obj_bits = (usize::BITS - (info.objs_per_zspage - 1).leading_zeros()).max(1);
-        // A class whose slots are over twice the longest object read
-        // without the lock (`optimistic::MAX_LEN`) holds no object short
-        // enough (spacing puts short objects at most a few classes up):
-        // readers of it would only pay for a look before taking the lock
-        // (a 3 KiB read 6% slower, measured).
-        let publish = publish && info.size <= 2 * crate::optimistic::MAX_LEN;
-        // Nor does it keep its handle chunks at their peak for a directory
-        // no one reads (unless deferred frees mark through it).
-        let directory = directory.filter(|d| publish || d.marks());
         let published = directory
             .clone()
             .filter(|_| publish)

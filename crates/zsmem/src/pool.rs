@@ -237,12 +237,7 @@ impl Pool {
         let dense_base = if physical == 0 { table.len() } else { 0 };
         let first_lane_index = shards * table.len();
         let mut dense = vec![NO_CLASS; first_lane_index + lanes - dense_base].into_boxed_slice();
-        let cells = Cells::new(
-            physical,
-            shards,
-            lanes,
-            (deferred.is_some() || publishes(&cfg)).then(|| (tag.get(), deferred.is_some())),
-        );
+        let cells = Cells::new(physical, shards, lanes);
         for s in 0..shards {
             for (d, &i) in table.physical_indices()[..physical].iter().enumerate() {
                 dense[s * table.len() + i] = (s * physical + d) as u16;
@@ -450,48 +445,60 @@ impl Pool {
         (d != NO_CLASS).then_some(usize::from(d))
     }
 
-    /// The state of class or lane `d` (index `index` in handles), new.
+    /// The state of class or lane `d` (index `index` in handles), new;
+    /// called once, under the cell's lock.
     fn make_space(&self, d: usize, index: usize) -> Space {
-        match self.class_info(index) {
-            Some(info) => {
-                let class = Class::new(
-                    info,
-                    self.cfg.page_size,
-                    self.cfg.trim_pages,
-                    self.directory(d),
-                    publishes(&self.cfg),
-                    self.cfg.parked_slots,
-                );
-                if let (Some(p), Some(cell)) = (class.published(), self.cells.get(d)) {
-                    // Made under the cell's lock, once: nothing set it before.
-                    let _ = cell.reads.set(p.clone());
-                }
-                Space::Class(class)
-            }
+        let info = self.class_info(index);
+        // Lock-free reads of this class or lane: not of classes whose
+        // slots are too long to be worth it (`optimistic::worth_publishing`).
+        let publish = self.cfg.lock_free_reads
+            && info.is_none_or(|i| crate::optimistic::worth_publishing(i.size));
+        let directory = self.make_directory(d, publish);
+        let space = match info {
+            Some(info) => Space::Class(Class::new(
+                info,
+                self.cfg.page_size,
+                self.cfg.trim_pages,
+                directory,
+                publish,
+                self.cfg.parked_slots,
+            )),
             None => {
                 let lane = Lane::new(
                     index,
                     index - self.shards * self.table.len(),
                     self.cfg.page_size,
-                    self.directory(d),
+                    directory,
                 );
-                let lane = if publishes(&self.cfg) {
-                    lane.publishing()
-                } else {
-                    lane
-                };
-                if let (Some(p), Some(cell)) = (lane.published(), self.cells.get(d)) {
-                    // Made under the cell's lock, once: nothing set it before.
-                    let _ = cell.reads.set(p.clone());
-                }
-                Space::Lane(lane)
+                Space::Lane(if publish { lane.publishing() } else { lane })
             }
+        };
+        let published = match &space {
+            Space::Class(c) => c.published(),
+            Space::Lane(l) => l.published(),
+        };
+        if let (Some(p), Some(cell)) = (published, self.cells.get(d)) {
+            // Made under the cell's lock, once: nothing set it before.
+            let _ = cell.reads.set(p.clone());
         }
+        space
     }
 
-    /// The handle directory of class or lane `d` (deferred free only).
-    fn directory(&self, d: usize) -> Option<Arc<Directory>> {
-        self.cells.get(d).and_then(|c| c.directory.clone())
+    /// The handle directory of class or lane `d`, made now (with the
+    /// class): with deferred free, one its frees mark entries through;
+    /// else, if the class publishes for lock-free reads, one they find
+    /// entries through; else none (its handle chunks are then given back
+    /// as they empty).
+    fn make_directory(&self, d: usize, publish: bool) -> Option<Arc<Directory>> {
+        let directory = if self.deferred.is_some() {
+            Directory::new(self.tag.get())
+        } else if publish {
+            Directory::for_reads(self.tag.get())
+        } else {
+            return None;
+        };
+        let cell = self.cells.get(d)?;
+        Some(cell.directory.get_or_init(|| Arc::new(directory)).clone())
     }
 
     /// The handle's class, locked alone (for changes); a class never used
@@ -847,7 +854,7 @@ impl Pool {
         let d = self.dense_class(h)?;
         self.cells
             .get(d)
-            .and_then(|c| c.directory.as_ref())
+            .and_then(|c| c.directory.get())
             .ok_or_else(|| h.fault(HandleFault::UnknownSlot))?
             .mark_dying(h)?;
         let mut batch = Vec::new();
@@ -1169,12 +1176,6 @@ fn lock_read<'a>(cell: &'a Cell<Option<Box<Space>>>, h: Handle) -> Result<ClassR
         return Err(h.fault(HandleFault::UnknownSlot));
     }
     Ok(ClassRead(guard))
-}
-
-/// Whether a pool of `cfg` reads without the lock (its classes and lanes
-/// publish).
-fn publishes(cfg: &PoolConfig) -> bool {
-    cfg.lock_free_reads
 }
 
 /// A place that names no lane: a page store's bug, never a client's input.

@@ -60,7 +60,7 @@ impl Directory {
     }
 
     /// Whether deferred frees mark entries through this directory.
-    pub(crate) fn marks(&self) -> bool {
+    pub(super) fn marks(&self) -> bool {
         self.marks
     }
 

@@ -577,7 +577,11 @@ impl HandleTable {
         let present = self.chunks.iter().flatten().count();
         // Each chunk's entries, behind the `Arc`'s two counters.
         present * (std::mem::size_of::<[Entry; CHUNK]>() + 2 * std::mem::size_of::<usize>())
-            + self.directory.as_ref().map_or(0, |d| d.metadata_bytes())
+            // The directory, behind its `Arc`'s two counters, and its
+            // segments.
+            + self.directory.as_ref().map_or(0, |d| {
+                std::mem::size_of::<Directory>() + 2 * std::mem::size_of::<usize>() + d.metadata_bytes()
+            })
             + self.chunks.capacity() * std::mem::size_of::<Option<Chunk>>()
             + self.base_gen.capacity() * std::mem::size_of::<u32>()
             + self.with_room.capacity() * std::mem::size_of::<u64>()
