@@ -76,7 +76,8 @@ pub const ZSMEM_FREE_DEFERRED: u32 = 1;
 /// `chain_rule = ZSMEM_CHAIN_RULE_MIN_WASTE`,
 /// `kernel_handle_header = 1`, `compaction = ZSMEM_COMPACTION_OFF`,
 /// `trim_pages = 0`, `return_delay_us = 0`, `class_shards = 1`,
-/// `prefault_bytes = 0` and `parked_slots = 0`. Frees happen at once
+/// `prefault_bytes = 0`, `parked_slots = 0` and `locked_reads = 1`.
+/// Frees happen at once
 /// (`ZSMEM_FREE_CLASS_LOCK`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]

@@ -58,6 +58,7 @@ use crate::handle::{Directory, Handle, HandleTable, Location};
 use crate::optimistic::{Geometry, Published};
 use crate::os::PageSource;
 use crate::size_class::ClassInfo;
+use crate::words::Writes;
 use crate::zspage::Zspage;
 
 /// Number of fullness groups.
@@ -154,6 +155,10 @@ pub(crate) struct Class {
     /// the zspages' addresses, and the move count around every relocation
     /// and write in place.
     published: Option<std::sync::Arc<Published>>,
+    /// How object bytes are written: by word in a pool with lock-free
+    /// reads, whether or not this class publishes (a run it frees may
+    /// next be a publishing class's).
+    writes: Writes,
 }
 
 impl Class {
@@ -167,6 +172,7 @@ impl Class {
         trim: bool,
         directory: Option<std::sync::Arc<Directory>>,
         publish: bool,
+        writes: Writes,
         max_parked: usize,
     ) -> Self {
         // Object indices run to objs_per_zspage - 1.
@@ -199,6 +205,7 @@ impl Class {
             max_parked: max_parked.min(usize::from(u8::MAX)) as u8,
             park_budget: max_parked.min(1) as u8,
             published,
+            writes,
         }
     }
 
@@ -447,9 +454,10 @@ impl Class {
                 .expect("an owned object has a live handle")
                 .len;
             if from == to {
+                let writes = self.writes;
                 let z = self.zspage_mut(to);
                 z.take(new_obj, slot);
-                z.move_within(obj, new_obj, size, len);
+                z.move_within(obj, new_obj, size, len, writes);
                 z.put(obj);
             } else {
                 let [a, b] = self
@@ -457,8 +465,13 @@ impl Class {
                     .get_disjoint_mut([from as usize, to as usize])
                     .expect("two distinct live zspages");
                 b.zspage.take(new_obj, slot);
-                b.zspage
-                    .write(new_obj, size, 0, a.zspage.bytes(obj, size, len));
+                b.zspage.write(
+                    new_obj,
+                    size,
+                    0,
+                    a.zspage.bytes(obj, size, len),
+                    self.writes,
+                );
                 a.zspage.put(obj);
             }
             self.handles.relocate(slot, to, new_obj);
@@ -579,7 +592,9 @@ impl Class {
             self.park_budget = (self.park_budget + 1).min(self.max_parked);
             if let Some(d) = data {
                 let size = self.info.size;
-                self.zspage_mut(loc.zspage).write(loc.obj, size, 0, d);
+                let writes = self.writes;
+                self.zspage_mut(loc.zspage)
+                    .write(loc.obj, size, 0, d, writes);
             }
             self.bytes_stored += len;
             return Ok(handle);
@@ -618,10 +633,11 @@ impl Class {
             }
         };
         let size = self.info.size;
+        let writes = self.writes;
         let z = self.zspage_mut(id);
         z.take(obj, handle.slot());
         if let Some(d) = data {
-            z.write(obj, size, 0, d);
+            z.write(obj, size, 0, d, writes);
         }
         self.bytes_stored += len;
         self.regroup(id);
@@ -655,8 +671,9 @@ impl Class {
         // A write in place: a lock-free read of this object must not
         // return half of it.
         let began = self.moving();
+        let writes = self.writes;
         self.zspage_mut(loc.zspage)
-            .write(loc.obj, size, offset, data);
+            .write(loc.obj, size, offset, data, writes);
         self.moved(began);
         Ok(())
     }

@@ -105,7 +105,8 @@ pub struct PoolConfig {
     /// free frees its slot). Deferred frees and log placement do not park.
     pub parked_slots: usize,
     /// [`Pool::read`](crate::Pool::read) copies an object of up to 512
-    /// bytes out without taking its class's (or lane's) lock, checked
+    /// bytes (in a class of slots up to 1 KiB, or a log lane: nearly every
+    /// such object) out without taking its class's (or lane's) lock, checked
     /// against a count of its relocations instead (docs/DESIGN.md, "Reads
     /// without the lock"): no atomic read-modify-write on the way, so
     /// readers of one class never write a shared cache line. It costs every

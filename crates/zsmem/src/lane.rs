@@ -55,6 +55,7 @@ use crate::error::{Error, Result};
 use crate::handle::{Directory, Handle, HandleTable, Location};
 use crate::optimistic::{Geometry, Published};
 use crate::os::{PageSource, Run};
+use crate::words::Writes;
 
 mod check;
 mod clean;
@@ -341,6 +342,16 @@ impl Lane {
     /// What lock-free reads of this lane need, if it publishes it.
     pub(crate) fn published(&self) -> Option<&std::sync::Arc<Published>> {
         self.published.as_ref()
+    }
+
+    /// How object bytes are written: by word where lock-free readers may
+    /// race (the lane publishes), else plainly.
+    pub(crate) fn writes(&self) -> Writes {
+        if self.published.is_some() {
+            Writes::Words
+        } else {
+            Writes::Plain
+        }
     }
 
     /// Begin a stretch of moves or writes in place (lock-free readers then
@@ -758,8 +769,8 @@ impl Lane {
             // SAFETY: `off + need` is within the committed pages of the
             // run (make_room), whose start is page-aligned and whose span
             // is whole words; the lane's lock is held alone; lock-free
-            // readers read by word.
-            unsafe { crate::words::store(seg.run.as_ptr(), off, d) }
+            // readers, if any, read by word.
+            unsafe { self.writes().store(seg.run.as_ptr(), off, d) }
         }
     }
 
@@ -889,11 +900,11 @@ impl Lane {
         // A write in place: a lock-free read of this object must not
         // return half of it.
         let began = self.moving();
-        let seg = self.seg_mut(loc.zspage);
+        let run = self.seg(loc.zspage).run.as_ptr();
         // SAFETY: inside the live object (checked above), in a run whose
         // start is page-aligned and whose span is whole words, under the
-        // lane's exclusive lock; lock-free readers read by word.
-        unsafe { crate::words::store(seg.run.as_ptr(), at, data) }
+        // lane's exclusive lock; lock-free readers, if any, read by word.
+        unsafe { self.writes().store(run, at, data) }
         self.moved(began);
         Ok(())
     }

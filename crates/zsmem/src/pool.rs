@@ -30,6 +30,7 @@ use crate::size_class::SizeClassTable;
 use crate::spacing::Spacing;
 use crate::stats::{ClassStats, PoolStats, Waste};
 use crate::sync::{CachePadded, ReadGuard, WriteGuard};
+use crate::words::Writes;
 
 const NO_CLASS: u16 = u16::MAX;
 
@@ -461,6 +462,11 @@ impl Pool {
                 self.cfg.trim_pages,
                 directory,
                 publish,
+                if self.cfg.lock_free_reads {
+                    Writes::Words
+                } else {
+                    Writes::Plain
+                },
                 self.cfg.parked_slots,
             )),
             None => {
@@ -566,7 +572,8 @@ impl Pool {
 
     /// Copy the object into `buf`, which must be at least as long; returns
     /// the object's length. With [`PoolConfig::lock_free_reads`] (the
-    /// default) and size classes, without taking the class lock.
+    /// default), an object of up to 512 bytes in a class of slots up to
+    /// 1 KiB or a log lane is copied without taking any lock.
     pub fn read(&self, h: Handle, buf: &mut [u8]) -> Result<usize> {
         let cell = self
             .cells

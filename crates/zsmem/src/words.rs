@@ -2,12 +2,15 @@
 //! so that a lock-free reader racing a writer is no data race under Rust's
 //! memory model (it may copy a torn object, which its check then refuses).
 //!
-//! Class memory is only ever touched this way once a pool reads without
-//! the lock: objects start at multiples of 8 from a page-aligned run, and
-//! every class size is a multiple of 8, so the words an object's bytes lie
-//! in are inside its slot and no other object's. A partial word at either
-//! end of a write is read, merged and written back whole: the writer holds
-//! the class lock, so no other writer can interleave.
+//! Pool memory is written this way in a pool that reads without the lock
+//! ([`Writes`]; a pool without lock-free reads uses `memcpy`). A class's
+//! objects start at multiples of 8 from a page-aligned run and every class
+//! size is a multiple of 8, so the words an object's bytes lie in are its
+//! slot's; a lane's objects start at any 2-byte unit, so the words at
+//! either end may hold a neighbour's bytes too. A partial word at either
+//! end of a write is read, merged and written back whole (a neighbour's
+//! bytes as they were): the writer holds the class's or lane's lock, so no
+//! other writer can interleave.
 //!
 //! Relaxed accesses: the order that matters is given by the read protocol's
 //! fences (`optimistic.rs`). Loom does not see these accesses (it cannot
@@ -16,6 +19,49 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 const WORD: usize = 8;
+
+/// How a class or lane writes its memory: by atomic words where a
+/// lock-free reader may race the write (every class and lane of a pool
+/// with lock-free reads: runs pass between classes of one page source),
+/// plainly (`memcpy`) where none can (a pool without them: the page
+/// store's, `PoolConfig::kernel()`'s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Writes {
+    Words,
+    Plain,
+}
+
+impl Writes {
+    /// Write `data` at `dst + offset` ([`store`] by words).
+    ///
+    /// # Safety
+    /// As for [`store`]; plainly, the destination is valid for writes and
+    /// no one else accesses it meanwhile.
+    pub(crate) unsafe fn store(self, dst: *mut u8, offset: usize, data: &[u8]) {
+        match self {
+            // SAFETY: as the caller promises.
+            Writes::Words => unsafe { store(dst, offset, data) },
+            // SAFETY: as the caller promises; `data` is not pool memory
+            // being written (a shared slice of it is only read).
+            Writes::Plain => unsafe {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), dst.add(offset), data.len())
+            },
+        }
+    }
+
+    /// Copy `len` bytes from `src` to `dst` ([`copy`] by words).
+    ///
+    /// # Safety
+    /// As for [`copy`].
+    pub(crate) unsafe fn copy(self, src: *const u8, dst: *mut u8, len: usize) {
+        match self {
+            // SAFETY: as the caller promises.
+            Writes::Words => unsafe { copy(src, dst, len) },
+            // SAFETY: as the caller promises (the ranges do not overlap).
+            Writes::Plain => unsafe { std::ptr::copy_nonoverlapping(src, dst, len) },
+        }
+    }
+}
 
 /// The word at `p`.
 ///

@@ -29,6 +29,7 @@
 //! - every allocated object lies inside the first `resident` pages.
 
 use crate::os::Run;
+use crate::words::Writes;
 
 /// Owner value of an object slot that holds no object.
 pub(crate) const FREE_OBJ: u32 = u32::MAX;
@@ -200,26 +201,40 @@ impl Zspage {
         unsafe { std::slice::from_raw_parts(self.run.as_ptr().add(usize::from(obj) * size), len) }
     }
 
-    /// Object `obj`'s bytes `offset..offset + data.len()` set from `data`
-    /// (by word: `words.rs`).
-    pub(crate) fn write(&mut self, obj: u16, size: usize, offset: usize, data: &[u8]) {
+    /// Object `obj`'s bytes `offset..offset + data.len()` set from `data`,
+    /// as `writes` says (by word where lock-free readers may race).
+    pub(crate) fn write(
+        &mut self,
+        obj: u16,
+        size: usize,
+        offset: usize,
+        data: &[u8],
+        writes: Writes,
+    ) {
         assert!(usize::from(obj) < self.objs() && offset + data.len() <= size);
         // SAFETY: the object's slot is inside the run as in `bytes`, starts
         // 8-aligned and is a whole number of words (class sizes are
         // multiples of 8), so the words the write touches are the slot's;
         // `&mut self` makes this the only writer; readers without the lock
         // read it by word only.
-        unsafe { crate::words::store(self.obj_ptr(obj, size), offset, data) }
+        unsafe { writes.store(self.obj_ptr(obj, size), offset, data) }
     }
 
     /// Copy the first `len` bytes of object `from` to object `to` (a move
-    /// inside the zspage), by word.
-    pub(crate) fn move_within(&mut self, from: u16, to: u16, size: usize, len: usize) {
+    /// inside the zspage), as `writes` says.
+    pub(crate) fn move_within(
+        &mut self,
+        from: u16,
+        to: u16,
+        size: usize,
+        len: usize,
+        writes: Writes,
+    ) {
         assert!(usize::from(from.max(to)) < self.objs() && len <= size && from != to);
         // SAFETY: both slots are inside the run, 8-aligned, whole words and
         // distinct, so they do not overlap; `&mut self` makes this the only
         // writer.
-        unsafe { crate::words::copy(self.obj_ptr(from, size), self.obj_ptr(to, size), len) }
+        unsafe { writes.copy(self.obj_ptr(from, size), self.obj_ptr(to, size), len) }
     }
 
     /// Where object `obj` of a class of `size` bytes starts.

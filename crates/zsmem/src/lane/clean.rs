@@ -459,10 +459,10 @@ impl Lane {
         // SAFETY: distinct runs (make_room excluded the victim); both
         // ranges are inside committed pages; the lane's lock is held
         // alone, so no one writes the source while it is read; the
-        // destination is written by word, as lock-free readers read.
+        // destination is written by word where lock-free readers read.
         unsafe {
             let from = std::slice::from_raw_parts(src_ptr.add(from_off), loc.len);
-            crate::words::store(dst_ptr, off, from);
+            self.writes().store(dst_ptr, off, from);
         }
         // The lane's totals do not change: the same object, elsewhere.
         self.count_in(to, off, loc.len, owner);
