@@ -258,11 +258,13 @@ mod tests {
                     };
                     assert_eq!(x, want, "offset {offset} len {len} byte {i}");
                 }
+                // Mutable pointers, as pool memory's are: an atomic access
+                // needs write permission under Miri's borrow rules.
                 let mut out = vec![0u8; offset + len];
-                unsafe { load(b.0.as_ptr(), &mut out) };
+                unsafe { load(b.0.as_mut_ptr(), &mut out) };
                 assert_eq!(&out[offset..], &data[..]);
                 let mut at = vec![0u8; len];
-                unsafe { load_at(b.0.as_ptr(), offset, &mut at) };
+                unsafe { load_at(b.0.as_mut_ptr(), offset, &mut at) };
                 assert_eq!(at, data, "offset {offset} len {len}");
             }
         }
@@ -275,7 +277,7 @@ mod tests {
             *x = i as u8;
         }
         let mut b = Buf([0xFF; 64]);
-        unsafe { copy(a.0.as_ptr(), b.0.as_mut_ptr(), 13) };
+        unsafe { copy(a.0.as_mut_ptr(), b.0.as_mut_ptr(), 13) };
         assert_eq!(&b.0[..16], &a.0[..16]);
         assert!(b.0[16..].iter().all(|&x| x == 0xFF));
     }
