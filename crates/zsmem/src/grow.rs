@@ -120,6 +120,7 @@ mod tests {
         let mut a = [1u8, 2, 3];
         assert!(g.get(5).is_null());
         g.publish(5, &mut a[1]);
+        // SAFETY: the pointer published is into `a`, alive here.
         assert_eq!(unsafe { *g.get(5) }, 2);
         assert!(g.get(4).is_null() && g.get(6).is_null() && g.get(1000).is_null());
         g.publish(5, ptr::null_mut());

@@ -162,22 +162,9 @@ impl Lane {
         src: &PageSource,
         counters: &Counters,
     ) -> (Migration, Option<PlanScan>) {
-        // Objects move: lock-free readers must see the stretch.
+        // Objects move: lock-free readers must see the stretch (no return
+        // before its end below).
         let began = self.moving();
-        let r = self.clean_moves(max_moves, due, owners, src, counters);
-        self.moved(began);
-        r
-    }
-
-    /// [`Lane::clean_step`]'s work, inside its stretch of moves.
-    fn clean_moves(
-        &mut self,
-        max_moves: usize,
-        due: impl Fn(&Lane) -> bool,
-        owners: Option<&dyn Owners>,
-        src: &PageSource,
-        counters: &Counters,
-    ) -> (Migration, Option<PlanScan>) {
         let started = std::time::Instant::now();
         let mut m = Migration::default();
         let mut scan = None;
@@ -226,6 +213,7 @@ impl Lane {
         }
         let held = started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
         counters.record(m, held);
+        self.moved(began);
         (m, scan)
     }
 
