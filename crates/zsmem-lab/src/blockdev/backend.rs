@@ -1,7 +1,7 @@
 //! What serves the device file's bytes: the [`Backend`] trait, and zsmem's
 //! `PageStore` as one ([`StoreBackend`], what `zsmem disk` runs on).
 //! [`ContestantServer`](super::server::ContestantServer) is the other: any
-//! page contestant, behind a mutex.
+//! page contestant (behind a mutex unless it is concurrent).
 
 use std::sync::Arc;
 

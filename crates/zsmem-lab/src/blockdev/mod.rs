@@ -16,11 +16,11 @@
 //! Then `mkfs.ext4` and `mount -o discard` ([`mount`]). The kernel's zram
 //! is a block device itself: ext4 goes on `/dev/zramN` directly.
 //!
-//! A page contestant is served behind a mutex, called by the FUSE thread
-//! that reads the request ([`server`]; a hand-off to a thread of its own
-//! put two more wake-ups in every swap-in). zsmem's `PageStore` is shared
-//! and concurrent, and serves the FUSE threads without a lock
-//! ([`backend`]; what `zsmem disk` runs).
+//! A page contestant is called by the FUSE thread that reads the request
+//! ([`server`]; a hand-off to a thread of its own put two more wake-ups in
+//! every swap-in): behind a mutex, unless it is concurrent (zsmem's
+//! `PageStore`, whose requests of whole pages every FUSE thread serves at
+//! once). `zsmem disk` serves a `PageStore` the same way ([`backend`]).
 //!
 //! # Cleanup guarantees
 //!
@@ -54,7 +54,7 @@
 //! |---|---|
 //! | [`map`] | byte ranges as pages: reads, writes, holes, partial pages |
 //! | [`backend`] | what serves the device file: the [`Backend`] trait, `PageStore` as one |
-//! | [`server`] | any page contestant behind a mutex, as a backend |
+//! | [`server`] | any page contestant as a backend (concurrent ones without a mutex) |
 //! | [`fuse`] | the FUSE filesystem holding the device file |
 //! | [`loopinfo`] | what a loop device is attached to; detaching it only from our file |
 //! | [`loopdev`] | loop devices by ioctl: attach with direct I/O (detached on drop) |

@@ -68,4 +68,8 @@ impl<C: PageContestant> PageContestant for CompactEveryStep<C> {
     fn waiting_pages(&mut self) -> Option<u64> {
         self.inner.waiting_pages()
     }
+
+    fn shared(&self) -> Option<std::sync::Arc<dyn super::SharedPages>> {
+        self.inner.shared()
+    }
 }

@@ -38,6 +38,8 @@ pub mod peers;
 pub mod zram_front;
 pub mod zsmem;
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use crate::allin::{self, Term};
@@ -225,6 +227,23 @@ pub trait PageContestant {
     fn waiting_pages(&mut self) -> Option<u64> {
         None
     }
+    /// Its store, load and discard callable from several threads at once,
+    /// where it has them (zsmem's page store); `None`: one call at a time.
+    /// A device serving the contestant calls these without its mutex.
+    fn shared(&self) -> Option<Arc<dyn SharedPages>> {
+        None
+    }
+}
+
+/// A contestant's page operations, safe to call from several threads at
+/// once (as [`PageContestant`]'s, on a shared reference).
+pub trait SharedPages: Send + Sync {
+    /// Store a page in a slot (replacing what was there).
+    fn store(&self, slot: u64, page: &Page) -> Result<(), LabError>;
+    /// Read a slot back.
+    fn load(&self, slot: u64, buf: &mut Page) -> Result<(), LabError>;
+    /// Drop `pages` slots from `slot` on.
+    fn discard(&self, slot: u64, pages: u64) -> Result<(), LabError>;
 }
 
 /// Memory an object allocator holds, in bytes.

@@ -1,13 +1,17 @@
 //! zsmem as a contestant: pages through zsmem's `PageStore` (zram's semantics), objects in a
 //! zsmem `Pool` (for size traces).
 
+use std::sync::Arc;
+
 use zsmem::{
     ChainRule, Codec, Handle, PageStore, PageStoreConfig, Placement, Pool, PoolConfig,
     SizeClassConfig,
 };
 
 use super::compacted::CompactEveryStep;
-use super::{Figures, LabError, ObjectContestant, ObjectMemory, PageConfig, PageContestant};
+use super::{
+    Figures, LabError, ObjectContestant, ObjectMemory, PageConfig, PageContestant, SharedPages,
+};
 use crate::allin::{self, Term};
 use crate::corpus::Page;
 
@@ -98,7 +102,8 @@ pub fn make_variant(
 /// zsmem's `PageStore` as a contestant.
 pub struct ZsmemContestant {
     name: String,
-    store: PageStore,
+    /// Shared with a device serving it ([`PageContestant::shared`]).
+    store: Arc<PageStore>,
 }
 
 impl ZsmemContestant {
@@ -120,7 +125,7 @@ impl ZsmemContestant {
     pub fn from_store(name: &str, store: PageStore) -> Self {
         ZsmemContestant {
             name: name.to_string(),
-            store,
+            store: Arc::new(store),
         }
     }
 
@@ -283,6 +288,25 @@ impl PageContestant for ZsmemContestant {
 
     fn waiting_pages(&mut self) -> Option<u64> {
         Some(self.store.pool().stats().cached_pages as u64)
+    }
+
+    fn shared(&self) -> Option<Arc<dyn SharedPages>> {
+        Some(self.store.clone())
+    }
+}
+
+/// The page store is concurrent: a device serving it needs no mutex.
+impl SharedPages for PageStore {
+    fn store(&self, slot: u64, page: &Page) -> Result<(), LabError> {
+        Ok(self.write(slot as usize, page)?)
+    }
+
+    fn load(&self, slot: u64, buf: &mut Page) -> Result<(), LabError> {
+        Ok(self.read(slot as usize, buf)?)
+    }
+
+    fn discard(&self, slot: u64, pages: u64) -> Result<(), LabError> {
+        Ok(PageStore::discard(self, slot as usize, pages as usize)?)
     }
 }
 
