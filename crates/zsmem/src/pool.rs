@@ -103,8 +103,13 @@ pub struct Pool {
     /// (its handle table's generations must outlive its objects).
     cells: Cells<Option<Box<Space>>>,
     deferred: Option<Shards>,
-    /// Where a sparse class's requests go (`None` with `class_grid` 1).
-    spacing: Option<Spacing>,
+    /// Where a sparse class's requests go (`None` with `class_grid` 1);
+    /// shared with the threads' batches of changes to its counts.
+    spacing: Option<Arc<Spacing>>,
+    /// Whether stores and frees change the spacing counts in per-thread
+    /// batches (`spacing/pending.rs`); a page store's change them one by
+    /// one, so its placement depends on its calls alone.
+    batch_counts: bool,
     /// Taken by every free in `FreeMode::PoolLock` only.
     pool_lock: std::sync::RwLock<()>,
     /// The page source of shard 0's classes.
@@ -248,7 +253,9 @@ impl Pool {
             dense[first_lane_index + k - dense_base] = (shards * physical + k) as u16;
         }
         let spacing = match cfg.placement {
-            Placement::Classes => Spacing::new(&table, cfg.class_grid, cfg.page_size, shards),
+            Placement::Classes => {
+                Spacing::new(&table, cfg.class_grid, cfg.page_size, shards).map(Arc::new)
+            }
             Placement::Log { .. } => None,
         };
         let pages = PageSource::for_pool(
@@ -278,6 +285,9 @@ impl Pool {
             cells,
             deferred,
             spacing,
+            // Loom runs its threads on one: a thread-local batch would be
+            // every model thread's.
+            batch_counts: !cfg!(loom),
             pool_lock: std::sync::RwLock::new(()),
             header: cfg.header(),
             pages,
@@ -399,10 +409,10 @@ impl Pool {
         let shard = self.my_shard();
         let logical = self.table.index_for(len + self.header);
         let own = self.table.classes()[logical].physical;
-        let placed = self
-            .spacing
-            .as_ref()
-            .map_or(own, |s| s.place(logical, shard));
+        let placed = self.spacing.as_ref().map_or(own, |s| {
+            self.count(s, logical, shard, 1);
+            s.choose(logical, shard)
+        });
         let index = shard * self.table.len() + placed;
         let d = usize::from(self.dense[index - self.dense_base]);
         let alloc = || {
@@ -414,7 +424,7 @@ impl Pool {
             Ok(h) => Ok(h.tagged(self.tag.get())),
             Err(e) => {
                 if let Some(s) = &self.spacing {
-                    s.freed(logical, shard);
+                    self.count(s, logical, shard, -1);
                 }
                 Err(e)
             }
@@ -425,11 +435,26 @@ impl Pool {
     /// shard has one live object of its size fewer (adaptive spacing).
     fn freed(&self, index: usize, len: usize) {
         if let Some(s) = &self.spacing {
-            s.freed(
-                self.table.index_for(len + self.header),
-                index / self.table.len(),
-            );
+            let logical = self.table.index_for(len + self.header);
+            self.count(s, logical, index / self.table.len(), -1);
         }
+    }
+
+    /// Count `delta` (1 or -1) live objects of logical class `logical` in
+    /// shard `shard`, in this thread's batch or at once.
+    fn count(&self, s: &Arc<Spacing>, logical: usize, shard: usize, delta: i8) {
+        if self.batch_counts {
+            crate::spacing::pending::add(s, logical, shard, delta);
+        } else {
+            s.add(logical, shard, i32::from(delta));
+        }
+    }
+
+    /// Change the spacing counts one by one, not in per-thread batches:
+    /// a page store's placement then depends on its calls alone (the
+    /// same pages at every step of a replayed workload).
+    pub(crate) fn count_exactly(&mut self) {
+        self.batch_counts = false;
     }
 
     /// Position in `classes` of the class a handle names, after its tag is
@@ -1034,7 +1059,7 @@ impl Pool {
             huge_objects: 0,
             metadata_bytes: self.cells.metadata_bytes()
                 + std::mem::size_of_val(&*self.dense)
-                + self.spacing.as_ref().map_or(0, Spacing::metadata_bytes),
+                + self.spacing.as_deref().map_or(0, Spacing::metadata_bytes),
             waste: Waste::default(),
             pages_compacted: self.compaction.snapshot().pages_compacted,
             reserved_bytes: self.sources().map(PageSource::reserved_bytes).sum(),
@@ -1232,6 +1257,9 @@ impl std::ops::Deref for ClassRead<'_> {
 impl Drop for Pool {
     fn drop(&mut self) {
         self.flush();
+        if let Some(s) = &self.spacing {
+            s.retire();
+        }
         // The regions are unmapped with the source: no pages to queue.
         for src in self.sources() {
             src.close();

@@ -530,6 +530,10 @@ mod tests {
     ///   waste(3) = 576 is 38% less and under 1/64: 3 pages.
     /// - 16K/8, 1120: waste(1) = 704, waste(2) = 288 (59% less): 2 pages.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe arithmetic (no unsafe in size_class.rs): 36 s of Miri for nothing"
+    )]
     fn span_aware_is_the_rfc_simulators_rule() {
         for (page, chain, req, phys, pages, objs, tail) in [
             (4096, 8, 96, 96, 1, 42, 64),
@@ -584,6 +588,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe arithmetic (no unsafe in size_class.rs): 9 s of Miri for nothing"
+    )]
     fn classes_are_clamped_and_lookup_rounds_up() {
         let t = table(4096, 8, 16);
         assert_eq!(t.classes().last().unwrap().size, 4096);

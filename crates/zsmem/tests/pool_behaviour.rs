@@ -206,7 +206,7 @@ fn threads_allocate_in_their_own_class_shards() {
     assert_eq!(pool.class_shards(), 4);
     let empty_metadata = pool.stats().metadata_bytes;
     // Objects per thread (fewer under Miri, which interprets every byte).
-    let each = if cfg!(miri) { 40 } else { 200 };
+    let each = if cfg!(miri) { 12 } else { 200 };
     let handles: Vec<Vec<zsmem::Handle>> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..4u8)
             .map(|t| {

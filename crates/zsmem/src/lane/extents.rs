@@ -192,6 +192,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe code (the extents' own vectors): 90 s of Miri for nothing unsafe"
+    )]
     fn room_follows_the_extents_held() {
         let mut x = Extents::default();
         for i in 0..400 {

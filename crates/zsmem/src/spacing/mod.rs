@@ -51,10 +51,19 @@
 //! shards (one class state per thread group, see `pool.rs`) keeps a row of
 //! counts per shard, a spare cache line between rows, and each shard
 //! places by its own demand: two threads allocating in different shards
-//! never write the same line.
+//! never write the same line. The object API's stores and frees change the
+//! counts in batches of each thread's own (`pending.rs`); a page store's,
+//! one by one (its placement is then exactly that of the counts).
+//!
+//! | file | concern |
+//! |---|---|
+//! | `mod.rs` | the levels, the counts, the choice of a class |
+//! | `pending.rs` | this thread's changes to the counts, added in batches |
+
+pub(crate) mod pending;
 
 use crate::size_class::SizeClassTable;
-use crate::sync::atomic::{AtomicU32, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 /// One level of a class's anchors: the physical class its requests go to
 /// at this level, the window of logical classes whose live objects count
@@ -82,6 +91,12 @@ pub(crate) struct Spacing {
     /// line more, so no line holds counts of two rows however the array is
     /// aligned.
     row: usize,
+    /// Heap bytes of threads' batches of changes to these counts
+    /// (`pending.rs`), counted in the pool's metadata.
+    pending_bytes: AtomicUsize,
+    /// Set when the pool is dropped: a thread's batch for it is then
+    /// dropped at the thread's next new batch.
+    retired: AtomicBool,
 }
 
 /// Counts in a cache line.
@@ -148,6 +163,8 @@ impl Spacing {
                 .map(|_| AtomicU32::new(0))
                 .collect(),
             row,
+            pending_bytes: AtomicUsize::new(0),
+            retired: AtomicBool::new(false),
         })
     }
 
@@ -162,20 +179,30 @@ impl Spacing {
 
     /// The physical class a new object of logical class `logical` goes to
     /// in shard `shard`: the finest level whose window has enough live
-    /// objects in the shard; counts the object.
+    /// objects in the shard; counts the object (the tests' shorthand).
+    #[cfg(test)]
     pub(crate) fn place(&self, logical: usize, shard: usize) -> usize {
+        self.add(logical, shard, 1);
+        self.choose(logical, shard)
+    }
+
+    /// The physical class a new object of logical class `logical` goes to
+    /// in shard `shard`, by the counts as they are (the object not counted
+    /// here).
+    pub(crate) fn choose(&self, logical: usize, shard: usize) -> usize {
         let live = self.live(shard);
-        live[logical].fetch_add(1, Ordering::Relaxed);
         let levels = self.levels(logical);
         // The last level (threshold 0) is taken without summing its window.
         let chosen = levels.iter().find(|l| {
             let window = &live[usize::from(l.first)..=usize::from(l.last)];
+            // A count is below 0 (wrapped) while a thread's batch of frees
+            // has been added and the batch of its objects' stores not yet.
             l.threshold == 0
                 || window
                     .iter()
-                    .map(|n| n.load(Ordering::Relaxed))
-                    .sum::<u32>()
-                    >= l.threshold
+                    .map(|n| i64::from((n.load(Ordering::Relaxed) as i32).max(0)))
+                    .sum::<i64>()
+                    >= i64::from(l.threshold)
         });
         // The last level's threshold is 0, so one is always found.
         usize::from(chosen.or(levels.last()).map_or(0, |l| l.anchor))
@@ -183,15 +210,39 @@ impl Spacing {
 
     /// An object of logical class `logical` was freed from shard `shard`,
     /// or [`Spacing::place`] counted one that was not made.
+    #[cfg(test)]
     pub(crate) fn freed(&self, logical: usize, shard: usize) {
-        self.live(shard)[logical].fetch_sub(1, Ordering::Relaxed);
+        self.add(logical, shard, -1);
     }
 
-    /// Heap bytes of the tables.
+    /// Count `delta` more live objects of logical class `logical` in shard
+    /// `shard`.
+    pub(crate) fn add(&self, logical: usize, shard: usize, delta: i32) {
+        self.add_at(shard * self.row + logical, delta);
+    }
+
+    /// Count `delta` more live objects at position `at` of the counts.
+    fn add_at(&self, at: usize, delta: i32) {
+        // Two's complement: adding the bits of a negative delta subtracts.
+        self.live[at].fetch_add(delta as u32, Ordering::Relaxed);
+    }
+
+    /// How many counts there are (every shard's row).
+    fn counts(&self) -> usize {
+        self.live.len()
+    }
+
+    /// The pool is dropped: threads' batches for it are dropped too.
+    pub(crate) fn retire(&self) {
+        self.retired.store(true, Ordering::Relaxed);
+    }
+
+    /// Heap bytes of the tables and of threads' batches for them.
     pub(crate) fn metadata_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.levels)
             + std::mem::size_of_val(&*self.start)
             + std::mem::size_of_val(&*self.live)
+            + self.pending_bytes.load(Ordering::Relaxed)
     }
 }
 
