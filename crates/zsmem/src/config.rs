@@ -43,7 +43,7 @@ pub struct PoolConfig {
     pub trim_pages: bool,
     /// How `free` does its work.
     pub free_mode: FreeMode,
-    /// Adaptive class spacing (see `spacing/mod.rs`), a power of two: the
+    /// Adaptive class spacing (see `spacing.rs`), a power of two: the
     /// classes at multiples of 2, 4, .. `class_grid` are anchors, and a
     /// request whose class (or anchor's neighbourhood) has too few live
     /// objects to pay for a page of its own goes to the next coarser
@@ -235,7 +235,7 @@ pub const DEFAULT_CHAIN_SIZE: usize = 32;
 /// Coarsest anchor spacing of zsmem's own configuration: a sparse class's
 /// requests go to the class at the next even index (16 bytes larger at
 /// 16-byte spacing). Coarser grids help pools of a few MB more and cost
-/// large pools more (see `spacing/mod.rs` for the measurements).
+/// large pools more (see `spacing.rs` for the measurements).
 pub const DEFAULT_CLASS_GRID: usize = 2;
 
 /// Pages kept faulted in ahead of new zspages per page source

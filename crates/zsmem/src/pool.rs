@@ -103,13 +103,8 @@ pub struct Pool {
     /// (its handle table's generations must outlive its objects).
     cells: Cells<Option<Box<Space>>>,
     deferred: Option<Shards>,
-    /// Where a sparse class's requests go (`None` with `class_grid` 1);
-    /// shared with the threads' batches of changes to its counts.
-    spacing: Option<Arc<Spacing>>,
-    /// Whether stores and frees change the spacing counts in per-thread
-    /// batches (`spacing/pending.rs`); a page store's change them one by
-    /// one, so its placement depends on its calls alone.
-    batch_counts: bool,
+    /// Where a sparse class's requests go (`None` with `class_grid` 1).
+    spacing: Option<Spacing>,
     /// Taken by every free in `FreeMode::PoolLock` only.
     pool_lock: std::sync::RwLock<()>,
     /// The page source of shard 0's classes.
@@ -253,9 +248,7 @@ impl Pool {
             dense[first_lane_index + k - dense_base] = (shards * physical + k) as u16;
         }
         let spacing = match cfg.placement {
-            Placement::Classes => {
-                Spacing::new(&table, cfg.class_grid, cfg.page_size, shards).map(Arc::new)
-            }
+            Placement::Classes => Spacing::new(&table, cfg.class_grid, cfg.page_size, shards),
             Placement::Log { .. } => None,
         };
         let pages = PageSource::for_pool(
@@ -285,9 +278,6 @@ impl Pool {
             cells,
             deferred,
             spacing,
-            // Loom runs its threads on one: a thread-local batch would be
-            // every model thread's.
-            batch_counts: !cfg!(loom),
             pool_lock: std::sync::RwLock::new(()),
             header: cfg.header(),
             pages,
@@ -409,52 +399,35 @@ impl Pool {
         let shard = self.my_shard();
         let logical = self.table.index_for(len + self.header);
         let own = self.table.classes()[logical].physical;
-        let placed = self.spacing.as_ref().map_or(own, |s| {
-            self.count(s, logical, shard, 1);
-            s.choose(logical, shard)
-        });
+        let placed = self
+            .spacing
+            .as_ref()
+            .map_or(own, |s| s.choose(logical, shard));
         let index = shard * self.table.len() + placed;
         let d = usize::from(self.dense[index - self.dense_base]);
         let alloc = || {
             let mut cell = self.cells.get_or_make(d).lock.write();
             let space = cell.get_or_insert_with(|| Box::new(self.make_space(d, index)));
-            space.alloc(index, len, data, self.source(d))
-        };
-        match self.at_limit_drain_and_retry(alloc) {
-            Ok(h) => Ok(h.tagged(self.tag.get())),
-            Err(e) => {
-                if let Some(s) = &self.spacing {
-                    self.count(s, logical, shard, -1);
-                }
-                Err(e)
+            let h = space.alloc(index, len, data, self.source(d))?;
+            // Counted under the class's lock (`Spacing::counted`).
+            if let Some(s) = &self.spacing {
+                s.counted(logical, shard, placed, 1);
             }
-        }
+            Ok(h)
+        };
+        self.at_limit_drain_and_retry(alloc)
+            .map(|h| h.tagged(self.tag.get()))
     }
 
     /// An object of `len` bytes was freed from class index `index`: its
     /// shard has one live object of its size fewer (adaptive spacing).
+    /// The caller holds the class's lock (`Spacing::counted`).
     fn freed(&self, index: usize, len: usize) {
         if let Some(s) = &self.spacing {
             let logical = self.table.index_for(len + self.header);
-            self.count(s, logical, index / self.table.len(), -1);
+            let (shard, physical) = (index / self.table.len(), index % self.table.len());
+            s.counted(logical, shard, physical, -1);
         }
-    }
-
-    /// Count `delta` (1 or -1) live objects of logical class `logical` in
-    /// shard `shard`, in this thread's batch or at once.
-    fn count(&self, s: &Arc<Spacing>, logical: usize, shard: usize, delta: i8) {
-        if self.batch_counts {
-            crate::spacing::pending::add(s, logical, shard, delta);
-        } else {
-            s.add(logical, shard, i32::from(delta));
-        }
-    }
-
-    /// Change the spacing counts one by one, not in per-thread batches:
-    /// a page store's placement then depends on its calls alone (the
-    /// same pages at every step of a replayed workload).
-    pub(crate) fn count_exactly(&mut self) {
-        self.batch_counts = false;
     }
 
     /// Position in `classes` of the class a handle names, after its tag is
@@ -829,9 +802,8 @@ impl Pool {
         let src = self.source(d);
         let mut class = self.lock_dense(d, h)?;
         let len = class.free(h, src)?;
-        self.auto_compact(&mut class, src);
-        drop(class);
         self.freed(h.class(), len);
+        self.auto_compact(&mut class, src);
         Ok(())
     }
 
@@ -1059,7 +1031,7 @@ impl Pool {
             huge_objects: 0,
             metadata_bytes: self.cells.metadata_bytes()
                 + std::mem::size_of_val(&*self.dense)
-                + self.spacing.as_deref().map_or(0, Spacing::metadata_bytes),
+                + self.spacing.as_ref().map_or(0, Spacing::metadata_bytes),
             waste: Waste::default(),
             pages_compacted: self.compaction.snapshot().pages_compacted,
             reserved_bytes: self.sources().map(PageSource::reserved_bytes).sum(),
@@ -1257,9 +1229,6 @@ impl std::ops::Deref for ClassRead<'_> {
 impl Drop for Pool {
     fn drop(&mut self) {
         self.flush();
-        if let Some(s) = &self.spacing {
-            s.retire();
-        }
         // The regions are unmapped with the source: no pages to queue.
         for src in self.sources() {
             src.close();

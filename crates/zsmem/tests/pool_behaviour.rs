@@ -273,13 +273,10 @@ fn threads_allocate_in_their_own_class_shards() {
         std::thread::spawn(move || {
             let single = Pool::new(cfg).unwrap();
             let h = single.store(&[1; 1000]).unwrap();
-            // Beyond its class state, the pool counts this thread's batch
-            // of spacing counts (a byte a count, a few hundred a shard);
-            // another shard's cells would be 128 bytes a class more.
-            let more = single.stats().metadata_bytes - empty_metadata - pool_class_state(&single);
-            assert!(
-                more < 128 * 100,
-                "a single thread makes no other shard: {more} bytes more"
+            assert_eq!(
+                single.stats().metadata_bytes,
+                empty_metadata + pool_class_state(&single),
+                "a single thread makes no other shard"
             );
             single.free(h).unwrap();
         })

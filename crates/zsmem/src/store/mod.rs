@@ -369,13 +369,10 @@ impl PageStore {
         // The store reads in place under the class lock (`with_object`):
         // lock-free reads would cost the handle chunks of the peak for
         // nothing.
-        let mut pool = Pool::new(PoolConfig {
+        let pool = Pool::new(PoolConfig {
             lock_free_reads: false,
             ..cfg.pool
         })?;
-        // Placement by the store's own calls alone, as zram's: the same
-        // pages at every step of a replayed workload.
-        pool.count_exactly();
         let page_size = pool.max_object_size();
         let slots = Arc::new(table::SlotTable::new(cfg.slots, cfg.track_access_time)?);
         if owned {

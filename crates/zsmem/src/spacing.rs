@@ -45,36 +45,33 @@
 //! Huge classes are never anchors for smaller ones (an object stored raw in
 //! a page of its own would waste far more than it saves).
 //!
-//! The live counts are relaxed atomics per logical class, changed on every
-//! allocation and free: a count only steers placement, so a stale read
-//! costs at most a slot of rounding, never correctness. A pool with class
-//! shards (one class state per thread group, see `pool.rs`) keeps a row of
-//! counts per shard, a spare cache line between rows, and each shard
-//! places by its own demand: two threads allocating in different shards
-//! never write the same line. The object API's stores and frees change the
-//! counts in batches of each thread's own (`pending.rs`); a page store's,
-//! one by one (its placement is then exactly that of the counts).
-//!
-//! | file | concern |
-//! |---|---|
-//! | `mod.rs` | the levels, the counts, the choice of a class |
-//! | `pending.rs` | this thread's changes to the counts, added in batches |
-
-pub(crate) mod pending;
+//! The live counts are per logical class and per physical class its
+//! objects are placed in (its own or an anchor): the count of objects of
+//! logical class `i` placed in physical class `p` is written only by
+//! allocations and frees in `p`, under `p`'s lock, so it is a relaxed load
+//! and store there, no atomic read-modify-write; placement reads the counts
+//! without any lock (relaxed loads: a stale read costs at most a slot of
+//! rounding, never correctness) and sums a logical class's over the classes
+//! it was placed in. A pool with class shards (one class state per thread
+//! group, see `pool.rs`) keeps a row of counts per shard, a spare cache
+//! line between rows, and each shard places by its own demand: two threads
+//! allocating in different shards never write the same line.
 
 use crate::size_class::SizeClassTable;
-use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicU32, Ordering};
 
 /// One level of a class's anchors: the physical class its requests go to
 /// at this level, the window of logical classes whose live objects count
-/// as that level's demand, and the demand from which this level is used
-/// rather than the next (0: always, the last level).
+/// as that level's demand, the demand from which this level is used
+/// rather than the next (0: always, the last level), and which of the
+/// class's counts its objects are counted in (one per distinct anchor).
 #[derive(Clone, Copy, Debug)]
 struct Level {
     anchor: u16,
     first: u16,
     last: u16,
     threshold: u32,
+    count: u8,
 }
 
 /// Per logical class: where its requests go while it is sparse.
@@ -84,19 +81,16 @@ pub(crate) struct Spacing {
     /// `levels[start[i]..start[i + 1]]`.
     levels: Box<[Level]>,
     start: Box<[u32]>,
-    /// Per shard, a row of `row` counts: live objects whose request size
-    /// maps to each logical class, wherever in the shard they were placed.
+    /// Per shard, a row of `row` counts: for each logical class, `per`
+    /// counts, live objects whose request size maps to it, one per physical
+    /// class it places them in (its levels' distinct anchors).
     live: Box<[AtomicU32]>,
-    /// Counts per row: the classes rounded up to whole cache lines, and a
+    /// Counts per logical class: the most distinct anchors of any.
+    per: usize,
+    /// Counts per row: the classes' rounded up to whole cache lines, and a
     /// line more, so no line holds counts of two rows however the array is
     /// aligned.
     row: usize,
-    /// Heap bytes of threads' batches of changes to these counts
-    /// (`pending.rs`), counted in the pool's metadata.
-    pending_bytes: AtomicUsize,
-    /// Set when the pool is dropped: a thread's batch for it is then
-    /// dropped at the thread's next new batch.
-    retired: AtomicBool,
 }
 
 /// Counts in a cache line.
@@ -134,6 +128,7 @@ impl Spacing {
                     first: (at + 1 - w.min(at + 1)) as u16,
                     last: at as u16,
                     threshold: threshold.min(u32::MAX as usize) as u32,
+                    count: 0,
                 };
                 if w >= grid || here.is_huge() {
                     levels.push(level(0));
@@ -155,16 +150,31 @@ impl Spacing {
             }
         }
         start.push(levels.len() as u32);
-        let row = classes.len().next_multiple_of(LINE_COUNTS) + LINE_COUNTS;
+        // Each level's count: the first level with the same anchor's.
+        let mut per = 1;
+        for w in start.windows(2) {
+            let class = &mut levels[w[0] as usize..w[1] as usize];
+            let mut anchors: Vec<u16> = Vec::new();
+            for l in class.iter_mut() {
+                l.count = match anchors.iter().position(|&a| a == l.anchor) {
+                    Some(k) => k as u8,
+                    None => {
+                        anchors.push(l.anchor);
+                        (anchors.len() - 1) as u8
+                    }
+                };
+            }
+            per = per.max(anchors.len());
+        }
+        let row = (classes.len() * per).next_multiple_of(LINE_COUNTS) + LINE_COUNTS;
         Some(Spacing {
             levels: levels.into(),
             start: start.into(),
             live: (0..row * shards.max(1))
                 .map(|_| AtomicU32::new(0))
                 .collect(),
+            per,
             row,
-            pending_bytes: AtomicUsize::new(0),
-            retired: AtomicBool::new(false),
         })
     }
 
@@ -177,72 +187,67 @@ impl Spacing {
         &self.live[shard * self.row..][..self.row]
     }
 
-    /// The physical class a new object of logical class `logical` goes to
-    /// in shard `shard`: the finest level whose window has enough live
-    /// objects in the shard; counts the object (the tests' shorthand).
-    #[cfg(test)]
-    pub(crate) fn place(&self, logical: usize, shard: usize) -> usize {
-        self.add(logical, shard, 1);
-        self.choose(logical, shard)
+    /// Live objects of logical class `logical` in shard `shard`, wherever
+    /// they were placed.
+    fn live_of(&self, live: &[AtomicU32], logical: usize) -> u64 {
+        live[logical * self.per..][..self.per]
+            .iter()
+            .map(|n| u64::from(n.load(Ordering::Relaxed)))
+            .sum()
     }
 
     /// The physical class a new object of logical class `logical` goes to
-    /// in shard `shard`, by the counts as they are (the object not counted
-    /// here).
+    /// in shard `shard`: the finest level whose window has enough live
+    /// objects in the shard, the new one included. It is counted once it
+    /// is made ([`Spacing::counted`]).
     pub(crate) fn choose(&self, logical: usize, shard: usize) -> usize {
         let live = self.live(shard);
         let levels = self.levels(logical);
         // The last level (threshold 0) is taken without summing its window.
+        // A window holds `logical`: the new object is counted in it.
         let chosen = levels.iter().find(|l| {
-            let window = &live[usize::from(l.first)..=usize::from(l.last)];
-            // A count is below 0 (wrapped) while a thread's batch of frees
-            // has been added and the batch of its objects' stores not yet.
             l.threshold == 0
-                || window
-                    .iter()
-                    .map(|n| i64::from((n.load(Ordering::Relaxed) as i32).max(0)))
-                    .sum::<i64>()
-                    >= i64::from(l.threshold)
+                || (usize::from(l.first)..=usize::from(l.last))
+                    .map(|n| self.live_of(live, n))
+                    .sum::<u64>()
+                    + 1
+                    >= u64::from(l.threshold)
         });
         // The last level's threshold is 0, so one is always found.
         usize::from(chosen.or(levels.last()).map_or(0, |l| l.anchor))
     }
 
-    /// An object of logical class `logical` was freed from shard `shard`,
-    /// or [`Spacing::place`] counted one that was not made.
-    #[cfg(test)]
-    pub(crate) fn freed(&self, logical: usize, shard: usize) {
-        self.add(logical, shard, -1);
+    /// Count `delta` (1: made, -1: freed) objects of logical class
+    /// `logical` in physical class `physical` of shard `shard`. The caller
+    /// holds that class's lock: the one count this changes is written under
+    /// it alone, so a load and a store change it (no read-modify-write).
+    pub(crate) fn counted(&self, logical: usize, shard: usize, physical: usize, delta: i32) {
+        // An object is placed at one of its class's levels; if the tables
+        // ever disagreed, its own count would still balance.
+        let k = self
+            .levels(logical)
+            .iter()
+            .find(|l| usize::from(l.anchor) == physical)
+            .map_or(0, |l| usize::from(l.count));
+        debug_assert!(
+            self.levels(logical)
+                .iter()
+                .any(|l| usize::from(l.anchor) == physical),
+            "class {logical} is never placed in {physical}"
+        );
+        let n = &self.live(shard)[logical * self.per + k];
+        // Two's complement: adding a negative delta's bits subtracts.
+        n.store(
+            n.load(Ordering::Relaxed).wrapping_add(delta as u32),
+            Ordering::Relaxed,
+        );
     }
 
-    /// Count `delta` more live objects of logical class `logical` in shard
-    /// `shard`.
-    pub(crate) fn add(&self, logical: usize, shard: usize, delta: i32) {
-        self.add_at(shard * self.row + logical, delta);
-    }
-
-    /// Count `delta` more live objects at position `at` of the counts.
-    fn add_at(&self, at: usize, delta: i32) {
-        // Two's complement: adding the bits of a negative delta subtracts.
-        self.live[at].fetch_add(delta as u32, Ordering::Relaxed);
-    }
-
-    /// How many counts there are (every shard's row).
-    fn counts(&self) -> usize {
-        self.live.len()
-    }
-
-    /// The pool is dropped: threads' batches for it are dropped too.
-    pub(crate) fn retire(&self) {
-        self.retired.store(true, Ordering::Relaxed);
-    }
-
-    /// Heap bytes of the tables and of threads' batches for them.
+    /// Heap bytes of the tables.
     pub(crate) fn metadata_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.levels)
             + std::mem::size_of_val(&*self.start)
             + std::mem::size_of_val(&*self.live)
-            + self.pending_bytes.load(Ordering::Relaxed)
     }
 }
 
@@ -250,6 +255,15 @@ impl Spacing {
 mod tests {
     use super::*;
     use crate::size_class::{ChainRule, SizeClassConfig};
+
+    impl Spacing {
+        /// Place an object as an allocation does, and count it.
+        fn place(&self, logical: usize, shard: usize) -> usize {
+            let p = self.choose(logical, shard);
+            self.counted(logical, shard, p, 1);
+            p
+        }
+    }
 
     fn table() -> SizeClassTable {
         SizeClassTable::new(SizeClassConfig {
@@ -277,7 +291,7 @@ mod tests {
         // Enough objects of class 61 alone earn it its own slots: a page
         // and a slot of floor over the 16 bytes more of class 62.
         let own = (4096 + c(61).size).div_ceil(c(62).size - c(61).size);
-        while s.live[61].load(Ordering::Relaxed) < own as u32 - 1 {
+        while s.live_of(s.live(0), 61) < own as u64 - 1 {
             s.place(61, 0);
         }
         assert_eq!(
@@ -285,9 +299,11 @@ mod tests {
             c(61).index,
             "the class has earned its own slots"
         );
-        s.freed(61, 0);
-        s.freed(61, 0);
+        // Two objects freed from the anchor they were placed in.
+        s.counted(61, 0, c(64).index, -1);
+        s.counted(61, 0, c(64).index, -1);
         assert_ne!(s.place(61, 0), c(61).index, "sparse again");
+        assert_eq!(s.live_of(s.live(0), 61), own as u64 - 1);
     }
 
     #[test]
@@ -324,7 +340,10 @@ mod tests {
         }
         assert_eq!(s.place(61, 1), c(61).index, "shard 1 has earned it");
         assert_eq!(s.place(61, 0), c(64).index, "shard 0 is still sparse");
-        assert!(s.row >= t.len() + LINE_COUNTS, "a spare line between rows");
+        assert!(
+            s.row >= t.len() * s.per + LINE_COUNTS,
+            "a spare line between rows"
+        );
     }
 
     #[test]
@@ -343,5 +362,27 @@ mod tests {
             }
             assert_eq!(s.levels(c.index).last().unwrap().threshold, 0);
         }
+    }
+
+    /// Each count is written by one physical class only (under its lock):
+    /// a class's objects placed in its anchor and in itself are counted
+    /// apart, and summed for placement.
+    #[test]
+    fn a_class_counts_its_objects_apart_per_class_they_are_in() {
+        let t = table();
+        let s = Spacing::new(&t, 8, 4096, 1).unwrap();
+        let c = |i: usize| t.classes()[t.classes()[i].physical];
+        let counts: Vec<u8> = s.levels(61).iter().map(|l| l.count).collect();
+        // Anchors 61 (itself), 62 and 64: a count each.
+        assert_eq!(counts, vec![0, 1, 2]);
+        assert!(s.per >= 3);
+        s.counted(61, 0, c(61).index, 1);
+        s.counted(61, 0, c(64).index, 1);
+        s.counted(61, 0, c(64).index, 1);
+        let at = |k: usize| s.live(0)[61 * s.per + k].load(Ordering::Relaxed);
+        assert_eq!((at(0), at(1), at(2)), (1, 0, 2));
+        assert_eq!(s.live_of(s.live(0), 61), 3);
+        s.counted(61, 0, c(64).index, -1);
+        assert_eq!(s.live_of(s.live(0), 61), 2);
     }
 }
