@@ -276,6 +276,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe code (no unsafe in spacing.rs): 30 s of Miri a test for nothing"
+    )]
     fn sparse_classes_climb_to_coarser_anchors_until_they_earn_their_own() {
         let t = table();
         let s = Spacing::new(&t, 8, 4096, 1).unwrap();
@@ -307,6 +311,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe code (no unsafe in spacing.rs): 30 s of Miri a test for nothing"
+    )]
     fn neighbours_open_an_anchor_together() {
         let t = table();
         let s = Spacing::new(&t, 8, 4096, 1).unwrap();
@@ -330,6 +338,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe code (no unsafe in spacing.rs): 30 s of Miri a test for nothing"
+    )]
     fn each_shard_places_by_its_own_demand() {
         let t = table();
         let s = Spacing::new(&t, 8, 4096, 2).unwrap();
@@ -347,6 +359,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe code (no unsafe in spacing.rs): 30 s of Miri a test for nothing"
+    )]
     fn huge_classes_are_never_anchors_and_grid_one_is_off() {
         let t = table();
         assert!(Spacing::new(&t, 1, 4096, 1).is_none());
@@ -368,6 +384,10 @@ mod tests {
     /// a class's objects placed in its anchor and in itself are counted
     /// apart, and summed for placement.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe code (no unsafe in spacing.rs): 30 s of Miri a test for nothing"
+    )]
     fn a_class_counts_its_objects_apart_per_class_they_are_in() {
         let t = table();
         let s = Spacing::new(&t, 8, 4096, 1).unwrap();
