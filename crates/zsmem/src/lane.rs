@@ -347,11 +347,7 @@ impl Lane {
     /// How object bytes are written: by word where lock-free readers may
     /// race (the lane publishes), else plainly.
     pub(crate) fn writes(&self) -> Writes {
-        if self.published.is_some() {
-            Writes::Words
-        } else {
-            Writes::Plain
-        }
+        Writes::racing(self.published.is_some())
     }
 
     /// Begin a stretch of moves or writes in place (lock-free readers then

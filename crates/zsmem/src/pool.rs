@@ -460,11 +460,7 @@ impl Pool {
                 self.cfg.trim_pages,
                 directory,
                 publish,
-                if self.cfg.lock_free_reads {
-                    Writes::Words
-                } else {
-                    Writes::Plain
-                },
+                Writes::racing(self.cfg.lock_free_reads),
                 self.cfg.parked_slots,
             )),
             None => {

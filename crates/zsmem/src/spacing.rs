@@ -224,17 +224,15 @@ impl Spacing {
     pub(crate) fn counted(&self, logical: usize, shard: usize, physical: usize, delta: i32) {
         // An object is placed at one of its class's levels; if the tables
         // ever disagreed, its own count would still balance.
-        let k = self
+        let level = self
             .levels(logical)
             .iter()
-            .find(|l| usize::from(l.anchor) == physical)
-            .map_or(0, |l| usize::from(l.count));
+            .find(|l| usize::from(l.anchor) == physical);
         debug_assert!(
-            self.levels(logical)
-                .iter()
-                .any(|l| usize::from(l.anchor) == physical),
+            level.is_some(),
             "class {logical} is never placed in {physical}"
         );
+        let k = level.map_or(0, |l| usize::from(l.count));
         let n = &self.live(shard)[logical * self.per + k];
         // Two's complement: adding a negative delta's bits subtracts.
         n.store(
@@ -251,7 +249,9 @@ impl Spacing {
     }
 }
 
-#[cfg(test)]
+// Not under Miri: safe code (no unsafe in this file), 30 s of Miri a test
+// for nothing.
+#[cfg(all(test, not(miri)))]
 mod tests {
     use super::*;
     use crate::size_class::{ChainRule, SizeClassConfig};
@@ -276,10 +276,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        miri,
-        ignore = "safe code (no unsafe in spacing.rs): 30 s of Miri a test for nothing"
-    )]
     fn sparse_classes_climb_to_coarser_anchors_until_they_earn_their_own() {
         let t = table();
         let s = Spacing::new(&t, 8, 4096, 1).unwrap();
@@ -311,10 +307,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        miri,
-        ignore = "safe code (no unsafe in spacing.rs): 30 s of Miri a test for nothing"
-    )]
     fn neighbours_open_an_anchor_together() {
         let t = table();
         let s = Spacing::new(&t, 8, 4096, 1).unwrap();
@@ -338,10 +330,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        miri,
-        ignore = "safe code (no unsafe in spacing.rs): 30 s of Miri a test for nothing"
-    )]
     fn each_shard_places_by_its_own_demand() {
         let t = table();
         let s = Spacing::new(&t, 8, 4096, 2).unwrap();
@@ -359,10 +347,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(
-        miri,
-        ignore = "safe code (no unsafe in spacing.rs): 30 s of Miri a test for nothing"
-    )]
     fn huge_classes_are_never_anchors_and_grid_one_is_off() {
         let t = table();
         assert!(Spacing::new(&t, 1, 4096, 1).is_none());
@@ -384,10 +368,6 @@ mod tests {
     /// a class's objects placed in its anchor and in itself are counted
     /// apart, and summed for placement.
     #[test]
-    #[cfg_attr(
-        miri,
-        ignore = "safe code (no unsafe in spacing.rs): 30 s of Miri a test for nothing"
-    )]
     fn a_class_counts_its_objects_apart_per_class_they_are_in() {
         let t = table();
         let s = Spacing::new(&t, 8, 4096, 1).unwrap();

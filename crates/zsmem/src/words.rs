@@ -32,6 +32,15 @@ pub(crate) enum Writes {
 }
 
 impl Writes {
+    /// By words if lock-free readers may race the writes, else plainly.
+    pub(crate) fn racing(readers_race: bool) -> Writes {
+        if readers_race {
+            Writes::Words
+        } else {
+            Writes::Plain
+        }
+    }
+
     /// Under Miri every write goes by words: its weak-memory emulation
     /// stops with an internal error ("cannot have empty store buffer when
     /// previous write was atomic") on an atomic write to memory whose last

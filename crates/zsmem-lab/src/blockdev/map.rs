@@ -102,11 +102,7 @@ pub trait PageIo {
 
 /// Reads `buf.len()` bytes at `offset` (the caller has cut the length at
 /// the end of the device).
-pub fn read_at<P: PageIo + ?Sized>(
-    io: &mut P,
-    offset: u64,
-    buf: &mut [u8],
-) -> Result<(), P::Error> {
+pub fn read_at<P: PageIo>(io: &mut P, offset: u64, buf: &mut [u8]) -> Result<(), P::Error> {
     let mut page: Box<Block> = Box::new([0; PAGE_SIZE]);
     for s in segments(offset, buf.len() as u64) {
         let out = &mut buf[s.buf_offset..s.buf_offset + s.len];
@@ -123,7 +119,7 @@ pub fn read_at<P: PageIo + ?Sized>(
 
 /// Writes `data` at `offset`: whole pages stored as they are, a partial
 /// page read, changed and stored again.
-pub fn write_at<P: PageIo + ?Sized>(io: &mut P, offset: u64, data: &[u8]) -> Result<(), P::Error> {
+pub fn write_at<P: PageIo>(io: &mut P, offset: u64, data: &[u8]) -> Result<(), P::Error> {
     let mut page: Box<Block> = Box::new([0; PAGE_SIZE]);
     for s in segments(offset, data.len() as u64) {
         let input = &data[s.buf_offset..s.buf_offset + s.len];
@@ -142,7 +138,7 @@ pub fn write_at<P: PageIo + ?Sized>(io: &mut P, offset: u64, data: &[u8]) -> Res
 /// Makes `[offset, offset + len)` read as zeros: the whole pages inside
 /// are discarded (a block device's discard), the partial ones at the edges
 /// zeroed in place.
-pub fn punch_hole<P: PageIo + ?Sized>(io: &mut P, offset: u64, len: u64) -> Result<(), P::Error> {
+pub fn punch_hole<P: PageIo>(io: &mut P, offset: u64, len: u64) -> Result<(), P::Error> {
     let whole = whole_pages(offset, len);
     if !whole.is_empty() {
         io.discard(whole.start, whole.end - whole.start)?;

@@ -89,28 +89,24 @@ impl ContestantServer {
     fn request(
         &self,
         whole: bool,
-        f: impl FnOnce(&mut dyn PageIo<Error = String>) -> Result<(), String>,
+        f: impl FnOnce(&mut Timed<'_>) -> Result<(), String>,
     ) -> Result<(), String> {
+        let lat = &self.lat;
         match &self.shared {
             Some(pages) => {
-                let io = &mut SharedIo {
-                    pages: pages.as_ref(),
-                    lat: &self.lat,
-                };
+                let calls = Calls::Shared(pages.as_ref());
                 if whole {
                     let _g = self.whole.read().map_err(|_| PANICKED.to_string())?;
-                    f(io)
+                    f(&mut Timed { calls, lat })
                 } else {
                     let _g = self.whole.write().map_err(|_| PANICKED.to_string())?;
-                    f(io)
+                    f(&mut Timed { calls, lat })
                 }
             }
             None => {
                 let mut c = self.served()?;
-                f(&mut Timed {
-                    c: c.as_mut(),
-                    lat: &self.lat,
-                })
+                let calls = Calls::Alone(c.as_mut());
+                f(&mut Timed { calls, lat })
             }
         }
     }
@@ -198,9 +194,47 @@ fn record(lat: &Mutex<Latencies>, op: Op, since: Instant, took: Option<Duration>
     h.saturating_record(ns);
 }
 
-/// The contestant's page operations (behind its mutex), each timed.
+/// What a request calls: the contestant behind its mutex, or its shared
+/// operations.
+enum Calls<'a> {
+    Alone(&'a mut (dyn PageContestant + Send)),
+    Shared(&'a dyn SharedPages),
+}
+
+impl Calls<'_> {
+    fn load(&mut self, page: u64, buf: &mut Block) -> Result<(), LabError> {
+        match self {
+            Calls::Alone(c) => c.load(page, buf),
+            Calls::Shared(p) => p.load(page, buf),
+        }
+    }
+
+    fn store(&mut self, page: u64, data: &Block) -> Result<(), LabError> {
+        match self {
+            Calls::Alone(c) => c.store(page, data),
+            Calls::Shared(p) => p.store(page, data),
+        }
+    }
+
+    fn discard(&mut self, page: u64) -> Result<(), LabError> {
+        match self {
+            Calls::Alone(c) => c.discard(page, 1),
+            Calls::Shared(p) => p.discard(page, 1),
+        }
+    }
+
+    /// The last call's time by the contestant's own clock, if it keeps one.
+    fn op_time(&self) -> Option<Duration> {
+        match self {
+            Calls::Alone(c) => c.op_time(),
+            Calls::Shared(_) => None,
+        }
+    }
+}
+
+/// A request's page operations, each timed into the histograms.
 struct Timed<'a> {
-    c: &'a mut (dyn PageContestant + Send),
+    calls: Calls<'a>,
     lat: &'a Mutex<Latencies>,
 }
 
@@ -208,14 +242,14 @@ impl PageIo for Timed<'_> {
     type Error = String;
     fn read_page(&mut self, page: u64, buf: &mut Block) -> Result<(), String> {
         let t = Instant::now();
-        self.c.load(page, buf).map_err(|e| e.to_string())?;
-        record(self.lat, Op::Load, t, self.c.op_time());
+        self.calls.load(page, buf).map_err(|e| e.to_string())?;
+        record(self.lat, Op::Load, t, self.calls.op_time());
         Ok(())
     }
     fn write_page(&mut self, page: u64, data: &Block) -> Result<(), String> {
         let t = Instant::now();
-        self.c.store(page, data).map_err(|e| e.to_string())?;
-        record(self.lat, Op::Store, t, self.c.op_time());
+        self.calls.store(page, data).map_err(|e| e.to_string())?;
+        record(self.lat, Op::Store, t, self.calls.op_time());
         Ok(())
     }
     fn discard(&mut self, page: u64, count: u64) -> Result<(), String> {
@@ -223,38 +257,8 @@ impl PageIo for Timed<'_> {
         // latency is per page like the others.
         for p in page..page + count {
             let t = Instant::now();
-            self.c.discard(p, 1).map_err(|e| e.to_string())?;
-            record(self.lat, Op::Discard, t, self.c.op_time());
-        }
-        Ok(())
-    }
-}
-
-/// The contestant's shared page operations, each timed.
-struct SharedIo<'a> {
-    pages: &'a dyn SharedPages,
-    lat: &'a Mutex<Latencies>,
-}
-
-impl PageIo for SharedIo<'_> {
-    type Error = String;
-    fn read_page(&mut self, page: u64, buf: &mut Block) -> Result<(), String> {
-        let t = Instant::now();
-        self.pages.load(page, buf).map_err(|e| e.to_string())?;
-        record(self.lat, Op::Load, t, None);
-        Ok(())
-    }
-    fn write_page(&mut self, page: u64, data: &Block) -> Result<(), String> {
-        let t = Instant::now();
-        self.pages.store(page, data).map_err(|e| e.to_string())?;
-        record(self.lat, Op::Store, t, None);
-        Ok(())
-    }
-    fn discard(&mut self, page: u64, count: u64) -> Result<(), String> {
-        for p in page..page + count {
-            let t = Instant::now();
-            self.pages.discard(p, 1).map_err(|e| e.to_string())?;
-            record(self.lat, Op::Discard, t, None);
+            self.calls.discard(p).map_err(|e| e.to_string())?;
+            record(self.lat, Op::Discard, t, self.calls.op_time());
         }
         Ok(())
     }

@@ -245,15 +245,15 @@ impl PageContestant for ZsmemContestant {
     }
 
     fn store(&mut self, slot: u64, page: &Page) -> Result<(), LabError> {
-        Ok(self.store.write(slot as usize, page)?)
+        SharedPages::store(&*self.store, slot, page)
     }
 
     fn load(&mut self, slot: u64, buf: &mut Page) -> Result<(), LabError> {
-        Ok(self.store.read(slot as usize, buf)?)
+        SharedPages::load(&*self.store, slot, buf)
     }
 
     fn discard(&mut self, slot: u64, pages: u64) -> Result<(), LabError> {
-        Ok(self.store.discard(slot as usize, pages as usize)?)
+        SharedPages::discard(&*self.store, slot, pages)
     }
 
     fn figures(&mut self) -> Result<Figures, LabError> {
