@@ -260,7 +260,17 @@ pub(crate) struct Lane {
     owned: usize,
     /// `(longest extent in units, segment)` of every segment with free
     /// extents: an object takes the shortest extent that holds it.
+    /// Every segment but `unkeyed` is keyed by its longest extent now.
     fits: std::collections::BTreeSet<(u32, u32)>,
+    /// The segment a free last changed, keyed in `fits` by its longest
+    /// extent as it was before (its `largest`), not as it is: re-keyed
+    /// only when another segment's free comes (or cleaning, or a
+    /// placement elsewhere needs it). Where a free's room is taken by the
+    /// next object (a ring of frees and stores, a slot rewritten) its key
+    /// comes back to what it was, and neither changes `fits`: two B-tree
+    /// changes saved a pair. [`Lane::take_extent`] reads its longest
+    /// extent itself, so placement is exactly as if it were keyed.
+    unkeyed: Option<u32>,
     /// Victims being cleaned (distinct and live, at most `MAX_PLANNED`), each
     /// with the owners of its owned objects as a scan of the owners found
     /// them and the owned objects placed there since (see
@@ -318,6 +328,7 @@ impl Lane {
             sparse_victims: 0,
             owned: 0,
             fits: std::collections::BTreeSet::new(),
+            unkeyed: None,
             plan: Vec::new(),
             scanning: Vec::new(),
             published: None,
@@ -377,6 +388,20 @@ impl Lane {
             self.fits.insert((new, id));
         }
         self.seg_mut(id).largest = new;
+        if self.unkeyed == Some(id) {
+            self.unkeyed = None;
+        }
+    }
+
+    /// Segment `id`'s extents changed by a free: key it in `fits` later
+    /// (see `unkeyed`), the segment keyed later before it now.
+    fn refit_later(&mut self, id: u32) {
+        if self.unkeyed != Some(id) {
+            if let Some(other) = self.unkeyed.take() {
+                self.refit(other);
+            }
+            self.unkeyed = Some(id);
+        }
     }
 
     /// Room for `need` bytes in a segment's free extent (best fit over the
@@ -384,13 +409,24 @@ impl Lane {
     /// `exclude`; its pages are resident.
     fn take_extent(&mut self, need: usize, exclude: Option<u32>) -> Option<(u32, usize)> {
         let units = (need >> self.unit_shift) as u32;
-        let id = self
+        let unkeyed = self.unkeyed.filter(|&u| Some(u) != exclude);
+        let keyed = self
             .fits
             .range((units, 0)..)
-            .map(|&(_, id)| id)
-            .find(|&id| Some(id) != exclude)?;
+            .copied()
+            .find(|&(_, id)| Some(id) != exclude && Some(id) != self.unkeyed);
+        // The unkeyed segment as if it were keyed (its own key skipped).
+        let late = unkeyed
+            .map(|u| (self.seg(u).extents.largest(), u))
+            .filter(|&(longest, _)| longest >= units);
+        let (_, id) = match (keyed, late) {
+            (Some(k), Some(l)) => k.min(l),
+            (k, l) => k.or(l)?,
+        };
         let at = self.seg_mut(id).extents.take(units)?;
-        self.refit(id);
+        if Some(id) != self.unkeyed {
+            self.refit(id);
+        }
         Some((id, (at as usize) << self.unit_shift))
     }
 
@@ -589,7 +625,9 @@ impl Lane {
 
     /// The pages an object at byte `off` of `len` bytes touches.
     fn pages_of(&self, off: usize, len: usize) -> std::ops::Range<usize> {
-        off / self.page_size..(off + len).div_ceil(self.page_size)
+        // Shifts, not divisions: on every store and free.
+        let shift = self.page_size.trailing_zeros();
+        off >> shift..(off + len + self.page_size - 1) >> shift
     }
 
     /// Give back the pages of segment `id` in `pages` that no live object
@@ -639,6 +677,9 @@ impl Lane {
         }
         if seg.largest > 0 {
             self.fits.remove(&(seg.largest, id));
+        }
+        if self.unkeyed == Some(id) {
+            self.unkeyed = None;
         }
         self.plan.retain(|&(v, _)| v != id);
         for open in &mut self.open {
@@ -940,7 +981,7 @@ impl Lane {
                 .insert(u32::from(loc.obj), units);
             let pages = self.pages_of(usize::from(loc.obj) << self.unit_shift, loc.len);
             self.punch(loc.zspage, pages, src);
-            self.refit(loc.zspage);
+            self.refit_later(loc.zspage);
         }
     }
 
@@ -955,6 +996,7 @@ impl Lane {
         }
         self.open = [None; 2];
         self.fits.clear();
+        self.unkeyed = None;
         self.plan.clear();
         self.scanning.clear();
     }
@@ -988,6 +1030,16 @@ impl Lane {
         }
     }
 
+    /// Segments with free extents: `fits`' length once the unkeyed
+    /// segment is keyed.
+    fn keyed_segments(&self) -> usize {
+        let late = self.unkeyed.map_or(0, |u| {
+            let seg = self.seg(u);
+            isize::from(seg.extents.largest() > 0) - isize::from(seg.largest > 0)
+        });
+        self.fits.len().saturating_add_signed(late)
+    }
+
     /// Heap bytes of segment descriptors, owner lists and handles.
     pub(crate) fn metadata_bytes(&self) -> usize {
         self.segs.capacity() * std::mem::size_of::<Option<Box<Segment>>>()
@@ -1002,7 +1054,7 @@ impl Lane {
                 .sum::<usize>()
             // A B-tree's nodes hold up to 11 keys of 8 bytes and, inside,
             // 12 child pointers: count 24 bytes a key, its worst fill.
-            + self.fits.len() * 24
+            + self.keyed_segments() * 24
             + self.plan.capacity() * std::mem::size_of::<(u32, Vec<u32>)>()
             + self
                 .plan

@@ -150,7 +150,12 @@ impl Lane {
                     )));
                 }
             }
-            let largest = seg.extents.largest();
+            // The unkeyed segment is keyed as its longest extent was.
+            let largest = if self.unkeyed == Some(id) {
+                seg.largest
+            } else {
+                seg.extents.largest()
+            };
             if seg.largest != largest || (largest > 0 && !self.fits.contains(&(largest, id))) {
                 return Err(ctx(format!(
                     "longest extent {largest}, keyed as {}",
@@ -176,6 +181,14 @@ impl Lane {
                     self.index
                 ));
             }
+        }
+        if let Some(u) = self.unkeyed
+            && self.segs.get(u as usize).is_none_or(Option::is_none)
+        {
+            return Err(format!(
+                "lane {}: segment {u}, not live, is to be keyed later",
+                self.index
+            ));
         }
         let keyed = self.segs.iter().flatten().filter(|s| s.largest > 0).count();
         if keyed != self.fits.len() {

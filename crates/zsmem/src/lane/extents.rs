@@ -12,6 +12,10 @@
 //! Offsets and lengths are in placement units (a segment holds 2^16 of
 //! them), each extent one `u32`: offset in the high half, length in the low.
 
+/// Extents' room a segment's vector keeps however few it holds (16
+/// bytes: the smallest block the C allocator hands out holds 24).
+const KEPT: usize = 4;
+
 /// The free extents of one segment.
 #[derive(Debug, Default)]
 pub(super) struct Extents {
@@ -73,20 +77,35 @@ impl Extents {
             // vectors' room unused (70 KB of 172 KB in a store of 104 MB).
             self.v.reserve_exact((self.v.len() / 4).max(2));
         }
-        self.v
-            .splice(lo..hi, std::iter::once(pack(start, end - start)));
+        // Into the place of the extents merged (none, one or two): no
+        // `splice`, whose general case cost a tenth of a free.
+        let merged = pack(start, end - start);
+        match hi - lo {
+            0 => self.v.insert(lo, merged),
+            1 => self.v[lo] = merged,
+            _ => {
+                self.v[lo] = merged;
+                self.v.remove(lo + 1);
+            }
+        }
         self.longest = self.longest.max(end - start);
     }
 
     /// Take `n` units from the shortest extent that holds them (best fit),
     /// at its start; the rest stays an extent. Returns the offset.
     pub(super) fn take(&mut self, n: u32) -> Option<u32> {
-        let (i, &e) = self
-            .v
-            .iter()
-            .enumerate()
-            .filter(|&(_, &e)| len(e) >= n)
-            .min_by_key(|&(_, &e)| len(e))?;
+        // The first of the shortest that hold `n`: an exact fit ends the
+        // search (none is shorter, and the first is taken).
+        let mut best: Option<(usize, u32)> = None;
+        for (i, &e) in self.v.iter().enumerate() {
+            if len(e) >= n && best.is_none_or(|(_, b)| len(e) < len(b)) {
+                best = Some((i, e));
+                if len(e) == n {
+                    break;
+                }
+            }
+        }
+        let (i, e) = best?;
         if len(e) == n {
             self.v.remove(i);
             self.shrink();
@@ -129,8 +148,12 @@ impl Extents {
     /// burst of objects placed, say), keeping a quarter more than its
     /// length: what it holds, not the most it ever held.
     fn shrink(&mut self) {
-        if self.v.len() < self.v.capacity() / 2 {
-            self.v.shrink_to(self.v.len() + self.v.len() / 4);
+        // Not below `KEPT` extents' room: a segment whose one extent is
+        // made by a free and taken by the next object (a ring of frees and
+        // stores) would otherwise allocate and free its vector each time.
+        if self.v.capacity() > KEPT && self.v.len() < self.v.capacity() / 2 {
+            self.v
+                .shrink_to((self.v.len() + self.v.len() / 4).max(KEPT));
         }
     }
 

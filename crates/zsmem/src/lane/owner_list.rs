@@ -134,25 +134,29 @@ impl OwnerList {
         }
     }
 
-    /// Every entry, first appended first.
+    /// Every entry, first appended first. No allocation (pruning walks
+    /// a list of thousands of single owners on the allocation path).
     pub(super) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
         let mut i = 0;
+        // The item being walked: its next owner, its last, its direction
+        // (None once it is done).
+        let mut run: Option<(u32, u32, bool)> = None;
         std::iter::from_fn(move || {
-            let first = *self.v.get(i)?;
-            if self.pair_at(i) {
-                let last = self.v[i + 1];
-                i += 2;
-                Some(if last >= first {
-                    Box::new(first..=last) as Box<dyn Iterator<Item = u32>>
+            if run.is_none() {
+                let first = *self.v.get(i)?;
+                let last = if self.pair_at(i) {
+                    i += 2;
+                    self.v[i - 1]
                 } else {
-                    Box::new((last..=first).rev())
-                })
-            } else {
-                i += 1;
-                Some(Box::new(std::iter::once(first)))
+                    i += 1;
+                    first
+                };
+                run = Some((first, last, last < first));
             }
+            let (next, last, down) = run.expect("set above");
+            run = (next != last).then(|| (if down { next - 1 } else { next + 1 }, last, down));
+            Some(next)
         })
-        .flatten()
     }
 
     pub(super) fn shrink_to_fit(&mut self) {
@@ -175,6 +179,9 @@ impl OwnerList {
     /// Keep only the entries `keep` accepts, in order.
     pub(super) fn retain(&mut self, boundary: u32, mut keep: impl FnMut(u32) -> bool) {
         let old = std::mem::take(self);
+        // Room for every entry at once (the list is cut to fit below):
+        // growing by a quarter reallocated it dozens of times.
+        self.v.reserve_exact(old.v.len());
         for owner in old.iter() {
             if keep(owner) {
                 self.push(owner, boundary);

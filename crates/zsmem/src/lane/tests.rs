@@ -160,6 +160,57 @@ fn a_freed_objects_room_takes_the_next_objects_that_fit() {
     l.check(None).unwrap();
 }
 
+/// Placement in free extents is best fit over every segment's longest
+/// extent (ties to the lowest id) whether or not the segment a free last
+/// changed is keyed in `fits` yet (`Lane::unkeyed`): each object is
+/// checked against a search of every segment made just before it.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "safe code (the lane's bookkeeping); its unsafe writes run in every other lane test"
+)]
+fn free_room_is_taken_best_fit_whether_its_segment_is_keyed_yet_or_not() {
+    let src = source(None);
+    let mut l = Lane::new(1, 0, PAGE, None);
+    let mut live: Vec<Handle> = Vec::new();
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut rand = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let mut placed_in_extents = 0;
+    for i in 0..6000 {
+        if live.len() > 150 && rand(2) == 0 {
+            let h = live.swap_remove(rand(live.len() as u64) as usize);
+            l.free(h, &src).unwrap();
+        } else {
+            let len = 16 + rand(3000) as usize;
+            let units = (l.placed(len) >> l.unit_shift) as u32;
+            let best = (0..l.segs.len() as u32)
+                .filter(|&id| l.segs[id as usize].is_some())
+                .map(|id| (l.seg(id).extents.largest(), id))
+                .filter(|&(longest, _)| longest >= units)
+                .min();
+            let h = l.alloc(len, Some(&vec![i as u8; len]), &src).unwrap();
+            if let Some((_, id)) = best {
+                assert_eq!(l.resolve(h).unwrap().zspage, id, "object {i}, {len} bytes");
+                placed_in_extents += 1;
+            }
+            live.push(h);
+        }
+        if i % 64 == 0 {
+            l.check(None).unwrap();
+        }
+    }
+    assert!(
+        placed_in_extents > 1000,
+        "{placed_in_extents} placed in free extents"
+    );
+    l.check(None).unwrap();
+}
+
 #[test]
 fn a_page_given_back_leaves_the_free_extents() {
     let src = source(None);
