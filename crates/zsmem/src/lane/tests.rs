@@ -350,6 +350,10 @@ fn the_append_point_is_where_the_next_new_object_goes() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "safe code (owner list pruning): 107 s of Miri; the lane's unsafe writes, moves and page returns run in the other lane tests"
+)]
 fn frees_alone_keep_an_owner_list_near_its_live_objects() {
     // Churn in one segment (each new object takes a dead one's room and a
     // reused handle slot, so the owner list holds single entries), then a
@@ -472,6 +476,10 @@ fn cleaning_finds_owned_objects_by_a_scan_and_waits_for_a_busy_owner() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "safe code (the victim threshold's accounting): 106 s of Miri; the lane's unsafe writes, moves and page returns run in the other lane tests"
+)]
 fn a_sealed_segment_is_a_victim_once_a_ninety_sixth_of_it_is_dead() {
     let src = source(None);
     let mut l = Lane::new(1, 0, PAGE, None);
