@@ -110,9 +110,16 @@ fn anything_mounted_under(dir: &Path) -> bool {
     mounts().iter().any(|m| m.dir.starts_with(dir))
 }
 
+/// Held by each test that leaves a device abandoned on purpose:
+/// `undo_abandoned` retries everything this process left, so one such test
+/// counting what is still left would count the other's too (it failed one
+/// run in three when the two ran at once).
+static ABANDONING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A user's tmpfs at `users_dir(dir)` survives dropping our device; after
 /// the user unmounts it, retrying what was left takes ours apart.
 fn users_tmpfs_survives(test: &str, users_dir: impl Fn(&Path) -> PathBuf) {
+    let _alone = ABANDONING.lock().unwrap_or_else(|e| e.into_inner());
     let Some(dev) = ext4_device(test, None) else {
         return;
     };
