@@ -160,57 +160,6 @@ fn a_freed_objects_room_takes_the_next_objects_that_fit() {
     l.check(None).unwrap();
 }
 
-/// Placement in free extents is best fit over every segment's longest
-/// extent (ties to the lowest id) whether or not the segment a free last
-/// changed is keyed in `fits` yet (`Lane::unkeyed`): each object is
-/// checked against a search of every segment made just before it.
-#[test]
-#[cfg_attr(
-    miri,
-    ignore = "safe code (the lane's bookkeeping); its unsafe writes run in every other lane test"
-)]
-fn free_room_is_taken_best_fit_whether_its_segment_is_keyed_yet_or_not() {
-    let src = source(None);
-    let mut l = Lane::new(1, 0, PAGE, None);
-    let mut live: Vec<Handle> = Vec::new();
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut rand = move |n: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n
-    };
-    let mut placed_in_extents = 0;
-    for i in 0..6000 {
-        if live.len() > 150 && rand(2) == 0 {
-            let h = live.swap_remove(rand(live.len() as u64) as usize);
-            l.free(h, &src).unwrap();
-        } else {
-            let len = 16 + rand(3000) as usize;
-            let units = (l.placed(len) >> l.unit_shift) as u32;
-            let best = (0..l.segs.len() as u32)
-                .filter(|&id| l.segs[id as usize].is_some())
-                .map(|id| (l.seg(id).extents.largest(), id))
-                .filter(|&(longest, _)| longest >= units)
-                .min();
-            let h = l.alloc(len, Some(&vec![i as u8; len]), &src).unwrap();
-            if let Some((_, id)) = best {
-                assert_eq!(l.resolve(h).unwrap().zspage, id, "object {i}, {len} bytes");
-                placed_in_extents += 1;
-            }
-            live.push(h);
-        }
-        if i % 64 == 0 {
-            l.check(None).unwrap();
-        }
-    }
-    assert!(
-        placed_in_extents > 1000,
-        "{placed_in_extents} placed in free extents"
-    );
-    l.check(None).unwrap();
-}
-
 #[test]
 fn a_page_given_back_leaves_the_free_extents() {
     let src = source(None);
@@ -350,43 +299,6 @@ fn the_append_point_is_where_the_next_new_object_goes() {
 }
 
 #[test]
-#[cfg_attr(
-    miri,
-    ignore = "safe code (owner list pruning): 107 s of Miri; the lane's unsafe writes, moves and page returns run in the other lane tests"
-)]
-fn frees_alone_keep_an_owner_list_near_its_live_objects() {
-    // Churn in one segment (each new object takes a dead one's room and a
-    // reused handle slot, so the owner list holds single entries), then a
-    // burst of frees with nothing placed: the list must follow the live
-    // objects down, not keep an entry for every object the segment held.
-    let src = source(None);
-    let mut l = Lane::new(1, 0, PAGE, None);
-    let mut hs: Vec<Handle> = (0..120)
-        .map(|i| l.alloc(1000, Some(&[i as u8; 1000]), &src).unwrap())
-        .collect();
-    let mut x = 7usize;
-    for _ in 0..400 {
-        x = (x * 31 + 17) % hs.len();
-        l.free(hs[x], &src).unwrap();
-        hs[x] = l.alloc(1000, Some(&[x as u8; 1000]), &src).unwrap();
-    }
-    l.check(None).unwrap();
-    let bound = |l: &Lane| {
-        let seg = l.seg(0);
-        seg.live_objs + (seg.live_objs / 4).max(8)
-    };
-    assert!(l.seg(0).owners.runs() > 60, "single owners, not runs");
-    for (i, &h) in hs.iter().enumerate().filter(|&(i, _)| i % 4 != 0) {
-        l.free(h, &src).unwrap();
-        assert!(l.seg(0).owners.runs() <= bound(&l), "after free {i}");
-        check_step(&l, i);
-    }
-    for (i, &h) in hs.iter().enumerate().filter(|&(i, _)| i % 4 == 0) {
-        assert_eq!(read(&l, h), vec![i as u8; 1000]);
-    }
-}
-
-#[test]
 fn cleaning_finds_owned_objects_by_a_scan_and_waits_for_a_busy_owner() {
     // Two full segments of owned objects (43 of 3,000 bytes fit one),
     // the first left with three: owned objects have no owner list
@@ -476,39 +388,6 @@ fn cleaning_finds_owned_objects_by_a_scan_and_waits_for_a_busy_owner() {
 }
 
 #[test]
-#[cfg_attr(
-    miri,
-    ignore = "safe code (the victim threshold's accounting): 106 s of Miri; the lane's unsafe writes, moves and page returns run in the other lane tests"
-)]
-fn a_sealed_segment_is_a_victim_once_a_ninety_sixth_of_it_is_dead() {
-    let src = source(None);
-    let mut l = Lane::new(1, 0, PAGE, None);
-    // 262 objects of 500 bytes: 131,000 of a segment's 131,072; the 263rd
-    // seals it (72 bytes dead at its end).
-    let (hs, first) = seal_one(&mut l, &src, 263, 500);
-    assert_eq!(l.victim_dead(), 131_072 / 96);
-    // 2 x 500 dead below its end (the 72 after it do not count), no page
-    // wholly dead: not yet a victim.
-    l.free(hs[10], &src).unwrap();
-    l.free(hs[100], &src).unwrap();
-    assert_eq!(l.seg(first).resident, 32);
-    assert_eq!(l.freeable_bytes, 0);
-    // 3 x 500 = 1,500 >= 1,365.
-    l.free(hs[200], &src).unwrap();
-    assert_eq!(l.freeable_bytes, 1572);
-    l.check(None).unwrap();
-    let counters = Counters::default();
-    let m = l.clean(usize::MAX, |l| l.freeable_bytes > 0, None, &src, &counters);
-    assert!(m.released, "{m:?}");
-    l.check(None).unwrap();
-    for (i, &h) in hs.iter().enumerate() {
-        if ![10, 100, 200].contains(&i) {
-            assert_eq!(read(&l, h), vec![i as u8; 500], "object {i}");
-        }
-    }
-}
-
-#[test]
 fn sought_names_which_segment_of_its_lane_a_place_is_in() {
     let place = |lane: u64, seg: u64, off: u64| lane << 32 | seg << OFFSET_BITS | off;
     let s = Sought::new(3, &[5, 2, 300]);
@@ -520,4 +399,121 @@ fn sought_names_which_segment_of_its_lane_a_place_is_in() {
     assert_eq!(s.which(place(3, 65_535, 0)), None);
     assert_eq!(s.which(place(2, 5, 0)), None, "another lane");
     assert_eq!(Sought::new(1, &[]).which(place(1, 0, 0)), None);
+}
+
+// Not under Miri: safe code (the lane's bookkeeping: placement, the victim
+// threshold, owner list pruning), 100 s of Miri a test; the lane's unsafe
+// code (object writes, moves, pages given back) runs in the tests above.
+#[cfg(not(miri))]
+mod bookkeeping {
+    use super::*;
+
+    /// Placement in free extents is best fit over every segment's longest
+    /// extent (ties to the lowest id) whether or not the segment a free last
+    /// changed is keyed in `fits` yet (`Lane::unkeyed`): each object is
+    /// checked against a search of every segment made just before it.
+    #[test]
+    fn free_room_is_taken_best_fit_whether_its_segment_is_keyed_yet_or_not() {
+        let src = source(None);
+        let mut l = Lane::new(1, 0, PAGE, None);
+        let mut live: Vec<Handle> = Vec::new();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rand = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut placed_in_extents = 0;
+        for i in 0..6000 {
+            if live.len() > 150 && rand(2) == 0 {
+                let h = live.swap_remove(rand(live.len() as u64) as usize);
+                l.free(h, &src).unwrap();
+            } else {
+                let len = 16 + rand(3000) as usize;
+                let units = (l.placed(len) >> l.unit_shift) as u32;
+                let best = (0..l.segs.len() as u32)
+                    .filter(|&id| l.segs[id as usize].is_some())
+                    .map(|id| (l.seg(id).extents.largest(), id))
+                    .filter(|&(longest, _)| longest >= units)
+                    .min();
+                let h = l.alloc(len, Some(&vec![i as u8; len]), &src).unwrap();
+                if let Some((_, id)) = best {
+                    assert_eq!(l.resolve(h).unwrap().zspage, id, "object {i}, {len} bytes");
+                    placed_in_extents += 1;
+                }
+                live.push(h);
+            }
+            if i % 64 == 0 {
+                l.check(None).unwrap();
+            }
+        }
+        assert!(
+            placed_in_extents > 1000,
+            "{placed_in_extents} placed in free extents"
+        );
+        l.check(None).unwrap();
+    }
+
+    #[test]
+    fn frees_alone_keep_an_owner_list_near_its_live_objects() {
+        // Churn in one segment (each new object takes a dead one's room and a
+        // reused handle slot, so the owner list holds single entries), then a
+        // burst of frees with nothing placed: the list must follow the live
+        // objects down, not keep an entry for every object the segment held.
+        let src = source(None);
+        let mut l = Lane::new(1, 0, PAGE, None);
+        let mut hs: Vec<Handle> = (0..120)
+            .map(|i| l.alloc(1000, Some(&[i as u8; 1000]), &src).unwrap())
+            .collect();
+        let mut x = 7usize;
+        for _ in 0..400 {
+            x = (x * 31 + 17) % hs.len();
+            l.free(hs[x], &src).unwrap();
+            hs[x] = l.alloc(1000, Some(&[x as u8; 1000]), &src).unwrap();
+        }
+        l.check(None).unwrap();
+        let bound = |l: &Lane| {
+            let seg = l.seg(0);
+            seg.live_objs + (seg.live_objs / 4).max(8)
+        };
+        assert!(l.seg(0).owners.runs() > 60, "single owners, not runs");
+        for (i, &h) in hs.iter().enumerate().filter(|&(i, _)| i % 4 != 0) {
+            l.free(h, &src).unwrap();
+            assert!(l.seg(0).owners.runs() <= bound(&l), "after free {i}");
+            check_step(&l, i);
+        }
+        for (i, &h) in hs.iter().enumerate().filter(|&(i, _)| i % 4 == 0) {
+            assert_eq!(read(&l, h), vec![i as u8; 1000]);
+        }
+    }
+
+    #[test]
+    fn a_sealed_segment_is_a_victim_once_a_ninety_sixth_of_it_is_dead() {
+        let src = source(None);
+        let mut l = Lane::new(1, 0, PAGE, None);
+        // 262 objects of 500 bytes: 131,000 of a segment's 131,072; the 263rd
+        // seals it (72 bytes dead at its end).
+        let (hs, first) = seal_one(&mut l, &src, 263, 500);
+        assert_eq!(l.victim_dead(), 131_072 / 96);
+        // 2 x 500 dead below its end (the 72 after it do not count), no page
+        // wholly dead: not yet a victim.
+        l.free(hs[10], &src).unwrap();
+        l.free(hs[100], &src).unwrap();
+        assert_eq!(l.seg(first).resident, 32);
+        assert_eq!(l.freeable_bytes, 0);
+        // 3 x 500 = 1,500 >= 1,365.
+        l.free(hs[200], &src).unwrap();
+        assert_eq!(l.freeable_bytes, 1572);
+        l.check(None).unwrap();
+        let counters = Counters::default();
+        let m = l.clean(usize::MAX, |l| l.freeable_bytes > 0, None, &src, &counters);
+        assert!(m.released, "{m:?}");
+        l.check(None).unwrap();
+        for (i, &h) in hs.iter().enumerate() {
+            if ![10, 100, 200].contains(&i) {
+                assert_eq!(read(&l, h), vec![i as u8; 500], "object {i}");
+            }
+        }
+    }
 }
