@@ -109,6 +109,13 @@ pub(crate) trait Owners: Send + Sync {
     }
 }
 
+/// `len` rounded up to a multiple of `1 << shift` (a mask, not a
+/// division: on every store and free).
+fn round_up(len: usize, shift: u32) -> usize {
+    let unit = 1usize << shift;
+    (len + unit - 1) & !(unit - 1)
+}
+
 /// The segment a place names (see [`Lane::encode`]).
 pub(crate) fn place_segment(place: u64) -> u32 {
     ((place >> OFFSET_BITS) & 0xFFFF) as u32
@@ -409,14 +416,16 @@ impl Lane {
     /// `exclude`; its pages are resident.
     fn take_extent(&mut self, need: usize, exclude: Option<u32>) -> Option<(u32, usize)> {
         let units = (need >> self.unit_shift) as u32;
-        let unkeyed = self.unkeyed.filter(|&u| Some(u) != exclude);
+        // The unkeyed segment's stale key is skipped; it competes with its
+        // longest extent now, as if it were keyed.
         let keyed = self
             .fits
             .range((units, 0)..)
             .copied()
             .find(|&(_, id)| Some(id) != exclude && Some(id) != self.unkeyed);
-        // The unkeyed segment as if it were keyed (its own key skipped).
-        let late = unkeyed
+        let late = self
+            .unkeyed
+            .filter(|&u| Some(u) != exclude)
             .map(|u| (self.seg(u).extents.largest(), u))
             .filter(|&(longest, _)| longest >= units);
         let (_, id) = match (keyed, late) {
@@ -472,8 +481,7 @@ impl Lane {
     /// Bytes an object of `len` bytes takes in a lane of pages of
     /// `page_size` bytes.
     pub(crate) fn placed_len(len: usize, page_size: usize) -> usize {
-        let unit = 1usize << Self::unit_shift(page_size);
-        len.div_ceil(unit) * unit
+        round_up(len, Self::unit_shift(page_size))
     }
 
     fn segment_bytes(&self) -> usize {
@@ -482,12 +490,11 @@ impl Lane {
 
     /// Bytes an object of `len` bytes takes: rounded up to the unit.
     pub(crate) fn placed(&self, len: usize) -> usize {
-        let unit = 1usize << self.unit_shift;
-        len.div_ceil(unit) * unit
+        round_up(len, self.unit_shift)
     }
 
     fn pages_to(&self, end: usize) -> usize {
-        end.div_ceil(self.page_size)
+        (end + self.page_size - 1) >> self.page_shift()
     }
 
     fn seg(&self, id: u32) -> &Segment {
@@ -625,9 +632,14 @@ impl Lane {
 
     /// The pages an object at byte `off` of `len` bytes touches.
     fn pages_of(&self, off: usize, len: usize) -> std::ops::Range<usize> {
-        // Shifts, not divisions: on every store and free.
-        let shift = self.page_size.trailing_zeros();
+        let shift = self.page_shift();
         off >> shift..(off + len + self.page_size - 1) >> shift
+    }
+
+    /// log2 of the page size (a power of two): page numbers by shift, not
+    /// division, on every store and free.
+    fn page_shift(&self) -> u32 {
+        self.page_size.trailing_zeros()
     }
 
     /// Give back the pages of segment `id` in `pages` that no live object
@@ -639,7 +651,7 @@ impl Lane {
     /// extents are final.
     fn punch(&mut self, id: u32, pages: std::ops::Range<usize>, src: &PageSource) {
         let seg = self.seg(id);
-        let closed = seg.end / self.page_size;
+        let closed = seg.end >> self.page_shift();
         // A bit per page to give back (a segment has 32): no allocation on
         // a free.
         let dead: u32 = pages

@@ -139,21 +139,23 @@ impl OwnerList {
     pub(super) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
         let mut i = 0;
         // The item being walked: its next owner, its last, its direction
-        // (None once it is done).
+        // (None between items).
         let mut run: Option<(u32, u32, bool)> = None;
         std::iter::from_fn(move || {
-            if run.is_none() {
-                let first = *self.v.get(i)?;
-                let last = if self.pair_at(i) {
-                    i += 2;
-                    self.v[i - 1]
-                } else {
-                    i += 1;
-                    first
-                };
-                run = Some((first, last, last < first));
-            }
-            let (next, last, down) = run.expect("set above");
+            let (next, last, down) = match run {
+                Some(r) => r,
+                None => {
+                    let first = *self.v.get(i)?;
+                    let last = if self.pair_at(i) {
+                        i += 2;
+                        self.v[i - 1]
+                    } else {
+                        i += 1;
+                        first
+                    };
+                    (first, last, last < first)
+                }
+            };
             run = (next != last).then(|| (if down { next - 1 } else { next + 1 }, last, down));
             Some(next)
         })
