@@ -647,8 +647,8 @@ impl Lane {
     /// there again): without copying, as a heap gives back whole free
     /// pages. Through the return queue with a delayed return: no system
     /// call on a free. The pages are cut out of the segment's free
-    /// extents; the caller re-keys it in `fits` ([`Lane::refit`]) once its
-    /// extents are final.
+    /// extents; the caller re-keys it in `fits` once its extents are final
+    /// ([`Lane::refit`], or after a free [`Lane::refit_later`]).
     fn punch(&mut self, id: u32, pages: std::ops::Range<usize>, src: &PageSource) {
         let seg = self.seg(id);
         let closed = seg.end >> self.page_shift();
