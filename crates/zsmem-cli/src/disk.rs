@@ -2,6 +2,7 @@
 //! ext4 on it, mounted where asked; prints zram's `mm_stat` while it runs
 //! and takes everything apart on Ctrl-C or `SIGTERM`.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,9 +114,17 @@ pub fn run(a: &DiskArgs) -> CliResult {
         dev.device().display(),
         dev.dir().display()
     );
-    println!("{MM_STAT_HEADER}");
+    let mut out = std::io::stdout();
+    let mut say = |line: &str| writeln!(out, "{line}").and_then(|()| out.flush());
+    say(MM_STAT_HEADER)
+        .map_err(|e| CliError::Usage(format!("writing to stdout: {e}; taking the disk apart")))?;
     loop {
-        println!("{}", mm_stat_line(&store.mm_stat()));
+        if let Err(e) = say(&mm_stat_line(&store.mm_stat())) {
+            // A closed pipe (`zsmem disk | head`): the signal handler
+            // takes everything apart too; returning drops the device.
+            eprintln!("zsmem disk: writing to stdout: {e}; taking it apart");
+            return Ok(());
+        }
         std::thread::sleep(Duration::from_secs(a.interval));
         if !dev.is_mounted() {
             eprintln!(

@@ -1,7 +1,8 @@
 //! `zsmem disk`: two disks started at once on one directory: one mounts,
 //! the other is refused with a clear error (issue 32 item 3: both passed
 //! the empty check and stacked); SIGTERM then takes the one apart and
-//! leaves nothing mounted there. Needs root, /dev/fuse, loop devices and
+//! leaves nothing mounted there; a closed stdout (SIGPIPE) does the same.
+//! Needs root, /dev/fuse, loop devices and
 //! mkfs.ext4: where any is missing, says so and passes.
 
 mod common;
@@ -27,11 +28,15 @@ impl Drop for Disk {
 }
 
 fn start(dir: &Path) -> Disk {
+    start_with(dir, Stdio::null())
+}
+
+fn start_with(dir: &Path, stdout: Stdio) -> Disk {
     let bin = std::env::var_os("ZSMEM_BIN").unwrap_or(env!("CARGO_BIN_EXE_zsmem").into());
     let child = Command::new(bin)
         .args(["disk", "--size", "16M", "--interval", "1", "--mount"])
         .arg(dir)
-        .stdout(Stdio::null())
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .spawn()
         .expect("run zsmem");
@@ -101,20 +106,66 @@ fn two_disks_on_one_directory_one_is_refused() {
     );
     // The running one mounts (its stderr says so), then SIGTERM takes it
     // apart.
-    let mut line = [0u8; 1];
-    let mut said = Vec::new();
-    let mut stderr = other.0.stderr.take().unwrap();
-    while !String::from_utf8_lossy(&said).contains("mounted at") {
-        if stderr.read(&mut line).unwrap() == 0 {
-            panic!("the other disk ended: {}", String::from_utf8_lossy(&said));
-        }
-        said.push(line[0]);
-    }
-    assert!(mounted_at(&dir), "{}", String::from_utf8_lossy(&said));
+    let said = wait_until_mounted(other);
+    assert!(mounted_at(&dir), "{said}");
     // SAFETY: kill has no memory effects; the pid is our child's.
     unsafe { libc::kill(other.0.id() as i32, libc::SIGTERM) };
     let status = other.0.wait().unwrap();
     assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    assert!(!mounted_at(&dir), "{dir:?} still mounted");
+    std::fs::remove_dir(&dir).unwrap();
+}
+
+/// Reads the disk's stderr until it says it is mounted (or ends); what it
+/// said.
+fn wait_until_mounted(disk: &mut Disk) -> String {
+    let mut line = [0u8; 1];
+    let mut said = Vec::new();
+    let mut stderr = disk.0.stderr.take().unwrap();
+    while !String::from_utf8_lossy(&said).contains("mounted at") {
+        if stderr.read(&mut line).unwrap() == 0 {
+            break;
+        }
+        said.push(line[0]);
+    }
+    String::from_utf8_lossy(&said).into_owned()
+}
+
+/// `zsmem disk ... | head -n 2`: the disk prints a line a second to a
+/// pipe whose reader is gone. `SIGPIPE` (the binary resets it to its
+/// default) must take the disk apart as `SIGTERM` does: before the fix it
+/// killed the process with the ext4 mount, the loop device and the FUSE
+/// mount left behind.
+#[test]
+fn a_closed_stdout_takes_the_disk_apart() {
+    if let Some(why) = unavailable() {
+        println!("a_closed_stdout_takes_the_disk_apart: skipped: {why}");
+        return;
+    }
+    let dir = test_dir("disk-pipe");
+    let mut disk = start_with(&dir, Stdio::piped());
+    let said = wait_until_mounted(&mut disk);
+    if said.contains("zsmem disk needs") {
+        println!("a_closed_stdout_takes_the_disk_apart: skipped: {said}");
+        return;
+    }
+    assert!(mounted_at(&dir), "{said}");
+    // The reader goes: the next figures line (within a second) hits a
+    // closed pipe.
+    drop(disk.0.stdout.take());
+    let mut status = None;
+    for _ in 0..3000 {
+        status = disk.0.try_wait().unwrap();
+        if status.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = status.expect("the disk still runs 30 s after its stdout closed");
+    // The signal's thread exits with 128 + SIGPIPE after its undo, unless
+    // the main thread (its write failed) took the disk apart and returned
+    // first; never a panic (101) or the signal's default death.
+    assert!(matches!(status.code(), Some(0) | Some(141)), "{status:?}");
     assert!(!mounted_at(&dir), "{dir:?} still mounted");
     std::fs::remove_dir(&dir).unwrap();
 }

@@ -119,6 +119,20 @@ pub(super) fn mkdir(p: &Path) -> Result<(), BlockDevError> {
         .map_err(|e| BlockDevError::io(format!("creating {}", p.display()), e))
 }
 
+/// Before making anything that changes the machine without a device of
+/// ours (the swap experiment's cgroup and tmpfs, the kernel's zram or
+/// zswap as its swap): the signal handler installed (an error if it cannot
+/// be), and what a killed run left undone first, so that no earlier run's
+/// swap area, zswap setting or cgroup is still in place while this one
+/// measures (a leftover swap area of top priority would take half the
+/// swap traffic) or is taken for what this run must restore.
+pub(crate) fn take_over() -> Result<(), BlockDevError> {
+    install_signal_cleanup().map_err(BlockDevError::Unavailable)?;
+    registry::remove_stale();
+    registry::undo_abandoned();
+    Ok(())
+}
+
 pub(super) fn prepare() -> Result<(), BlockDevError> {
     if let Err(e) = install_signal_cleanup() {
         super::error::warn(format_args!(

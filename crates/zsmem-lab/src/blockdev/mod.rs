@@ -87,6 +87,7 @@ pub mod signals;
 pub use backend::{Backend, StoreBackend};
 pub use bare::BareDevice;
 pub use contestant::FsContestant;
+pub(crate) use device::take_over;
 pub use device::{Ext4Device, unavailable_reason};
 pub use error::BlockDevError;
 pub use server::ContestantServer;

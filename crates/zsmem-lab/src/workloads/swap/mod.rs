@@ -124,7 +124,7 @@ impl SwapExperiment {
         run: usize,
         after: impl FnOnce(&std::path::Path) -> T,
     ) -> Result<(SwapRun, T), BlockDevError> {
-        crate::blockdev::install_signal_cleanup().map_err(BlockDevError::Unavailable)?;
+        crate::blockdev::take_over()?;
         let dir = private_dir()?;
         let tmp = held_dir(&dir).join("tmp");
         std::fs::create_dir(&tmp)

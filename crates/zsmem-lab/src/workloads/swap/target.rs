@@ -76,7 +76,7 @@ impl SwapTarget {
     /// (as a machine runs it: no discard option; zram frees a slot when
     /// the kernel lets go of it).
     pub fn kernel_zram(algorithm: &str, bytes: u64) -> Result<SwapTarget, BlockDevError> {
-        crate::blockdev::install_signal_cleanup().map_err(BlockDevError::Unavailable)?;
+        crate::blockdev::take_over()?;
         let zram = Box::new(
             KernelContestant::named("kernel-zram", algorithm, (bytes as usize) / PAGE_SIZE)
                 .map_err(zram_unavailable)?,
@@ -99,7 +99,7 @@ impl SwapTarget {
         if let Some(why) = super::zswap::unavailable_reason() {
             return Err(BlockDevError::Unavailable(why));
         }
-        crate::blockdev::install_signal_cleanup().map_err(BlockDevError::Unavailable)?;
+        crate::blockdev::take_over()?;
         let dir = private_dir()?;
         let file = held_dir(&dir).join("zswap-backing");
         std::fs::File::create(&file)
