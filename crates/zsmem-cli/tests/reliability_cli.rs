@@ -53,6 +53,25 @@ fn sizes_out_of_range_are_refused() {
         &["bench", "free", "--mib", "0"][..],
         &["compare", "--pid", "1", "--max-mib", "17592186044416"][..],
         &["compare", "--pid", "1", "--max-mib", "0"][..],
+        // A round count that reserved 83 PB of steps (rc 134), and MiB
+        // counts whose bytes wrapped (2^44 + 1 MiB: a 1 MiB limit).
+        &["compare", "--no-report", "--rounds", "100000000000000"][..],
+        &[
+            "compare",
+            "--workload",
+            "swap",
+            "--limit-mib",
+            "17592186044417",
+        ][..],
+        &[
+            "compare",
+            "--workload",
+            "swap",
+            "--swap-mib",
+            "17592186044417",
+        ][..],
+        &["compare", "--workload", "swap", "--sample-ms", "3600000"][..],
+        &["compare", "--workload", "churn", "--ops", "0"][..],
     ] {
         let out = zsmem(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
@@ -252,4 +271,30 @@ fn trace_sizes_are_checked_at_their_line() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("big.trace:2: size 5000"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `bench pool --sizes 64,64` measured 64 twice and printed each
+/// measurement twice (4 rows of each contestant), the second set against
+/// the first mimalloc row (mimalloc "0.96x" itself).
+#[test]
+fn a_size_given_twice_is_measured_once() {
+    let out = zsmem(&[
+        "bench",
+        "pool",
+        "--sizes",
+        "64,64",
+        "--ops",
+        "200",
+        "--live",
+        "16",
+        "--repeats",
+        "1",
+        "--format",
+        "csv",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    let mimalloc = rows.iter().filter(|l| l.contains("mimalloc")).count();
+    assert_eq!(mimalloc, 1, "{text}");
 }

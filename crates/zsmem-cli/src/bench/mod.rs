@@ -141,6 +141,17 @@ pub struct Figure {
     pub read_ns: f64,
 }
 
+/// `v` without its repeats, first occurrences in order.
+fn dedup_in_order<T: PartialEq + Copy>(v: &mut Vec<T>) {
+    let mut kept = Vec::with_capacity(v.len());
+    for &x in v.iter() {
+        if !kept.contains(&x) {
+            kept.push(x);
+        }
+    }
+    *v = kept;
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -152,18 +163,23 @@ fn bench_pool(a: &PoolBenchArgs) -> CliResult {
             "--live, --ops and --repeats must be at least 1".into(),
         ));
     }
-    let sizes = a
+    let mut sizes = a
         .sizes
         .iter()
         .map(|s| parse_size(s).map_err(CliError::Usage))
         .collect::<CliResult<Vec<_>>>()?;
+    // A size (or thread count) given twice is measured once: each row of
+    // the tables is one measurement, compared with mimalloc's of its size.
+    dedup_in_order(&mut sizes);
+    let mut threads = a.threads.clone();
+    dedup_in_order(&mut threads);
     if let Some(bad) = sizes.iter().find(|&&s| s == 0 || s > 4096) {
         return Err(CliError::Usage(format!(
             "object size {bad} must be 1..=4096 (the pools use 4 KiB pages)"
         )));
     }
-    if !a.threads.is_empty() {
-        let figures = pool_threads::pool_threads(&sizes, &a.threads, a.live, a.ops, a.repeats)?;
+    if !threads.is_empty() {
+        let figures = pool_threads::pool_threads(&sizes, &threads, a.live, a.ops, a.repeats)?;
         return match a.format {
             crate::output::Format::Json => crate::output::print_json(&figures),
             crate::output::Format::Csv => crate::output::print_serialized(&figures),

@@ -54,7 +54,7 @@ pub struct CompareArgs {
     #[arg(long, value_delimiter = ',')]
     pub remove: Option<Vec<String>>,
     /// Rounds of untar and rm (the reference's churn used 10).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
     pub rounds: usize,
     /// Page size: 4K (default), 16K or 64K. The files are cut into pages
     /// of this size, each compressed as a unit and stored by pools of this
@@ -131,7 +131,7 @@ pub struct CompareArgs {
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=u64::from(u32::MAX)))]
     pub slots: Option<usize>,
     /// With --workload churn: calls after the fill (default: 4 per slot).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
     pub ops: Option<u64>,
     /// With --workload churn: readings of the figures over the calls.
     #[arg(long, default_value_t = zsmem_lab::workloads::churn::Churn::default().readings, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]

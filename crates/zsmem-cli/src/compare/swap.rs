@@ -31,6 +31,10 @@ const LIMIT_SHARE: f64 = 0.6;
 /// The contestants of the swap experiment by default.
 pub const DEFAULT_SWAP_CONTESTANTS: &[&str] = &["kernel-zram", "zswap", "zsmem", "zsmem-classes"];
 
+/// Largest `--limit-mib` and `--swap-mib`: 16 TiB (their bytes, `<< 20`,
+/// must not wrap).
+const MAX_MIB: u64 = 1 << 24;
+
 /// Arguments of the swap workload (with `--workload swap`).
 #[derive(clap::Args, Debug, Clone)]
 pub struct SwapArgs {
@@ -48,17 +52,17 @@ pub struct SwapArgs {
     /// With --workload swap: the program's memory limit in MiB (default:
     /// 60% of the peak it reaches without a limit, measured by a first
     /// run).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_MIB))]
     pub limit_mib: Option<u64>,
     /// With --workload swap: the size of each swap device, MiB.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=MAX_MIB))]
     pub swap_mib: u64,
     /// With --workload swap: C code the default program builds (default:
     /// zstd's library sources in the cargo registry).
     #[arg(long)]
     pub source: Option<std::path::PathBuf>,
     /// With --workload swap: parallel compilers of the default build.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub jobs: usize,
     /// With --workload swap: zswap's compressor (default: the codec's
     /// kernel name where zswap has it, else the one it is set to).
@@ -66,7 +70,7 @@ pub struct SwapArgs {
     pub zswap_compressor: Option<String>,
     /// With --workload swap: milliseconds between readings of the store's
     /// figures.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub sample_ms: u64,
     /// With --workload swap: the program to run instead of the default
     /// build (after `--`), in its tmpfs directory ($ZSMEM_SWAP_DIR).

@@ -463,6 +463,12 @@ impl Churn {
         if self.slots == Some(0) {
             return Err(LabError::Usage("churn: at least one slot".into()));
         }
+        if self.ops == Some(0) && self.variant == Variant::Phase {
+            // Its burst comes halfway through the calls: none, no phase.
+            return Err(LabError::Usage(
+                "churn: the phase variant needs at least one call".into(),
+            ));
+        }
         if self.slots.is_some_and(|s| s > u32::MAX as usize) {
             return Err(LabError::Usage(format!(
                 "churn: at most {} slots",
@@ -543,7 +549,9 @@ impl Churn {
         st.op_time = Duration::ZERO;
         let cpu_start = process_cpu();
         let every = ops.div_ceil(self.readings as u64).max(1);
-        let half = ops / 2;
+        // The burst after call `half` (the only one with one call: `ops /
+        // 2` left a run of one call without its phase, reported as one).
+        let half = ops.div_ceil(2);
         let mut waiting_after_burst = None;
         for op in 1..=ops {
             st.make(c, calls.next_call())?;
@@ -732,6 +740,26 @@ mod tests {
             after * 4 < before * 3 && after * 4 > before,
             "{after} of {before}"
         );
+    }
+
+    #[test]
+    fn the_phase_is_run_with_a_single_call_and_refused_without_any() {
+        let one = Churn {
+            variant: Variant::Phase,
+            ops: Some(1),
+            ..Churn::default()
+        };
+        let r = one.run(&tree(), &mut Model::default(), |_| {}).unwrap();
+        let labels: Vec<&str> = r.run.steps.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["fill", "-half", "+half", "op 1"]);
+        let none = Churn {
+            ops: Some(0),
+            ..one
+        };
+        assert!(matches!(
+            none.run(&tree(), &mut Model::default(), |_| {}),
+            Err(LabError::Usage(_))
+        ));
     }
 
     #[test]

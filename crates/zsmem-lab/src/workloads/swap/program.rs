@@ -12,6 +12,12 @@ use std::time::{Duration, Instant};
 
 use crate::blockdev::BlockDevError;
 
+/// How often the running program is looked at for its exit: its wall time
+/// is known to within this (it was known to within the readings interval,
+/// 100 ms by default, up to 0.7% of a build the comparison tells apart by
+/// 2-5%).
+const EXIT_POLL: Duration = Duration::from_millis(2);
+
 /// The environment variable naming the program's tmpfs directory.
 pub const DIR_VAR: &str = "ZSMEM_SWAP_DIR";
 
@@ -179,7 +185,11 @@ pub fn run(
         )
     })?;
     let pid = child.id() as libc::pid_t;
-    // Reaped here with wait4, not through `child`, for its rusage.
+    // Reaped here with wait4, not through `child`, for its rusage; looked
+    // for every `EXIT_POLL` (a readings interval may be long: the wall
+    // time must not wait for the next reading), the figures read every
+    // `every`.
+    let mut next_tick = start + every;
     let (status, ru) = loop {
         let mut status = 0;
         // SAFETY: all-zero is a valid rusage (plain integers).
@@ -195,8 +205,12 @@ pub fn run(
                 return Err(BlockDevError::io("wait4", e));
             }
         }
-        tick();
-        std::thread::sleep(every);
+        let now = Instant::now();
+        if now >= next_tick {
+            tick();
+            next_tick = now + every;
+        }
+        std::thread::sleep(EXIT_POLL.min(next_tick.saturating_duration_since(now)));
     };
     let wall = start.elapsed();
     tick();
