@@ -1044,6 +1044,8 @@ static void test_store_idle_writeback(void) {
     long long re = zsmem_store_recompress(store, ZSMEM_SELECT_IDLE, 0);
     CHECK(re >= 0 && re <= n);
     CHECK_RC(zsmem_store_recompress(store, 9, 0), -EINVAL);
+    /* The one selection the header excludes (it selected nothing, 0). */
+    CHECK_RC(zsmem_store_recompress(store, ZSMEM_SELECT_INCOMPRESSIBLE, 0), -EINVAL);
 
     CHECK_RC(zsmem_store_set_backing_file(store, NULL), -EINVAL);
     CHECK_RC(zsmem_store_set_backing_file(store, path), 0);

@@ -291,14 +291,11 @@ pub unsafe extern "C" fn zsmem_store_read(
     guard("zsmem_store_read", || {
         let store = store_ref(store)?;
         let buf = out_buffer(buf, len, "buf")?;
-        if len != store.page_size() {
-            // Refused before the buffer is touched.
-            return Err(zsmem_core::Error::WrongPageSize {
-                len,
-                page_size: store.page_size(),
-            }
-            .into());
-        }
+        // A slot out of range or a buffer not one page is refused before
+        // the buffer is touched, and counted in `invalid_io` as the store's
+        // own read counts it (this used to refuse a wrong length itself,
+        // uncounted, and to zero the buffer before the slot was checked).
+        store.check_request(index, len)?;
         // SAFETY: `buf` is writable for `len` bytes (the caller's promise);
         // zeroing it first makes them initialised, so a `&mut [u8]` over
         // them is sound even if the caller passed fresh malloc memory. No
@@ -507,6 +504,13 @@ pub unsafe extern "C" fn zsmem_store_recompress(
 ) -> i64 {
     guard("zsmem_store_recompress", || {
         let store = store_ref(store)?;
+        if which == ZSMEM_SELECT_INCOMPRESSIBLE {
+            // The header allows every selection but this one (no codec
+            // shrinks those slots): it selected nothing and returned 0.
+            return Err(Fail::invalid(
+                "which ZSMEM_SELECT_INCOMPRESSIBLE: incompressible slots are not recompressed",
+            ));
+        }
         let which = selection(which)?;
         let done = store.recompress(RecompressRequest {
             which,

@@ -717,8 +717,25 @@ fn store_pages_discard_and_mm_stat() {
             short.iter().all(|&b| b == 0x55),
             "a refused read leaves the buffer alone"
         );
+        // A slot out of range too (the buffer was zeroed before the slot
+        // was checked).
+        let mut page = vec![0x55u8; 4096];
+        assert_eq!(store.read(16, &mut page), -ERANGE);
+        assert!(page.iter().all(|&b| b == 0x55), "out of range: untouched");
         assert_eq!(store.read(15, &mut out), 0);
         assert_eq!(out, text_page(15));
+        // Every malformed request above is counted, reads as writes (a
+        // read of the wrong length was refused uncounted).
+        let mut io = MaybeUninit::<zsmem_io_stat>::zeroed();
+        // SAFETY: live store; `io` is writable for its size.
+        let rc =
+            unsafe { zsmem_store_io_stat(store.0, io.as_mut_ptr(), size_of::<zsmem_io_stat>()) };
+        assert_eq!(rc, 0);
+        // SAFETY: filled whole by the call.
+        let io = unsafe { io.assume_init() };
+        // write 16, read 99, discard twice, write of 100 bytes, read of
+        // 4095 bytes, read 16.
+        assert_eq!(io.invalid_io, 7, "{io:?}");
     }
 }
 

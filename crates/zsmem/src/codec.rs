@@ -125,14 +125,20 @@ struct DictionaryInner {
 impl ZstdDictionary {
     /// Train a dictionary of at most `max_size` bytes from `samples` (for a
     /// page store: pages). zstd needs a fair number of samples (a hundred
-    /// or more); too few or too uniform ones are an error.
+    /// or more); too few or too uniform ones are an error. A dictionary is
+    /// never longer than its samples, so `max_size` is taken as at most
+    /// their bytes (a larger one, say `usize::MAX`, was reserved whole:
+    /// a panic, or the process aborted for want of memory).
     pub fn train<S: AsRef<[u8]>>(samples: &[S], max_size: usize) -> Result<ZstdDictionary> {
-        if samples.is_empty() || max_size < 256 {
+        let total = samples
+            .iter()
+            .fold(0usize, |t, s| t.saturating_add(s.as_ref().len()));
+        if samples.is_empty() || max_size < 256 || total < 256 {
             return Err(Error::InvalidConfig(
-                "dictionary training needs samples and a size of at least 256 bytes".into(),
+                "dictionary training needs samples of at least 256 bytes in all and a size of at least 256 bytes".into(),
             ));
         }
-        let bytes = zstd::dict::from_samples(samples, max_size).map_err(|e| {
+        let bytes = zstd::dict::from_samples(samples, max_size.min(total)).map_err(|e| {
             Error::Codec(format!(
                 "zstd could not train a dictionary from {} samples: {e}",
                 samples.len()

@@ -583,6 +583,12 @@ fn a_trained_dictionary_applies_to_new_pages_and_old_ones_still_read() {
         s.write(i, &text(i as u64)).unwrap();
     }
     let plain = stored_len(&s, 7);
+    // A size past anything memory holds is taken as the samples' bytes
+    // (it was reserved whole: a panic at usize::MAX, an abort at 2^45).
+    for huge in [usize::MAX, 1 << 45] {
+        let d = s.train_dictionary(huge, 256).unwrap();
+        assert!(d.as_bytes().len() <= 256 * 4096, "{}", d.as_bytes().len());
+    }
     let dict = s.train_dictionary(16 << 10, 256).unwrap();
     assert!(s.codec().name().starts_with("zstd:3+dict:"));
     s.write(400, &text(7)).unwrap();
@@ -1153,4 +1159,43 @@ fn without_access_times_slots_are_smaller_and_age_is_refused() {
         assert_eq!(read(&without, i).unwrap(), text(i as u64));
     }
     without.check_invariants().unwrap();
+}
+
+/// `mm_stat` read while one thread writes slot 0 and another discards it.
+/// The store never holds more than that one page, so no reading may show
+/// more than a page stored or more than one same-filled page. A write used
+/// to count its new contents after letting go of the slot's lock, so a
+/// discard in between uncounted them first and the counters wrapped
+/// (tens of thousands of this test's readings near 2^64).
+#[test]
+#[cfg_attr(miri, ignore = "calls liblz4/libzstd through FFI")]
+fn a_slot_written_and_discarded_at_once_never_reads_as_wrapped() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let s = store(4);
+    let (stop, bad, worst) = (AtomicBool::new(false), AtomicU64::new(0), AtomicU64::new(0));
+    let same = vec![7u8; 4096];
+    let page = text(1);
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            for i in 0..400_000u32 {
+                s.write(0, if i % 8 == 0 { &page } else { &same }).unwrap();
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        sc.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                s.discard(0, 1).unwrap();
+            }
+        });
+        while !stop.load(Ordering::Relaxed) {
+            let m = s.mm_stat();
+            if m.orig_data_size > 4096 || m.compr_data_size > 4096 || m.same_pages > 1 {
+                bad.fetch_add(1, Ordering::Relaxed);
+                worst.fetch_max(m.orig_data_size.max(m.compr_data_size), Ordering::Relaxed);
+            }
+        }
+    });
+    s.check_invariants().unwrap();
+    let (b, w) = (bad.into_inner(), worst.into_inner());
+    assert_eq!(b, 0, "{b} impossible mm_stat readings, the worst {w} bytes");
 }

@@ -418,6 +418,16 @@ impl PageStore {
         self.slots.len()
     }
 
+    /// The checks of a [`read`](PageStore::read) or
+    /// [`write`](PageStore::write) of slot `index` with a buffer of `len`
+    /// bytes, counted in `io_stat().invalid_io` when refused as those
+    /// calls count them: for a caller that must refuse a request before it
+    /// touches the buffer (the C API zeroes a read's buffer first).
+    pub fn check_request(&self, index: usize, len: usize) -> Result<()> {
+        self.check_index(index)?;
+        self.check_page(len)
+    }
+
     fn check_index(&self, index: usize) -> Result<()> {
         if index < self.slots.len() {
             return Ok(());
@@ -446,31 +456,27 @@ impl PageStore {
         self.check_index(index)?;
         self.check_page(page.len())?;
         let now = self.now_secs();
-        let (old, new) = match same_filled(page) {
-            Some(word) => {
-                let new = Slot::same(word, now);
-                (
-                    std::mem::replace(&mut *self.slots.get_or_make(index).lock(), new),
-                    new,
-                )
-            }
+        let old = match same_filled(page) {
+            Some(word) => self.replace(
+                &mut self.slots.get_or_make(index).lock(),
+                Slot::same(word, now),
+            ),
             None => self.store_object(index, page, now).inspect_err(|_| {
                 add(&self.counters.failed_writes, 1);
             })?,
         };
-        self.account(&new, 1);
-        self.release(old);
+        self.free_old(old);
         Ok(())
     }
 
     /// Compress `page` and store it in slot `index`; returns the slot's
-    /// old and new contents. The slot is locked before the object is
+    /// old contents, uncounted, to be freed. The slot is locked before the object is
     /// stored (slot locks come before lane locks): with log placement the
     /// object names the slot as its owner from the moment it is placed,
     /// and cleaning, which asks the slot where its object is, must find it
     /// busy until the slot holds the new place (else it would drop the
     /// owner entry of an object it cannot see yet).
-    fn store_object(&self, index: usize, page: &[u8], now: u32) -> Result<(Slot, Slot)> {
+    fn store_object(&self, index: usize, page: &[u8], now: u32) -> Result<Slot> {
         if self.owned {
             // The lines the object will likely be copied to arrive while
             // the page compresses: its first 2 KiB (half a 4 KiB page, more
@@ -495,7 +501,7 @@ impl PageStore {
             let mut held = slot.lock();
             let value = self.in_allocator(|| self.pool_store(index, bytes))?;
             let new = Slot::stored_at(value, bytes.len(), huge, codec, now);
-            Ok((std::mem::replace(&mut *held, new), new))
+            Ok(self.replace(&mut held, new))
         })
     }
 
@@ -566,9 +572,28 @@ impl PageStore {
         change(&c.pages_stored, 1);
     }
 
+    /// Put `new` in the slot `held` (its lock held) and count the change:
+    /// the old contents out, then the new in, under the slot's lock. Done
+    /// after the lock was let go, a discard of the slot could uncount the
+    /// new contents before they were counted, and `mm_stat` read figures
+    /// near 2^64 meanwhile (`a_slot_written_and_discarded_at_once_never_reads_as_wrapped`).
+    /// Returns the old contents, to be freed ([`PageStore::free_old`])
+    /// once the lock is let go.
+    fn replace(&self, held: &mut Slot, new: Slot) -> Slot {
+        let old = std::mem::replace(held, new);
+        self.account(&old, -1);
+        self.account(&new, 1);
+        old
+    }
+
     /// Uncount and free what a slot held (its object or its block).
     fn release(&self, old: Slot) {
         self.account(&old, -1);
+        self.free_old(old);
+    }
+
+    /// Free what a slot held, already uncounted.
+    fn free_old(&self, old: Slot) {
         match old.kind() {
             Kind::Stored => {
                 // The slot owned this handle alone; freeing it cannot fail.
@@ -659,10 +684,10 @@ impl PageStore {
             })?;
         for i in index..end {
             let old = match self.slots.get(i) {
-                Some(slot) => std::mem::take(&mut *slot.lock()),
+                Some(slot) => self.replace(&mut slot.lock(), Slot::default()),
                 None => continue,
             };
-            self.release(old);
+            self.free_old(old);
         }
         add(&self.counters.notify_free, count as u64);
         Ok(())
