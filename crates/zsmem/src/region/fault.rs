@@ -28,10 +28,10 @@
 //!   writer). If the unit was evicted meanwhile, the writer is only woken:
 //!   it retries and faults on the missing page.
 //!
-//! Before installing, the serving thread makes room itself if the region
-//! is at its budget (the evictor thread fell behind), so resident never
-//! passes the budget. It holds one unit lock at a time, never with the
-//! clock's.
+//! Before installing, the serving thread claims a place under the budget
+//! ([`claim`]), making room itself if there is none (the evictor thread
+//! fell behind), so resident passes the budget only when nothing can be
+//! evicted. It holds one unit lock at a time, never with the clock's.
 //!
 //! **Readahead**: when a restore brings back the unit just after the one
 //! the last restore brought back (a sequential read, such as a copy of a
@@ -208,17 +208,20 @@ fn restore_ahead(sh: &Shared, index: usize, buf: &mut [u8]) {
         .saturating_add(1 + sh.readahead_units)
         .min(sh.units.len());
     for next in index.saturating_add(1)..end {
-        if get(&sh.counters.resident_units) as usize + 1 >= sh.budget_units() {
+        // A unit of the budget left for the next fault.
+        if !try_claim(sh, 2) {
             break;
         }
         let mut u = sh.units[next].lock();
         if u.kind != Kind::Evicted {
+            unclaim(sh);
             break;
         }
         // No thread waits there (one that faults meanwhile is woken by the
         // copy, and its message finds the unit resident). Without the heat
         // of a promotion.
         if restore(sh, next, &mut u, buf, false, false).is_err() {
+            unclaim(sh);
             add(&sh.counters.errors, 1);
             break;
         }
@@ -256,20 +259,26 @@ fn missing(
     buf: &mut [u8],
 ) -> std::io::Result<Missing> {
     // Room first, before taking the unit's lock (the clock locks units):
-    // a small batch, so the next faults find room too.
-    if sh.units[index].lock().kind != Kind::Resident {
-        let mut room = 0;
-        while get(&sh.counters.resident_units) as usize >= sh.budget_units() && room < 4 {
-            match evict::evict_some(sh, SYNC_BATCH, buf) {
-                0 => room += 1,
-                n => add(&sh.counters.sync_evictions, n as u64),
-            }
-        }
+    // a place claimed under the budget, evicting a small batch when there
+    // is none, so the next faults find room too.
+    let mut claimed = sh.units[index].lock().kind != Kind::Resident;
+    if claimed {
+        claim(sh, buf);
     }
     let mut u = evict::lock_settled(sh, index);
+    while u.kind == Kind::Evicted && !claimed {
+        // Evicted since it was looked at: a place first, as above.
+        drop(u);
+        claim(sh, buf);
+        claimed = true;
+        u = evict::lock_settled(sh, index);
+    }
     let outcome = match u.kind {
         Kind::Evicted => {
-            restore(sh, index, &mut u, buf, true, write)?;
+            if let Err(e) = restore(sh, index, &mut u, buf, true, write) {
+                unclaim(sh);
+                return Err(e);
+            }
             Missing::Restored
         }
         Kind::Empty => {
@@ -277,8 +286,14 @@ fn missing(
             // empty slot is its current copy (it reads as zeros), so until
             // it is written it is dropped without compressing. For a write,
             // writable and dirty.
-            sh.uffd
-                .copy(sh.unit_start(index), &sh.zeros, sh.os_page, !write)?;
+            // (Claimed: a unit is empty only until it is first installed.)
+            if let Err(e) = sh
+                .uffd
+                .copy(sh.unit_start(index), &sh.zeros, sh.os_page, !write)
+            {
+                unclaim(sh);
+                return Err(e);
+            }
             u.installed(false);
             u.stored = !write;
             add(&sh.counters.zero_fills, 1);
@@ -286,6 +301,10 @@ fn missing(
             Missing::Filled
         }
         Kind::Resident => {
+            if claimed {
+                // Restored by another thread meanwhile: it holds the place.
+                unclaim(sh);
+            }
             if sh.uffd.zeropage(page, sh.os_page)? {
                 // The program dropped this page: it reads as zeros now,
                 // and the stored copy no longer matches.
@@ -301,6 +320,66 @@ fn missing(
     drop(u);
     sh.wake_evictor();
     Ok(outcome)
+}
+
+/// Claim a place for a unit about to be installed by a fault: one of the
+/// budget's, taken by compare-and-swap on `Shared::occupied` (resident
+/// units and places claimed), evicting a small batch while there is none.
+/// Claims made at once by faulting threads (`FaultMode::Signal`, each
+/// serves its own) cannot pass the budget: each used to look at the
+/// resident count, see room for one, and install, 8 threads putting a
+/// budget of 4 units at 6 or 7. A round that evicts nothing is usually
+/// one where the other places are in flight (claimed by faults whose units
+/// are not installed yet, or resident units other threads are evicting):
+/// those free up within a restore's time, so the fault yields and tries
+/// again. After `MAX_EMPTY` such rounds in a row (every candidate locked,
+/// the store full), the place is taken over the budget, as before: the
+/// fault must be served.
+fn claim(sh: &Shared, buf: &mut [u8]) {
+    const MAX_EMPTY: usize = 64;
+    const MAX_IN_FLIGHT: usize = 100_000;
+    let (mut empty, mut waits) = (0, 0);
+    while !try_claim(sh, 1) {
+        if sh.occupied.load(Ordering::Relaxed) as u64 > get(&sh.counters.resident_units)
+            && waits < MAX_IN_FLIGHT
+        {
+            // Units being installed: a place frees once one is evictable.
+            waits += 1;
+            std::thread::yield_now();
+            continue;
+        }
+        match evict::evict_some(sh, SYNC_BATCH, buf) {
+            0 if empty < MAX_EMPTY => {
+                empty += 1;
+                std::thread::yield_now();
+            }
+            0 => {
+                sh.occupied.fetch_add(1, Ordering::Relaxed);
+                add(&sh.counters.over_budget, 1);
+                return;
+            }
+            n => {
+                empty = 0;
+                add(&sh.counters.sync_evictions, n as u64);
+            }
+        }
+    }
+}
+
+/// Claim a place if `need` places are free under the budget (the claim
+/// and those left after it); `false` if not.
+fn try_claim(sh: &Shared, need: usize) -> bool {
+    let budget = sh.budget_units();
+    sh.occupied
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |o| {
+            (o + need <= budget).then_some(o + 1)
+        })
+        .is_ok()
+}
+
+/// Give back a claimed place no unit was installed in.
+fn unclaim(sh: &Shared) {
+    sh.occupied.fetch_sub(1, Ordering::Relaxed);
 }
 
 fn write_fault(sh: &Shared, index: usize, page: usize) -> std::io::Result<()> {

@@ -215,7 +215,12 @@ pub(crate) struct Shared {
     os_page: usize,
     units: Box<[crate::sync::Mutex<Unit>]>,
     budget_units: AtomicUsize,
+    /// Resident units and places claimed by faults installing one
+    /// (`fault::claim`): what a fault's room is judged by.
+    occupied: AtomicUsize,
     headroom_units: AtomicUsize,
+    /// `RegionConfig::headroom` (bytes; 0, a 64th of the budget).
+    headroom: usize,
     uffd: uffd::Uffd,
     stop: uffd::StopSignal,
     stopping: AtomicBool,
@@ -370,6 +375,18 @@ fn own_pidfd() -> Option<std::os::fd::OwnedFd> {
     (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as std::os::fd::RawFd) })
 }
 
+/// The headroom in units of a budget of `budget_units` (at least 1):
+/// `headroom` bytes (0: a 64th of the budget), at least one unit and less
+/// than the budget.
+fn headroom_units(budget_units: usize, headroom: usize, unit: usize) -> usize {
+    if headroom == 0 {
+        (budget_units / 64).max(1)
+    } else {
+        units_of(headroom, unit).max(1)
+    }
+    .min(budget_units - 1)
+}
+
 fn units_of(bytes: usize, unit: usize) -> usize {
     bytes / unit
 }
@@ -412,12 +429,7 @@ impl Region {
                 cfg.budget, cfg.unit
             )));
         }
-        let headroom_units = if cfg.headroom == 0 {
-            (budget_units / 64).max(1)
-        } else {
-            units_of(cfg.headroom, cfg.unit).max(1)
-        }
-        .min(budget_units - 1);
+        let headroom_units = headroom_units(budget_units, cfg.headroom, cfg.unit);
         if n > crate::store::MAX_LOG_SLOTS {
             return Err(Error::InvalidConfig(format!(
                 "a region of {n} units is more than a store can hold ({} slots)",
@@ -455,7 +467,9 @@ impl Region {
             os_page,
             units,
             budget_units: AtomicUsize::new(budget_units),
+            occupied: AtomicUsize::new(0),
             headroom_units: AtomicUsize::new(headroom_units),
+            headroom: cfg.headroom,
             uffd,
             stop,
             stopping: AtomicBool::new(false),
@@ -569,7 +583,9 @@ impl Region {
             )));
         }
         sh.budget_units.store(units, Ordering::Relaxed);
-        let headroom = (units / 64).max(1).min(units - 1);
+        // The configured headroom, as at the start (it was reset to a 64th
+        // of the budget here, whatever the configuration said).
+        let headroom = headroom_units(units, sh.headroom, sh.unit);
         sh.headroom_units.store(headroom, Ordering::Relaxed);
         sh.asleep.store(true, Ordering::SeqCst);
         sh.wake_evictor();
@@ -689,6 +705,12 @@ impl Region {
                 get(&c.evicted_units)
             )));
         }
+        let occupied = sh.occupied.load(Ordering::Relaxed) as u64;
+        if occupied < resident {
+            return Err(Error::InvariantViolated(format!(
+                "{resident} units resident, {occupied} places taken (resident and claimed)"
+            )));
+        }
         if copies != get(&c.copy_bytes) || copies > sh.keep_copies {
             return Err(Error::InvariantViolated(format!(
                 "region units count {copies} bytes of copies, the counter {}, the cap {}",
@@ -696,7 +718,10 @@ impl Region {
                 sh.keep_copies
             )));
         }
-        if resident as usize > sh.budget_units() {
+        // Over the budget only if a fault had to take a place over it
+        // (nothing could be evicted: units the program locked, a store
+        // refusing at its memory limit).
+        if resident as usize > sh.budget_units() && get(&c.over_budget) == 0 {
             return Err(Error::InvariantViolated(format!(
                 "{resident} units resident, over the budget of {}",
                 sh.budget_units()

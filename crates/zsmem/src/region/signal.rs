@@ -97,10 +97,7 @@ fn install() -> Result<()> {
                 return Err(last_errno());
             }
             let _ = PREVIOUS.set(old);
-            let mut new: libc::sigaction = std::mem::zeroed();
-            new.sa_sigaction = handler as *const () as libc::sighandler_t;
-            new.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-            libc::sigemptyset(&mut new.sa_mask);
+            let new = ours();
             if libc::sigaction(libc::SIGBUS, &new, std::ptr::null_mut()) != 0 {
                 return Err(last_errno());
             }
@@ -115,6 +112,17 @@ fn install() -> Result<()> {
             std::io::Error::from_raw_os_error(errno)
         ),
     })
+}
+
+/// The action this module installs for `SIGBUS`.
+fn ours() -> libc::sigaction {
+    // SAFETY: all-zero is a valid sigaction to fill in.
+    let mut new: libc::sigaction = unsafe { std::mem::zeroed() };
+    new.sa_sigaction = handler as *const () as libc::sighandler_t;
+    new.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+    // SAFETY: `sa_mask` is a valid sigset_t to empty.
+    unsafe { libc::sigemptyset(&mut new.sa_mask) };
+    new
 }
 
 fn last_errno() -> i32 {
@@ -213,6 +221,26 @@ unsafe fn chain(
                 // SAFETY: the previous action said it takes one.
                 let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(f) };
                 f(sig);
+            }
+            if sent {
+                // It returned, so the process goes on, and a sent signal
+                // does not come again. A handler made for faults may have
+                // put the default action back before returning (std's
+                // stack-overflow handler does, for an address outside a
+                // guard page): without ours the next fault on an evicted
+                // unit would end the process. Ours again, chaining to it
+                // as before (only over the default action: one a handler
+                // put in our place is left). sigaction is
+                // async-signal-safe.
+                // SAFETY: plain system calls on our own signal disposition.
+                unsafe {
+                    let mut now: libc::sigaction = std::mem::zeroed();
+                    if libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut now) == 0
+                        && now.sa_sigaction == libc::SIG_DFL
+                    {
+                        libc::sigaction(libc::SIGBUS, &ours(), std::ptr::null_mut());
+                    }
+                }
             }
         }
         Some((f, _)) if f == libc::SIG_IGN && sent => {}

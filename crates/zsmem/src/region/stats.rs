@@ -96,6 +96,9 @@ impl LatencyHistogram {
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub resident_units: AtomicU64,
+    /// Places faults took over the budget, finding nothing to evict
+    /// (`fault::claim`); not in the statistics.
+    pub over_budget: AtomicU64,
     pub evicted_units: AtomicU64,
     pub missing_faults: AtomicU64,
     pub write_faults: AtomicU64,
