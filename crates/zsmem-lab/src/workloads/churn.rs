@@ -222,9 +222,23 @@ impl ChurnCalls {
                 "churn: at least one slot and one page".into(),
             ));
         }
+        // Reserved with a clear error: `--slots` up to 2^32 is accepted,
+        // and a vector too large for memory aborted the process.
+        let too_many = |e: std::collections::TryReserveError| {
+            LabError::Usage(format!(
+                "churn: {slots} slots: no memory for their bookkeeping ({e}); use fewer"
+            ))
+        };
+        let mut content = Vec::new();
+        content.try_reserve_exact(slots).map_err(too_many)?;
+        content.resize(slots, EMPTY);
+        let mut waiting = VecDeque::new();
+        waiting.try_reserve_exact(slots).map_err(too_many)?;
         // The hot fifth: a random choice of slots.
         let hot: Vec<u64> = if churn.variant == Variant::HotCold {
-            let mut all: Vec<u64> = (0..slots as u64).collect();
+            let mut all = Vec::new();
+            all.try_reserve_exact(slots).map_err(too_many)?;
+            all.extend(0..slots as u64);
             for i in 0..all.len() {
                 let j = rng.random_range(i..all.len());
                 all.swap(i, j);
@@ -236,8 +250,8 @@ impl ChurnCalls {
         };
         Ok(ChurnCalls {
             rng,
-            content: vec![EMPTY; slots],
-            waiting: VecDeque::with_capacity(slots),
+            content,
+            waiting,
             hot,
             pages,
             discard_share: churn.discard_share,

@@ -3,8 +3,10 @@
 //!
 //! # Format
 //!
-//! One operation per line; blank lines and lines starting with `#` are
-//! ignored; fields are separated by spaces or tabs:
+//! One operation per line; blank lines are ignored, and so is everything
+//! from a `#` that starts a line or follows a space or tab (a comment); a
+//! `#` inside a field is an error (`1#00` is not a size); fields are
+//! separated by spaces or tabs:
 //!
 //! ```text
 //! # zsmem trace v1
@@ -95,7 +97,7 @@ impl Trace {
                 line: i + 1,
                 message,
             };
-            let line = raw.split('#').next().unwrap_or("").trim();
+            let line = without_comment(raw).trim();
             if line.is_empty() {
                 continue;
             }
@@ -341,13 +343,27 @@ pub fn replay(
     Ok(samples)
 }
 
+/// `line` up to its comment: a `#` at its start or after a space or tab.
+/// A `#` inside a field is kept, for the field's parse to refuse (cutting
+/// there read `alloc 1 1#00` as an object of 1 byte).
+fn without_comment(line: &str) -> &str {
+    let bytes = line.as_bytes();
+    let at = (0..bytes.len())
+        .find(|&i| bytes[i] == b'#' && (i == 0 || matches!(bytes[i - 1], b' ' | b'\t')));
+    at.map_or(line, |i| &line[..i])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn parses_and_round_trips() {
-        let t = Trace::parse("# c\nalloc 1 100\n\nalloc 2 4096 # x\nfree 1\n", "t").unwrap();
+        let t = Trace::parse(
+            "# c\nalloc 1 100\n\nalloc 2 4096 # x\nfree 1\t#y\n  # z\n",
+            "t",
+        )
+        .unwrap();
         assert_eq!(
             t.ops,
             vec![
@@ -376,6 +392,9 @@ mod tests {
             ("free\n", 1, "takes one id"),
             ("\n\nmalloc 1 2\n", 3, "unknown operation"),
             ("alloc 1 -4\n", 1, "size"),
+            // A `#` inside a field is not a comment (read as size 1).
+            ("alloc 1 1#00\n", 1, "size"),
+            ("alloc 1#2 5\n", 1, "object id"),
         ] {
             let e = Trace::parse(text, "f.trace").unwrap_err();
             assert_eq!(e.line, line, "{text:?}: {e}");
