@@ -470,6 +470,40 @@ fn compare_churn_refuses_what_it_cannot_do() {
     }
 }
 
+/// A workload ran with the options it does not take silently left out
+/// (`--workload swap --rounds 3 --contestants zsmem` ran the default swap
+/// contestants once each); each is named now, and nothing runs.
+#[test]
+fn options_a_workload_would_ignore_are_refused() {
+    for (args, named) in [
+        (&["--workload", "swap", "--rounds", "3"][..], "--rounds"),
+        (
+            &["--workload", "swap", "--contestants", "zsmem"],
+            "--swap-contestants",
+        ),
+        (
+            &["--workload", "swap", "--input", "/nonexistent"],
+            "--input",
+        ),
+        (&["--swap-mib", "100"], "swap options"),
+        (&["--slots", "5"], "--slots"),
+        (
+            &["--workload", "untar-rm", "--variant", "phase"],
+            "--variant",
+        ),
+    ] {
+        let mut all = vec!["compare", "--no-report"];
+        all.extend_from_slice(args);
+        let out = zsmem(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(named) && err.contains("ignored"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn a_churn_trace_replays() {
     let trace = std::env::temp_dir().join(format!("zsmem-churn-trace-{}", std::process::id()));

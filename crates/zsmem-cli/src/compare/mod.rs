@@ -198,6 +198,64 @@ impl Default for CompareArgs {
     }
 }
 
+/// Options given that the workload would ignore are refused, each named:
+/// `--workload swap` ran with `--input`, `--rounds`, `--contestants` and
+/// the like silently left out, and the swap options silently did nothing
+/// without it.
+fn check_options_apply(a: &CompareArgs) -> CliResult {
+    let d = CompareArgs::default();
+    let mut ignored = Vec::new();
+    let mut not = |given: bool, name: &'static str| {
+        if given {
+            ignored.push(name);
+        }
+    };
+    let (churn, swap) = (a.workload == Workload::Churn, a.workload == Workload::Swap);
+    if swap {
+        not(a.input.is_some(), "--input");
+        not(a.pid.is_some(), "--pid");
+        not(a.seed != d.seed, "--seed");
+        not(a.scale != d.scale, "--scale");
+        not(a.remove.is_some(), "--remove");
+        not(a.rounds != d.rounds, "--rounds");
+        not(a.page_size != d.page_size, "--page-size");
+        not(
+            a.contestants != d.contestants,
+            "--contestants (use --swap-contestants)",
+        );
+        not(a.fs.is_some(), "--fs");
+        not(a.record_trace.is_some(), "--record-trace");
+        not(a.histograms, "--histograms");
+    } else {
+        not(
+            *a.swap != *d.swap,
+            "the swap options (--swap-contestants, --limit-mib, --swap-mib, --source, --jobs, --zswap-compressor, --sample-ms, a command after --)",
+        );
+    }
+    if !churn {
+        not(a.variant != d.variant, "--variant");
+        not(a.slots != d.slots, "--slots");
+        not(a.ops != d.ops, "--ops");
+        not(a.readings != d.readings, "--readings");
+        not(a.discard_share != d.discard_share, "--discard-share");
+        not(a.zero_share != d.zero_share, "--zero-share");
+        not(
+            a.incompressible_share != d.incompressible_share,
+            "--incompressible-share",
+        );
+    }
+    if ignored.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::Usage(format!(
+        "--workload {}: {} would be ignored; leave {} out",
+        clap::ValueEnum::to_possible_value(&a.workload)
+            .map_or_else(String::new, |v| v.get_name().to_string()),
+        ignored.join(", "),
+        if ignored.len() == 1 { "it" } else { "them" }
+    )))
+}
+
 /// `--page-size`: 4K, 16K, 64K or a number of bytes.
 fn parse_page_size(s: &str) -> Result<usize, String> {
     zsmem_lab::corpus::parse_page_size(s).map_err(|e| e.to_string())
@@ -256,6 +314,7 @@ fn us(ns: u64) -> f64 {
 
 /// Run `zsmem compare`.
 pub fn run(a: &CompareArgs) -> CliResult {
+    check_options_apply(a)?;
     if a.workload == Workload::Swap {
         return swap::run(&a.swap, a);
     }

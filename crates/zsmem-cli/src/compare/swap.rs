@@ -36,7 +36,7 @@ pub const DEFAULT_SWAP_CONTESTANTS: &[&str] = &["kernel-zram", "zswap", "zsmem",
 const MAX_MIB: u64 = 1 << 24;
 
 /// Arguments of the swap workload (with `--workload swap`).
-#[derive(clap::Args, Debug, Clone)]
+#[derive(clap::Args, Debug, Clone, PartialEq)]
 pub struct SwapArgs {
     /// With --workload swap: runs per contestant (median and range).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
