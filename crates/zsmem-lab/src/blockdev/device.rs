@@ -126,10 +126,47 @@ pub(super) fn mkdir(p: &Path) -> Result<(), BlockDevError> {
 /// swap area, zswap setting or cgroup is still in place while this one
 /// measures (a leftover swap area of top priority would take half the
 /// swap traffic) or is taken for what this run must restore.
+///
+/// Also takes the machine's swap lock (`flock` on `/run/zsmem`, held until
+/// the process ends): two runs at once would each save the other's zswap
+/// setting as what they found and put it back after, leaving the machine
+/// changed, and share its swap traffic. The second is refused.
 pub(crate) fn take_over() -> Result<(), BlockDevError> {
     install_signal_cleanup().map_err(BlockDevError::Unavailable)?;
+    swap_lock()?;
     registry::remove_stale();
     registry::undo_abandoned();
+    Ok(())
+}
+
+/// The machine's swap lock, taken once per process and kept.
+fn swap_lock() -> Result<(), BlockDevError> {
+    use std::os::fd::AsRawFd;
+    static HELD: std::sync::Mutex<Option<std::fs::File>> = std::sync::Mutex::new(None);
+    let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
+    if held.is_some() {
+        return Ok(());
+    }
+    // The records' directory itself, so that the lock leaves no file.
+    let path = registry::RECORD_DIR;
+    let file = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(path)
+        .and_then(|()| std::fs::File::open(path))
+        .map_err(|e| BlockDevError::io(format!("opening {path}"), e))?;
+    // SAFETY: flock on a descriptor we own; no memory is passed.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            BlockDevError::Usage(format!(
+                "another zsmem run is changing this machine's swap ({path} is locked): wait for it to end"
+            ))
+        } else {
+            BlockDevError::io(format!("locking {path}"), e)
+        });
+    }
+    *held = Some(file);
     Ok(())
 }
 
@@ -287,5 +324,38 @@ impl Ext4Device {
     /// discarded.
     pub fn sync(&self) -> Result<(), BlockDevError> {
         sync_fs(&self.dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A second run that would change the machine's swap while another
+    /// does is refused (held here through a descriptor of its own, as
+    /// another process would hold it), and goes ahead once it is free.
+    #[test]
+    fn a_second_run_is_refused_while_the_swap_lock_is_held() {
+        use std::os::fd::AsRawFd;
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            println!("skipped: /run/zsmem needs root");
+            return;
+        }
+        let path = registry::RECORD_DIR;
+        std::fs::create_dir_all(path).unwrap();
+        let other = std::fs::File::open(path).unwrap();
+        // SAFETY: flock on our own descriptor.
+        if unsafe { libc::flock(other.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            println!("skipped: a zsmem run holds {path}");
+            return;
+        }
+        match swap_lock() {
+            Err(BlockDevError::Usage(why)) => assert!(why.contains("another zsmem run"), "{why}"),
+            other => panic!("taken while held: {other:?}"),
+        }
+        drop(other);
+        swap_lock().unwrap();
+        swap_lock().unwrap();
     }
 }
