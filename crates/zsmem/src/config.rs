@@ -363,7 +363,7 @@ pub enum PageReturn {
     /// have waited `delay`; never more than `max_pages` wait.
     Delayed {
         /// Longest a freed page waits before it is returned (plus the
-        /// returner's scheduling delay).
+        /// returner's scheduling delay); at most [`MAX_RETURN_DELAY`].
         delay: Duration,
         /// Most pages that may wait in one page source (a class shard's, a
         /// log lane's): the free that would leave more gives back the
@@ -371,6 +371,12 @@ pub enum PageReturn {
         max_pages: usize,
     },
 }
+
+/// Longest `PageReturn::Delayed::delay` a pool takes: an hour. A longer
+/// one is an `InvalidConfig` (`Duration::MAX` overflowed the returner's
+/// clock arithmetic: its thread, shared by every pool of the process,
+/// panicked, and no pool's pages were returned after that).
+pub const MAX_RETURN_DELAY: Duration = Duration::from_secs(3600);
 
 /// Default wait of a freed page: mimalloc's purge delay.
 pub const DEFAULT_RETURN_DELAY: Duration = Duration::from_millis(10);

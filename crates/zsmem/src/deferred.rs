@@ -86,6 +86,12 @@ struct Shard {
     /// The backlog's length, so that a push finds an empty one without
     /// trying its lock (relaxed: a stale read only delays a step).
     backlog_len: AtomicUsize,
+    /// Handles a pusher took from this shard (a collected batch, a
+    /// backlog's step) and has not freed yet: counted under the backlog's
+    /// lock as they leave it, uncounted once freed ([`Shards::freed`]).
+    /// `flush` waits for it to reach 0: a free that returned while its
+    /// handle sat in another thread's hands is then done too.
+    in_flight: AtomicUsize,
     /// Class runs drained by this shard's pushers: a statistic beside the
     /// line they write anyway (std's atomic even under loom).
     runs: std::sync::atomic::AtomicU64,
@@ -124,6 +130,7 @@ impl Shards {
                         places: (0..batch).map(|_| AtomicU64::new(0)).collect(),
                         backlog: Mutex::new(Vec::with_capacity(batch)),
                         backlog_len: AtomicUsize::new(0),
+                        in_flight: AtomicUsize::new(0),
                         runs: Default::default(),
                     })
                 })
@@ -178,12 +185,16 @@ impl Shards {
             out.append(&mut backlog);
             self.collect(shard, self.batch, &mut backlog);
             self.take_step(shard, &mut backlog, out);
+            // Before the lock goes: a close that finds the backlog empty
+            // then finds these counted.
+            shard.in_flight.fetch_add(out.len(), Ordering::AcqRel);
             return Push::Drain;
         }
         if shard.backlog_len.load(Ordering::Relaxed) > 0
             && let Some(mut backlog) = shard.backlog.try_lock()
         {
             self.take_step(shard, &mut backlog, out);
+            shard.in_flight.fetch_add(out.len(), Ordering::AcqRel);
         }
         if out.is_empty() {
             Push::Buffered
@@ -202,6 +213,24 @@ impl Shards {
         let mut backlog = shard.backlog.lock();
         out.append(&mut backlog);
         shard.backlog_len.store(0, Ordering::Relaxed);
+    }
+
+    /// The `n` handles a [`Push::Drain`] of shard `s` gave out are freed.
+    pub(crate) fn freed(&self, s: usize, n: usize) {
+        // Release: a flush that sees the count fall sees the frees.
+        self.shards[s].in_flight.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    /// Wait until no pusher holds handles it took from a shard (after the
+    /// shards were closed: what `flush` promises of earlier frees).
+    pub(crate) fn wait_for_pushers(&self) {
+        for shard in self.shards.iter() {
+            let mut round = 0;
+            // Acquire: pairs with `freed`.
+            while shard.in_flight.load(Ordering::Acquire) != 0 {
+                spin_wait(&mut round);
+            }
+        }
     }
 
     fn close_places(&self, shard: &Shard, out: &mut Vec<u64>) {
@@ -434,6 +463,59 @@ mod loom_models {
             all.extend(rest);
             all.sort_unstable();
             assert_eq!(all, [1, 2]);
+        });
+    }
+
+    /// What `flush` promises: a free that returned before it began is done
+    /// when it returns, even when another thread took that free's handle
+    /// with its own batch and is still freeing it. Handle 1 is pushed
+    /// (and its push returns) before the flush starts; handle 2's push
+    /// fills the shard and takes both; the flush closes the shard, frees
+    /// what it finds and waits for the pushers: handle 1 is freed by then.
+    /// Without the wait (the count of handles in flight) it fails.
+    #[test]
+    fn loom_a_flush_waits_for_a_pusher_freeing_an_earlier_handle() {
+        use loom::sync::atomic::AtomicBool;
+        model(|| {
+            let s = Arc::new(Shards::new(1, 2, 2));
+            let freed: Arc<[AtomicBool; 3]> = Arc::new(Default::default());
+            let free = |freed: &[AtomicBool; 3], raws: &[u64]| {
+                for &r in raws {
+                    assert!(
+                        !freed[r as usize].swap(true, Ordering::Relaxed),
+                        "{r} twice"
+                    );
+                }
+            };
+            let mut out = Vec::new();
+            assert_eq!(s.push(0, 1, &mut out), Push::Buffered);
+            let pusher = {
+                let (s, freed) = (s.clone(), freed.clone());
+                loom::thread::spawn(move || {
+                    let mut out = Vec::new();
+                    match s.push(0, 2, &mut out) {
+                        Push::Closed => free(&freed, &[2]),
+                        Push::Drain => {
+                            free(&freed, &out);
+                            s.freed(0, out.len());
+                        }
+                        Push::Buffered => {}
+                    }
+                })
+            };
+            let mut found = Vec::new();
+            s.close(0, &mut found);
+            free(&freed, &found);
+            s.wait_for_pushers();
+            assert!(
+                freed[1].load(Ordering::Relaxed),
+                "flush returned before 1 was freed"
+            );
+            pusher.join().unwrap();
+            let mut rest = Vec::new();
+            s.close(0, &mut rest);
+            free(&freed, &rest);
+            assert!(freed[1].load(Ordering::Relaxed) && freed[2].load(Ordering::Relaxed));
         });
     }
 

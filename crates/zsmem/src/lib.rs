@@ -113,8 +113,8 @@ pub use codec::{Codec, CodecSpec, ZstdDictionary};
 pub use compact::{CompactionPolicy, CompactionStats};
 pub use config::{
     DEFAULT_CHAIN_SIZE, DEFAULT_PARKED_SLOTS, DEFAULT_PREFAULT_BYTES, DEFAULT_RETURN_DELAY,
-    DEFAULT_RETURN_MAX_PAGES, FreeMode, MAX_CLASS_SHARDS, MAX_PARKED_SLOTS, PageReturn, Placement,
-    PoolConfig, default_class_shards,
+    DEFAULT_RETURN_MAX_PAGES, FreeMode, MAX_CLASS_SHARDS, MAX_PARKED_SLOTS, MAX_RETURN_DELAY,
+    PageReturn, Placement, PoolConfig, default_class_shards,
 };
 pub use error::{Error, HandleFault, Result};
 pub use handle::Handle;

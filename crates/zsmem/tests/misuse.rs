@@ -332,9 +332,37 @@ fn bad_configs_are_errors() {
             memory_limit: Some(0),
             ..PoolConfig::default()
         },
+        // Overflowed the returner's clock: its thread, every pool's,
+        // panicked at the first free, and no pool returned pages after.
+        PoolConfig {
+            page_return: zsmem::PageReturn::Delayed {
+                delay: std::time::Duration::MAX,
+                max_pages: 16,
+            },
+            ..PoolConfig::default()
+        },
+        PoolConfig {
+            page_return: zsmem::PageReturn::Delayed {
+                delay: zsmem::MAX_RETURN_DELAY + std::time::Duration::from_nanos(1),
+                max_pages: 16,
+            },
+            ..PoolConfig::default()
+        },
     ] {
         assert!(matches!(Pool::new(cfg), Err(Error::InvalidConfig(_))));
     }
+    let longest = Pool::new(PoolConfig {
+        page_return: zsmem::PageReturn::Delayed {
+            delay: zsmem::MAX_RETURN_DELAY,
+            max_pages: 16,
+        },
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let h = longest.store(&[1u8; 3000]).unwrap();
+    longest.free(h).unwrap();
+    longest.trim();
+    assert_eq!(longest.stats().cached_pages, 0);
 }
 
 #[test]

@@ -1,10 +1,11 @@
 //! The lock-free handle directory: chunk number to the chunk's entries, for
 //! deferred free, which marks an entry dying without the class lock.
 
-use super::entry::{Entry, mark};
-use super::{CHUNK_BITS, Handle, SLOT_BITS, split};
+use super::entry::{Entry, generation_of, len_of, mark};
+use super::{CHUNK_BITS, DYING, Handle, LIVE, SLOT_BITS, split};
 use crate::error::{HandleFault, Result};
 use crate::grow::GrowOnly;
+use crate::sync::atomic::Ordering;
 
 /// Segments of the directory: segment `k` holds `2^k` chunk pointers, so
 /// segments `0..SEGMENTS` hold `2^SEGMENTS - 1`, enough for every chunk a
@@ -94,6 +95,14 @@ impl Directory {
             .entry(h.slot())
             .ok_or_else(|| h.fault(HandleFault::UnknownSlot))?;
         mark(e, h).map(drop)
+    }
+
+    /// The length of `h`'s object if `h` is dying (a deferred free not
+    /// drained yet): for the statistics of pending frees.
+    pub(crate) fn dying_len(&self, h: Handle) -> Option<usize> {
+        let word = self.entry(h.slot())?.load(Ordering::Acquire);
+        (word & (LIVE | DYING) == LIVE | DYING && generation_of(word) == h.generation())
+            .then(|| len_of(word))
     }
 
     pub(super) fn metadata_bytes(&self) -> usize {
