@@ -211,8 +211,9 @@ typedef struct zsmem_pool_config {
   size_t free_max_pending_bytes;
   // When freed pages go back to the OS (appended; older programs get the
   // default): after waiting up to `return_delay_us` microseconds in a
-  // return queue, given back by a background thread (default 10000), or
-  // at once on the freeing thread with 0 (the kernel's way).
+  // return queue, given back by a background thread (default 10000, at
+  // most 3600000000: an hour), or at once on the freeing thread with 0
+  // (the kernel's way).
   size_t return_delay_us;
   // Most freed pages that may wait; past it they are returned at once
   // (default 1024). Ignored when `return_delay_us` is 0.

@@ -597,6 +597,7 @@ fn bad_configurations_are_einval_with_a_reason() {
             c.compaction_max_moves = 0
         }),
         ("lanes", |c| c.log_lanes = 65),
+        ("delay", |c| c.return_delay_us = usize::MAX),
         ("placement", |c| c.placement = 3),
         ("locked_reads", |c| c.locked_reads = 2),
         ("log_lanes is 2 with ZSMEM_PLACEMENT_CLASSES", |c| {

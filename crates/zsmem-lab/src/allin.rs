@@ -4,10 +4,12 @@
 //! `pool` (zram's `mem_used_total`) counts only the pages an allocator
 //! holds for objects. A user pays more: the allocator's metadata (handle
 //! tables, zspage descriptors, free bitmaps), the front end's table of
-//! slots, and, in the kernel, a `struct page` for every pool page and slab
-//! objects zsmalloc allocates beside its pages. [`Figures::all_in`] is the
-//! sum of [`Figures::all_in_terms`], each a [`Term`] whose name is one of
-//! the names below; [`explain`] gives, for each, its formula and where it
+//! slots, in the kernel slab objects zsmalloc allocates beside its pages,
+//! and in a process the page-table entries that map its pages (the
+//! kernel's own pages sit in its direct map). A page's `struct page` is
+//! nobody's: the kernel keeps one for every frame of RAM, used or not.
+//! [`Figures::all_in`] is the sum of [`Figures::all_in_terms`], each a
+//! [`Term`] whose name is one of the names below; [`explain`] gives, for each, its formula and where it
 //! comes from. That list is the one place the formulas are written: the
 //! table footer of `zsmem compare`, its JSON and the HTML report all print
 //! it.
@@ -37,8 +39,8 @@ pub const HEAP_GROWTH: &str = "heap growth";
 /// A malloc baseline's bytes in live blocks beyond its RSS growth: memory
 /// resident before its baseline that the allocator reused.
 pub const REUSED_AT_BASELINE: &str = "reused at baseline";
-/// Kernel estimate: one `struct page` per pool page.
-pub const STRUCT_PAGE: &str = "struct page (est.)";
+/// A process's estimate: the page-table entries mapping its pool pages.
+pub const PAGE_TABLES: &str = "page tables (est.)";
 /// Kernel estimate: zram's table, one entry per slot of the device.
 pub const ZRAM_TABLE: &str = "zram table (est.)";
 /// Kernel estimate: zsmalloc's handle per object, from its slab cache.
@@ -46,9 +48,19 @@ pub const ZS_HANDLE: &str = "zs_handle (est.)";
 /// Kernel estimate: zsmalloc's `struct zspage` per zspage.
 pub const ZSPAGE_DESCRIPTORS: &str = "zspage descriptors (est.)";
 
-/// Bytes of one `struct page` on 64-bit Linux (`include/linux/mm_types.h`;
-/// 64 with `CONFIG_HAVE_ALIGNED_STRUCT_PAGE` and no debug options).
-pub const STRUCT_PAGE_BYTES: u64 = 64;
+/// Bytes of page table a process needs per 4 KiB page it maps: one 8-byte
+/// entry (a 4 KiB page-table page maps 512 pages; the levels above are a
+/// 512th of that again, left out).
+pub const PTE_BYTES: u64 = 8;
+
+/// The page-table term of a process holding `bytes` of pages for the data
+/// (zsmem and the peers: their pool; a malloc baseline: its heap).
+pub fn page_tables(bytes: u64) -> Term {
+    Term {
+        name: PAGE_TABLES,
+        bytes: bytes.div_ceil(4096) * PTE_BYTES,
+    }
+}
 /// Bytes of one zsmalloc handle (`unsigned long` from the `zs_handle`
 /// kmem_cache, `mm/zsmalloc.c`).
 pub const ZS_HANDLE_BYTES: u64 = 8;
@@ -152,15 +164,14 @@ pub fn kernel_pages_per_zspage() -> f64 {
 /// objects (pages stored less same-filled ones) in `pool_bytes`.
 pub fn kernel_terms(pool_bytes: u64, slots: u64, objects: u64) -> Vec<Term> {
     let pages = pool_bytes / 4096;
+    // No `struct page` term (it was charged to the kernel alone, 1.5% of
+    // its pool, though every contestant's pages have one: review,
+    // 2026-11-29), and no page tables: the direct map holds its pages.
     let zspages = (pages as f64 / kernel_pages_per_zspage()).ceil() as u64;
     vec![
         Term {
             name: POOL_PAGES,
             bytes: pool_bytes,
-        },
-        Term {
-            name: STRUCT_PAGE,
-            bytes: pages * STRUCT_PAGE_BYTES,
         },
         Term {
             name: ZRAM_TABLE,
@@ -214,7 +225,8 @@ pub fn explain() -> Vec<TermInfo> {
             name: SLOT_TABLE,
             formula: "the front end's per-slot table: zsmem: PageStore::metadata_bytes less the \
                       pool's (its table of 64-slot chunks present while a slot holds a page, \
-                      14 B a slot: 12 and a lock shared by 4; the lab keeps no access times, \
+                      about 9 B a slot: an 8-byte word, a lock shared by 16 and the chunk's \
+                      pointer and side array for the rare wide slot; the lab keeps no access times, \
                       as zram keeps none without CONFIG_ZRAM_TRACK_ENTRY_ACTIME; plus the \
                       codec table); peers and malloc baselines: the same \
                       layout, 64-slot chunks holding a page x 64 x the front's entry size \
@@ -246,9 +258,15 @@ pub fn explain() -> Vec<TermInfo> {
             estimated: false,
         },
         TermInfo {
-            name: STRUCT_PAGE,
-            formula: format!("kernel: {STRUCT_PAGE_BYTES} B x mem_used_total / 4096"),
-            source: "include/linux/mm_types.h (struct page, 64 bytes on 64-bit)",
+            name: PAGE_TABLES,
+            formula: format!(
+                "zsmem, peers and malloc baselines: {PTE_BYTES} B x pool pages (their heap \
+                 growth for a baseline): the page-table entry mapping each 4 KiB page in the \
+                 process; the kernel's pool pages sit in its direct map and need none. No \
+                 contestant is charged a `struct page`: the kernel keeps one for every frame \
+                 of RAM, whether anything holds it or not"
+            ),
+            source: "x86-64 and arm64 4 KiB paging: 512 8-byte entries a page-table page",
             estimated: true,
         },
         TermInfo {
@@ -316,12 +334,20 @@ mod tests {
         }
         assert_eq!(total(&terms), terms.iter().map(|t| t.bytes).sum::<u64>());
         assert_eq!(terms[0].bytes, 8 << 20);
-        assert_eq!(terms[1].bytes, 2048 * 64);
         assert!(matches!(zram_table_entry().0, 16 | 24));
-        assert_eq!(terms[3].bytes, 5_000 * 8);
+        assert_eq!(terms[1].bytes, 10_000 * zram_table_entry().0);
+        assert_eq!(terms[2].bytes, 5_000 * 8);
         let ppz = kernel_pages_per_zspage();
         assert!((1.0..=8.0).contains(&ppz), "{ppz}");
-        assert!(terms[4].bytes > 0);
+        assert!(terms[3].bytes > 0);
+        // No struct page for the kernel (nor anyone), no page tables.
+        assert!(
+            terms
+                .iter()
+                .all(|t| t.name != PAGE_TABLES && !t.name.contains("struct page"))
+        );
+        assert_eq!(page_tables(8 << 20).bytes, 2048 * 8);
+        assert_eq!(page_tables(1).bytes, 8);
         assert_eq!(
             kernel_terms(0, 0, 0).iter().map(|t| t.bytes).sum::<u64>(),
             0

@@ -245,7 +245,11 @@ fn a_flush_waits_for_every_free_that_returned_before_it() {
         ..PoolConfig::default()
     })
     .unwrap();
-    let (stored, freed, done) = (AtomicUsize::new(0), AtomicUsize::new(0), AtomicBool::new(false));
+    let (stored, freed, done) = (
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+        AtomicBool::new(false),
+    );
     let mut late = 0;
     std::thread::scope(|s| {
         s.spawn(|| {

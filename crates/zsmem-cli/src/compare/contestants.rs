@@ -40,6 +40,41 @@ pub const CONTESTANTS: &[&str] = &[
     "afmalloc-compact",
 ];
 
+/// The malloc baselines' contestants are made before any other runs: each
+/// forks its child then, and a child inherits the parent's heap as it is.
+/// Made in turn, a baseline that ran after zsmem's contestants reused the
+/// free space they left in the inherited heap without any growth of its
+/// own (glibc's pool 41% lower at one step than when it ran first: a
+/// review, 2026-11-29). Made first, every baseline starts from the same
+/// heap, whatever the order of `--contestants`.
+pub(crate) struct Premade(Vec<(String, Result<Box<dyn PageContestant + Send>, LabError>)>);
+
+impl Premade {
+    /// The baselines among `names`, made now.
+    pub(crate) fn baselines(names: &[String], cfg: &PageConfig, slots: usize) -> Premade {
+        Premade(
+            names
+                .iter()
+                .filter(|n| matches!(n.as_str(), "system" | "jemalloc" | "mimalloc"))
+                .map(|n| (n.clone(), make(n, cfg, slots)))
+                .collect(),
+        )
+    }
+
+    /// Contestant `name`: the one made first if it was, else made now.
+    pub(crate) fn take(
+        &mut self,
+        name: &str,
+        cfg: &PageConfig,
+        slots: usize,
+    ) -> Result<Box<dyn PageContestant + Send>, LabError> {
+        match self.0.iter().position(|(n, _)| n == name) {
+            Some(i) => self.0.swap_remove(i).1,
+            None => make(name, cfg, slots),
+        }
+    }
+}
+
 pub(crate) fn make(
     name: &str,
     cfg: &PageConfig,

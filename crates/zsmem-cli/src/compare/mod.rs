@@ -430,12 +430,17 @@ pub fn run(a: &CompareArgs) -> CliResult {
     let mut results: Vec<RunResult> = Vec::new();
     let mut skipped: Vec<(String, String)> = Vec::new();
     let fs_run = fs::FsRun::new(codec, kernel_algorithm(codec), &work, total);
+    let mut premade = if a.fs.is_some() {
+        contestants::Premade::baselines(&[], &cfg, slots)
+    } else {
+        contestants::Premade::baselines(&a.contestants, &cfg, slots)
+    };
     for name in &a.contestants {
         if a.fs.is_some() {
             fs_run.contestant(name, &tree, &mut results, &mut skipped)?;
             continue;
         }
-        let mut c = match make(name, &cfg, slots) {
+        let mut c = match premade.take(name, &cfg, slots) {
             Ok(c) => c,
             Err(LabError::Zram(ZramError::Unavailable(why)) | LabError::Skipped(why)) => {
                 eprintln!("skipping {name}: {why}");

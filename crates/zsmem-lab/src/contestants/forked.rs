@@ -430,6 +430,7 @@ impl ForkedHeap {
                 bytes: reused,
             });
         }
+        terms.push(allin::page_tables(growth + reused));
         let f = Figures {
             orig,
             compr,

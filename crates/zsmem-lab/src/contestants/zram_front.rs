@@ -323,6 +323,7 @@ impl<S: ObjectContestant> PageContestant for ZramFront<S> {
                 name: allin::SLOT_TABLE,
                 bytes: self.slot_table_bytes(),
             },
+            allin::page_tables(m.held),
         ];
         let f = Figures {
             orig: self.pages_stored * self.cfg.page_size as u64,

@@ -182,6 +182,7 @@ impl ZsmemContestant {
                 name: allin::SLOT_TABLE,
                 bytes: tables as u64,
             },
+            allin::page_tables(m.mem_used_total + cached),
         ];
         let f = Figures {
             orig: m.orig_data_size,

@@ -41,8 +41,10 @@ const KERNEL: [&str; 2] = ["kernel-zram", "kernel-zram-compact"];
 pub const TIE_THRESHOLD: f64 = 0.001;
 
 /// The runs the others are measured against: the kernel's zram runs that
-/// are present, else the first run that is not zsmem (else zsmem's).
-/// Indices into `runs`.
+/// are present, else the first run of another allocator (not one of
+/// zsmem's configurations: with `zsmem,zsmem-classes,system` the headline
+/// was zsmem against its own size classes, printed twice), else the first
+/// run that is not zsmem (else zsmem's). Indices into `runs`.
 pub(super) fn references(runs: &[RunResult]) -> Vec<usize> {
     let kernel: Vec<usize> = KERNEL
         .iter()
@@ -52,7 +54,8 @@ pub(super) fn references(runs: &[RunResult]) -> Vec<usize> {
         return kernel;
     }
     runs.iter()
-        .position(|r| r.contestant != ZSMEM)
+        .position(|r| !r.contestant.starts_with(ZSMEM))
+        .or_else(|| runs.iter().position(|r| r.contestant != ZSMEM))
         .or((!runs.is_empty()).then_some(0))
         .into_iter()
         .collect()
@@ -423,8 +426,8 @@ pub fn verdict_of(runs: &[RunResult]) -> Verdict {
         && let Some(c) = v.references.first()
     {
         v.text.push(format!(
-            "The kernel's zram did not run here (see the skipped contestants), so the \
-             figures are relative to {}.",
+            "The kernel's zram is not among these runs (not asked for, or skipped: see \
+             the skipped contestants), so the figures are relative to {}.",
             c.other
         ));
     }
@@ -674,8 +677,23 @@ mod tests {
         let runs = [run("jemalloc", &[300]), run("zsmem", &[100])];
         assert_eq!(references(&runs), vec![0]);
         let t = text(&runs);
-        assert!(t.contains("did not run"), "{t}");
+        assert!(t.contains("is not among these runs"), "{t}");
         assert!(t.contains("Against jemalloc:"), "{t}");
+        // Another allocator, not one of zsmem's configurations, whatever
+        // the order (zsmem-classes was the headline, printed twice).
+        let runs = [
+            run("zsmem", &[100]),
+            run("zsmem-classes", &[110]),
+            run("system", &[120]),
+        ];
+        assert_eq!(references(&runs), vec![2]);
+        let t = text(&runs);
+        assert_eq!(t.matches("Against zsmem-classes").count(), 1, "{t}");
+        // Only zsmem's configurations: one of them, for want of another.
+        assert_eq!(
+            references(&[run("zsmem", &[1]), run("zsmem-classes", &[1])]),
+            vec![1]
+        );
         assert!(text(&[run("kernel-zram", &[1])]).contains("zsmem did not run"));
         assert!(text(&[run("zsmem", &[1])]).contains("ran alone"));
         // zsmem first: the reference is the first other contestant.
