@@ -47,7 +47,10 @@ pub const CONTESTANTS: &[&str] = &[
 /// own (glibc's pool 41% lower at one step than when it ran first: a
 /// review, 2026-11-29). Made first, every baseline starts from the same
 /// heap, whatever the order of `--contestants`.
-pub(crate) struct Premade(Vec<(String, Result<Box<dyn PageContestant + Send>, LabError>)>);
+pub(crate) struct Premade(Vec<(String, Made)>);
+
+/// A contestant made, or why not.
+type Made = Result<Box<dyn PageContestant + Send>, LabError>;
 
 impl Premade {
     /// The baselines among `names`, made now.
@@ -62,12 +65,7 @@ impl Premade {
     }
 
     /// Contestant `name`: the one made first if it was, else made now.
-    pub(crate) fn take(
-        &mut self,
-        name: &str,
-        cfg: &PageConfig,
-        slots: usize,
-    ) -> Result<Box<dyn PageContestant + Send>, LabError> {
+    pub(crate) fn take(&mut self, name: &str, cfg: &PageConfig, slots: usize) -> Made {
         match self.0.iter().position(|(n, _)| n == name) {
             Some(i) => self.0.swap_remove(i).1,
             None => make(name, cfg, slots),

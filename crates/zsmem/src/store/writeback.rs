@@ -138,24 +138,30 @@ fn io_error(path: &Path, what: &str, e: std::io::Error) -> Error {
 fn open_exclusive(path: &Path) -> Result<File> {
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     use std::os::unix::io::AsRawFd;
+    let usable = |kind: std::fs::FileType| kind.is_file() || kind.is_block_device();
+    // Looked at before it is opened for writing as well as after: opening a
+    // device is itself an act (a terminal may become the controlling one,
+    // a watchdog starts), so a path that names anything else is refused
+    // untouched; `O_NOCTTY` covers one swapped in between.
+    if let Ok(m) = std::fs::metadata(path)
+        && !usable(m.file_type())
+    {
+        return Err(not_usable(path));
+    }
     let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .mode(0o600)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
         .open(path)
         .map_err(|e| io_error(path, "cannot open backing file", e))?;
     let kind = file
         .metadata()
         .map_err(|e| io_error(path, "cannot stat backing file", e))?
         .file_type();
-    if !(kind.is_file() || kind.is_block_device()) {
-        return Err(Error::BackingFile(format!(
-            "{} is not a regular file or a block device (a character device such as \
-             /dev/null or /dev/zero, a FIFO or a socket cannot hold pages)",
-            path.display()
-        )));
+    if !usable(kind) {
+        return Err(not_usable(path));
     }
     // SAFETY: flock on a descriptor this function owns; no memory involved.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
@@ -182,6 +188,16 @@ fn open_exclusive(path: &Path) -> Result<File> {
             .map_err(|e| io_error(path, "cannot truncate backing file", e))?;
     }
     Ok(file)
+}
+
+/// The error for a backing path that is neither a regular file nor a block
+/// device.
+fn not_usable(path: &Path) -> Error {
+    Error::BackingFile(format!(
+        "{} is not a regular file or a block device (a character device such as \
+         /dev/null or /dev/zero, a FIFO or a socket cannot hold pages)",
+        path.display()
+    ))
 }
 
 impl Backing {
