@@ -366,11 +366,15 @@ impl Pool {
         }
     }
 
-    /// The bytes an object of `len` bytes (1..=page size) takes in the
-    /// pool: its size class's slot (the in-object handle included in the
-    /// kernel's configuration), or with log placement `len` rounded up to
-    /// the lane's unit. What a smaller object saves.
+    /// The bytes an object of `len` bytes (1..=page size; a longer one is
+    /// taken as a page) takes in the pool: its size class's slot (the
+    /// in-object handle included in the kernel's configuration), or with
+    /// log placement `len` rounded up to the lane's unit. What a smaller
+    /// object saves.
     pub fn placed_size(&self, len: usize) -> usize {
+        // Taken as at most a page: a length near usize::MAX overflowed
+        // the rounding (a panic in a debug build, 0 in a release one).
+        let len = len.min(self.cfg.page_size);
         match self.cfg.placement {
             Placement::Classes => {
                 self.table

@@ -379,3 +379,20 @@ fn errors_have_actionable_messages() {
     let msg = pool.free(h).unwrap_err().to_string();
     assert!(msg.contains("already freed"), "{msg}");
 }
+
+/// `placed_size` of a length past a page is a page's (near usize::MAX it
+/// overflowed the rounding: a panic in a debug build, 0 in a release one).
+#[test]
+fn placed_size_of_any_length_is_at_most_a_pages() {
+    for cfg in [
+        PoolConfig::default(),
+        PoolConfig::log(),
+        PoolConfig::kernel(),
+    ] {
+        let pool = Pool::new(cfg).unwrap();
+        let page = pool.placed_size(4096);
+        for len in [4097, usize::MAX / 2, usize::MAX - 1, usize::MAX] {
+            assert_eq!(pool.placed_size(len), page, "{len}");
+        }
+    }
+}
