@@ -64,13 +64,15 @@ pub const LATENCY_NOTE: &str = "Latencies are not all the same measure: the kern
 (kernel-zram, kernel-zram-compact) is timed around a syscall plus O_DIRECT I/O per page \
 (pwrite/pread of the zram device, a BLKDISCARD ioctl per discard), every other contestant \
 around an in-process call (the malloc baselines' inside their child process, the socket round \
-trip left out).";
+trip left out). Under --fs ext4 the kernel's zram has none (ext4 runs on it directly), and the \
+others' are their calls from the FUSE thread serving the block device.";
 
 /// One sentence on what the latencies of `contestant` measure.
 pub fn latency_note(contestant: &str) -> String {
     let what = if contestant.starts_with("kernel-zram") {
         "a syscall plus O_DIRECT I/O per page (pwrite/pread of the zram device, a BLKDISCARD \
-         ioctl per discard), kernel entry and the block layer included"
+         ioctl per discard), kernel entry and the block layer included (none under --fs ext4, \
+         where ext4 runs on the device directly)"
     } else if ["system", "jemalloc", "mimalloc"].contains(&contestant) {
         "an in-process call, timed inside the baseline's child process (the socket round trip \
          left out)"
