@@ -808,3 +808,43 @@ fn a_device_left_by_sigkill_is_removed_by_the_next_run() {
         assert!(!gone(z.device_number()));
     }
 }
+
+/// A record of ours names a device number that someone else's device holds
+/// now (ours was removed by hand and the number handed out again): the
+/// stale-device sweep must leave that device alone. The record says which
+/// device it was (its sysfs directory's inode, new for every device); a
+/// record holding only the creator's pid took any device of that number.
+#[test]
+fn a_recorded_number_taken_by_another_device_is_not_touched() {
+    let _serial = serial();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !Path::new("/sys/class/zram-control").exists() {
+        println!("skipping: needs root and zram");
+        return;
+    }
+    /// Someone else's device, made by reading hot_add once; removed when
+    /// dropped, whatever happens.
+    struct Foreign(u32);
+    impl Drop for Foreign {
+        fn drop(&mut self) {
+            let _ = std::fs::write("/sys/class/zram-control/hot_remove", self.0.to_string());
+        }
+    }
+    let n: u32 = std::fs::read_to_string("/sys/class/zram-control/hot_add")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let foreign = Foreign(n);
+    // Left by a process of ours that is gone (no pid runs at 4194303,
+    // pid_max's ceiling), for a device whose sysfs directory had inode 1.
+    std::fs::create_dir_all(RECORD_DIR).unwrap();
+    let record = format!("{RECORD_DIR}/zram{n}.pid");
+    std::fs::write(&record, "4194303 1 1\n").unwrap();
+    let removed = zsmem_lab::contestants::kernel_zram::remove_stale_devices();
+    assert!(!removed.contains(&n), "zram{n} removed");
+    assert!(!gone(n), "zram{n} is gone");
+    assert!(!Path::new(&record).exists(), "the stale record is kept");
+    drop(foreign);
+    assert!(gone(n));
+}

@@ -9,8 +9,19 @@ use super::sysfs::{HOT_REMOVE, sysfs_dir, write_attr, write_attr_retrying};
 
 /// Where each device this module creates is recorded, as `zramN.pid`
 /// holding the creator's pid and its start time (`/proc/PID/stat` field
-/// 22, so a reused pid is not mistaken for the creator).
+/// 22, so a reused pid is not mistaken for the creator) and the device's
+/// identity: the inode of its `/sys/block/zramN` directory, which sysfs
+/// numbers afresh for every device it makes, so a number reused for
+/// someone else's device (ours removed by hand, the number handed out
+/// again) is not mistaken for ours.
 pub const RECORD_DIR: &str = "/run/zsmem";
+
+/// The identity of device `device` as it is now (its sysfs directory's
+/// inode), if it exists.
+fn identity(device: u32) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(sysfs_dir(device)).ok().map(|m| m.ino())
+}
 
 fn record_path(device: u32) -> PathBuf {
     PathBuf::from(format!("{RECORD_DIR}/zram{device}.pid"))
@@ -31,7 +42,11 @@ pub(super) fn write_record(device: u32) -> io::Result<()> {
         .mode(0o755)
         .create(RECORD_DIR)?;
     let pid = std::process::id();
-    let text = format!("{pid} {}\n", start_time(pid).unwrap_or(0));
+    let text = format!(
+        "{pid} {} {}\n",
+        start_time(pid).unwrap_or(0),
+        identity(device).unwrap_or(0)
+    );
     let tmp = PathBuf::from(format!("{RECORD_DIR}/.zram{device}.pid.{pid}"));
     std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, record_path(device))
@@ -41,12 +56,14 @@ pub(super) fn remove_record(device: u32) {
     let _ = std::fs::remove_file(record_path(device));
 }
 
-/// The creator recorded for `device`: (pid, start time), or None if the
-/// record is missing or unreadable.
-fn read_record(device: u32) -> Option<(u32, u64)> {
+/// The creator recorded for `device` (pid, start time) and the device's
+/// identity then (0: not recorded, a record of an earlier version), or
+/// None if the record is missing or unreadable.
+fn read_record(device: u32) -> Option<(u32, u64, u64)> {
     let text = std::fs::read_to_string(record_path(device)).ok()?;
     let mut f = text.split_whitespace();
-    Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+    let (pid, started) = (f.next()?.parse().ok()?, f.next()?.parse().ok()?);
+    Some((pid, started, f.next().map_or(Some(0), |w| w.parse().ok())?))
 }
 
 /// Removes each recorded device that is not `ours` and whose creator is
@@ -69,14 +86,20 @@ pub(super) fn remove_stale(ours: impl Fn(u32) -> bool) -> Vec<u32> {
         if ours(device) {
             continue;
         }
-        let Some((pid, started)) = read_record(device) else {
+        let Some((pid, started, id)) = read_record(device) else {
             continue;
         };
         if start_time(pid).is_some_and(|t| t == started || started == 0) {
             continue; // its creator still runs
         }
         let sys = sysfs_dir(device);
-        if sys.exists() {
+        let now = identity(device);
+        if id != 0 && now.is_some_and(|n| n != id) {
+            warn(format_args!(
+                "zram{device} is not the device process {pid} left (that one is gone and its number \
+                 taken again): not touched; its record dropped"
+            ));
+        } else if now.is_some() {
             // No retry on EBUSY: busy means open, and open means in use.
             if let Err(e) = write_attr(&sys.join("reset"), "1") {
                 warn(format_args!(
