@@ -310,13 +310,16 @@ pub fn same_filled(page: &[u8]) -> Option<u64> {
 const PREFETCH_BYTES: usize = 2048;
 
 /// Largest page a read decompresses in place, under its class's or lane's
-/// lock held shared ([`PageStore::read`]). Measured with `examples/load.rs`
-/// (one thread reading the 31,143 stored pages of a Go source tree in
-/// order, best of 15 passes, three runs of each build): 1,880-2,224 ns a
-/// page copying out first, 1,674-1,718 in place, against 1,573-1,593 for
-/// the codec alone on the same pages (0.83x -> 0.92-0.94x its pace). A writer of that lane then waits
-/// for a decompression, about 1.5 us for 4 KiB; for the 16 and 64 KiB
-/// units of a region it would be 5-20 us, so those are still copied out.
+/// lock held shared ([`PageStore::read`]); larger ones are copied out and
+/// decompressed outside every lock. Copying cold compressed bytes out does
+/// not overlap the decompression's work as reading them in place does:
+/// measured with `examples/load.rs` (one thread reading the 31,143 stored
+/// pages of a Go source tree in order, best of 15 passes, three runs of
+/// each build), 1,880-2,224 ns a page copying out first, 1,674-1,718 in
+/// place, against 1,573-1,593 for the codec alone on the same pages
+/// (0.83x -> 0.92-0.94x its pace). A writer of that lane then waits for a
+/// decompression, about 1.5 us for 4 KiB; for the 16 and 64 KiB units of a
+/// region it would be 5-20 us, so those are still copied out.
 const IN_PLACE_MAX: usize = 4096;
 
 thread_local! {
@@ -628,37 +631,36 @@ impl PageStore {
         };
         let mut s = slot.lock();
         s.touch(now);
-        let r = if s.kind() == Kind::Stored && !s.is_huge() && self.page_size <= IN_PLACE_MAX {
-            // Decompress from the pool's memory, its class or lane locked
-            // shared (readers do not wait for each other; a writer of that
-            // class or lane waits for the decompression), the slot let go
-            // first (readers and writers of the slot's neighbours do not
-            // wait). The object cannot move or be freed while the lock is
-            // held. Copying it out first and decompressing outside every
-            // lock cost a tenth of a load: the copy of cold bytes does not
-            // overlap the decompression's work as reading them in place
-            // does (`IN_PLACE_MAX`).
+        let r = if s.kind() == Kind::Stored && !s.is_huge() {
             let (stored, codec) = (*s, self.codecs.get(s.codec()));
-            self.with_pool_object(&stored, move |b| {
-                drop(s);
-                codec.decompress(b, buf)
-            })
-            .and_then(|r| r)
-        } else if s.kind() == Kind::Stored && !s.is_huge() {
-            // Larger pages (a region's 16 or 64 KiB units, 5-20 us to
-            // decompress): copy the compressed bytes out (the class lock
-            // held shared, for a copy), let the slot go, and decompress
-            // outside every lock, so that no writer waits that long.
-            let (stored, codec) = (*s, self.codecs.get(s.codec()));
-            COMPRESSED.with_borrow_mut(|scratch| {
-                scratch.resize(self.page_size, 0);
-                let n = self.with_pool_object(&stored, |b| {
-                    scratch[..b.len()].copy_from_slice(b);
-                    b.len()
-                });
-                drop(s);
-                codec.decompress(&scratch[..n?], buf)
-            })
+            if self.page_size <= IN_PLACE_MAX {
+                // Decompress from the pool's memory, its class or lane
+                // locked shared (readers do not wait for each other; a
+                // writer of that class or lane waits for the
+                // decompression), the slot let go first (readers and
+                // writers of the slot's neighbours do not wait). The object
+                // cannot move or be freed while the lock is held.
+                self.with_pool_object(&stored, move |b| {
+                    drop(s);
+                    codec.decompress(b, buf)
+                })
+                .and_then(|r| r)
+            } else {
+                // Larger pages (a region's 16 or 64 KiB units, 5-20 us to
+                // decompress): copy the compressed bytes out (the lock
+                // held shared, for a copy), let the slot go, and
+                // decompress outside every lock, so that no writer waits
+                // that long.
+                COMPRESSED.with_borrow_mut(|scratch| {
+                    scratch.resize(self.page_size, 0);
+                    let n = self.with_pool_object(&stored, |b| {
+                        scratch[..b.len()].copy_from_slice(b);
+                        b.len()
+                    });
+                    drop(s);
+                    codec.decompress(&scratch[..n?], buf)
+                })
+            }
         } else {
             self.decode(index, &s, buf)
         };
