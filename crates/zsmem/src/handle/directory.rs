@@ -1,8 +1,8 @@
 //! The lock-free handle directory: chunk number to the chunk's entries, for
 //! deferred free, which marks an entry dying without the class lock.
 
-use super::entry::{Entry, generation_of, len_of, mark};
-use super::{CHUNK_BITS, DYING, Handle, LIVE, SLOT_BITS, split};
+use super::entry::{Entry, check_state, len_of, mark};
+use super::{CHUNK_BITS, Handle, SLOT_BITS, split};
 use crate::error::{HandleFault, Result};
 use crate::grow::GrowOnly;
 use crate::sync::atomic::Ordering;
@@ -101,8 +101,7 @@ impl Directory {
     /// drained yet): for the statistics of pending frees.
     pub(crate) fn dying_len(&self, h: Handle) -> Option<usize> {
         let word = self.entry(h.slot())?.load(Ordering::Acquire);
-        (word & (LIVE | DYING) == LIVE | DYING && generation_of(word) == h.generation())
-            .then(|| len_of(word))
+        check_state(h, word, true).ok().map(|()| len_of(word))
     }
 
     pub(super) fn metadata_bytes(&self) -> usize {
