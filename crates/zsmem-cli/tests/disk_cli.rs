@@ -117,7 +117,9 @@ fn two_disks_on_one_directory_one_is_refused() {
 }
 
 /// Reads the disk's stderr until it says it is mounted (or ends); what it
-/// said.
+/// said. The pipe is kept open after (put back in the child): a disk that
+/// writes to a closed stderr now ends on `SIGPIPE` (status 141), which
+/// the SIGTERM test took for its own signal's end when the reader went.
 fn wait_until_mounted(disk: &mut Disk) -> String {
     let mut line = [0u8; 1];
     let mut said = Vec::new();
@@ -128,6 +130,7 @@ fn wait_until_mounted(disk: &mut Disk) -> String {
         }
         said.push(line[0]);
     }
+    disk.0.stderr = Some(stderr);
     String::from_utf8_lossy(&said).into_owned()
 }
 
