@@ -122,23 +122,34 @@ struct DictionaryInner {
     bytes: Box<[u8]>,
 }
 
+/// Shortest sample [`ZstdDictionary::train`] gives zstd.
+const MIN_SAMPLE: usize = 8;
+
 impl ZstdDictionary {
     /// Train a dictionary of at most `max_size` bytes from `samples` (for a
     /// page store: pages). zstd needs a fair number of samples (a hundred
     /// or more); too few or too uniform ones are an error. A dictionary is
     /// never longer than its samples, so `max_size` is taken as at most
     /// their bytes (a larger one, say `usize::MAX`, was reserved whole:
-    /// a panic, or the process aborted for want of memory).
+    /// a panic, or the process aborted for want of memory). Samples under
+    /// 8 bytes are left out: they give a dictionary nothing, and zstd
+    /// 1.5.7's trainer reads out of bounds on them (empty samples before a
+    /// longer one crashed the process, facebook/zstd#4499).
     pub fn train<S: AsRef<[u8]>>(samples: &[S], max_size: usize) -> Result<ZstdDictionary> {
+        let samples: Vec<&[u8]> = samples
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|s| s.len() >= MIN_SAMPLE)
+            .collect();
         let total = samples
             .iter()
-            .fold(0usize, |t, s| t.saturating_add(s.as_ref().len()));
+            .fold(0usize, |t, s| t.saturating_add(s.len()));
         if samples.is_empty() || max_size < 256 || total < 256 {
             return Err(Error::InvalidConfig(
                 "dictionary training needs samples of at least 256 bytes in all and a size of at least 256 bytes".into(),
             ));
         }
-        let bytes = zstd::dict::from_samples(samples, max_size.min(total)).map_err(|e| {
+        let bytes = zstd::dict::from_samples(&samples, max_size.min(total)).map_err(|e| {
             Error::Codec(format!(
                 "zstd could not train a dictionary from {} samples: {e}",
                 samples.len()
@@ -148,15 +159,46 @@ impl ZstdDictionary {
     }
 
     /// A dictionary from its bytes (as [`as_bytes`](Self::as_bytes) gave
-    /// them, or from `zstd --train`).
+    /// them, or from `zstd --train`). Bytes zstd cannot load as a
+    /// dictionary (its magic number, then tables that are not) are an
+    /// error: taken, every page compressed with them would fail and be
+    /// stored raw, without a word.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<ZstdDictionary> {
         if bytes.is_empty() {
             return Err(Error::InvalidConfig("empty zstd dictionary".into()));
         }
+        Self::check_loads(&bytes)?;
         Ok(ZstdDictionary(Arc::new(DictionaryInner {
             key: NEXT_DICTIONARY_KEY.fetch_add(1, Ordering::Relaxed),
             bytes: bytes.into_boxed_slice(),
         })))
+    }
+
+    /// Whether zstd loads `bytes` as a dictionary both ways and a text
+    /// compressed with it comes back whole.
+    fn check_loads(bytes: &[u8]) -> Result<()> {
+        let refused = |e: std::io::Error| {
+            Error::InvalidConfig(format!("zstd cannot use these bytes as a dictionary: {e}"))
+        };
+        let probe: Vec<u8> = b"zsmem checks a zstd dictionary: "
+            .iter()
+            .copied()
+            .cycle()
+            .take(512)
+            .collect();
+        let packed = zstd::bulk::Compressor::with_dictionary(3, bytes)
+            .and_then(|mut c| c.compress(&probe))
+            .map_err(refused)?;
+        let back = zstd::bulk::Decompressor::with_dictionary(bytes)
+            .and_then(|mut d| d.decompress(&packed, probe.len()))
+            .map_err(refused)?;
+        if back != probe {
+            return Err(Error::InvalidConfig(
+                "zstd cannot use these bytes as a dictionary: a text did not come back whole"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
     /// The dictionary's bytes.
@@ -399,6 +441,55 @@ mod tests {
             .take(4096)
             .copied()
             .collect()
+    }
+
+    /// Bytes with zstd's dictionary magic and no tables behind it were
+    /// taken, and every page compressed with them then failed and was
+    /// stored raw, without an error.
+    #[test]
+    #[cfg_attr(miri, ignore = "calls libzstd through FFI")]
+    fn a_dictionary_zstd_cannot_load_is_refused() {
+        let mut bytes = vec![0x37, 0xA4, 0x30, 0xEC];
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        bytes.extend((0..2000).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        }));
+        let e = ZstdDictionary::from_bytes(bytes).unwrap_err();
+        assert!(matches!(e, Error::InvalidConfig(_)), "{e}");
+        // Raw content (no magic) is a dictionary zstd takes as it is.
+        let d = ZstdDictionary::from_bytes(text_page()).unwrap();
+        let codec = Codec::Zstd { level: 3 };
+        let (mut buf, mut out) = (vec![0u8; 4096], vec![0u8; 4096]);
+        let n = codec
+            .compress_with(Some(&d), &text_page(), &mut buf)
+            .unwrap();
+        codec
+            .decompress_with(Some(&d), &buf[..n], &mut out)
+            .unwrap();
+        assert_eq!(out, text_page());
+    }
+
+    /// Empty samples before a longer one crashed the process in zstd
+    /// 1.5.7's trainer (an out-of-bounds read): samples under 8 bytes are
+    /// left out, and with nothing else left training is an error.
+    #[test]
+    #[cfg_attr(miri, ignore = "calls libzstd through FFI")]
+    fn training_leaves_out_samples_under_8_bytes() {
+        let page = text_page();
+        for empties in [10, 500] {
+            let mut samples = vec![Vec::new(); empties];
+            samples.push(page[..300].to_vec());
+            // Ok or an error, never a crash.
+            let _ = ZstdDictionary::train(&samples, 256);
+        }
+        let tiny: Vec<Vec<u8>> = (0..1000).map(|i| vec![i as u8; 7]).collect();
+        assert!(matches!(
+            ZstdDictionary::train(&tiny, 256),
+            Err(Error::InvalidConfig(_))
+        ));
     }
 
     #[test]

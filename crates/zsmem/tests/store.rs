@@ -996,6 +996,57 @@ fn a_store_at_the_log_slot_limit_cleans_its_highest_slots() {
     assert_eq!(run(MAX_LOG_SLOTS, MAX_LOG_SLOTS - N), low);
 }
 
+/// A block rewritten by someone who can write the file, its CRC recomputed
+/// over a page of their own (the nonce is in the file), is refused: the
+/// tag's key is only in the store's memory. Before the tag the forged page
+/// was read back as the slot's, without an error.
+#[test]
+#[cfg_attr(miri, ignore = "calls liblz4/libzstd through FFI")]
+fn a_forged_backing_block_is_refused() {
+    let dir = TempDir::new("forged");
+    let path = dir.file();
+    let s = PageStore::new(PageStoreConfig {
+        slots: 4,
+        backing_file: Some(path.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    s.write(0, &text(1)).unwrap();
+    s.writeback(WritebackRequest {
+        which: Selection::All,
+        max_pages: None,
+    })
+    .unwrap();
+    let SlotInfo::WrittenBack { block } = s.slot_info(0).unwrap() else {
+        panic!("slot 0 was not written back")
+    };
+    let at = 4096 + block * (PAGE as u64 + 64);
+    let forge = |header: &mut Vec<u8>, page: &[u8]| {
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&header[..28]);
+        crc.update(&header[32..64]);
+        crc.update(page);
+        header[28..32].copy_from_slice(&crc.finalize().to_le_bytes());
+        poke(&path, at, header);
+        poke(&path, at + 64, page);
+    };
+    let mut header = peek(&path, at, 64);
+    let forged = b"FORGED!!".repeat(PAGE / 8);
+    forge(&mut header, &forged);
+    let e = read(&s, 0).unwrap_err();
+    assert!(matches!(e, Error::CorruptBlock { slot: 0, .. }), "{e}");
+    assert!(e.to_string().contains("tag"), "{e}");
+    // The tag itself rewritten (zeros) fails the same way.
+    header[40..56].fill(0);
+    forge(&mut header, &forged);
+    assert!(matches!(
+        read(&s, 0),
+        Err(Error::CorruptBlock { slot: 0, .. })
+    ));
+    s.discard(0, 1).unwrap();
+    s.check_invariants().unwrap();
+}
+
 /// Issue 16: a second store given the same backing path truncated the
 /// first one's file; any existing file was truncated unchecked; /dev/null
 /// and /dev/zero were accepted. Now the file is locked for the store's

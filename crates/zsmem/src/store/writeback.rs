@@ -17,13 +17,18 @@
 //!   24..28  page length
 //!   28..32  CRC-32 of bytes 0..28, 32..64 and the page
 //!   32..40  store nonce (random per backing file)
-//!   40..64  zero
+//!   40..56  tag: BLAKE3 keyed with the store's key, of bytes 0..28,
+//!           32..40 and the page, its first 16 bytes
+//!   56..64  zero
 //! ```
 //!
-//! A read checks the magic, the slot, the generation the slot recorded,
-//! the nonce and the CRC: a block from an older write, another slot,
-//! another file or a corrupted one is [`Error::CorruptBlock`], never wrong
-//! data. Which blocks are free is a bitmap held in memory (the file's
+//! A read checks the magic, the CRC, the tag, the nonce, the slot and the
+//! generation the slot recorded: a block from an older write, another
+//! slot, another file, a corrupted one or one forged by whoever can write
+//! the file is [`Error::CorruptBlock`], never wrong data. The CRC alone
+//! caught corruption, but anyone could recompute it over a page of their
+//! own; the tag's key (32 random bytes from `getrandom`) lives only in the
+//! store's memory, so a block the store did not write fails it. Which blocks are free is a bitmap held in memory (the file's
 //! content does not outlive the store, as a zram backing device's does
 //! not).
 //!
@@ -75,9 +80,59 @@ pub(crate) struct Backing {
     path: PathBuf,
     block_size: u64,
     nonce: u64,
+    /// Keys each block's tag.
+    key: TagKey,
     generation: AtomicU64,
     bitmap: Mutex<Bitmap>,
 }
+
+/// The key of the blocks' tags: random, never written anywhere, not shown
+/// by `Debug`.
+struct TagKey([u8; 32]);
+
+impl std::fmt::Debug for TagKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TagKey(..)")
+    }
+}
+
+impl TagKey {
+    /// 32 bytes from the kernel's random source.
+    fn new(path: &Path) -> Result<TagKey> {
+        let mut key = [0u8; 32];
+        let mut got = 0;
+        while got < key.len() {
+            // SAFETY: writes at most `key.len() - got` bytes into `key`
+            // from offset `got`, memory we own.
+            let n = unsafe { libc::getrandom(key[got..].as_mut_ptr().cast(), key.len() - got, 0) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(io_error(path, "cannot make a key for the blocks of", e));
+            }
+            got += n as usize;
+        }
+        Ok(TagKey(key))
+    }
+
+    /// The tag of a block: its header's first 40 bytes but the CRC
+    /// (which covers the tag), and its page.
+    fn tag(&self, header: &[u8], page: &[u8]) -> [u8; TAG_LEN] {
+        let mut h = blake3::Hasher::new_keyed(&self.0);
+        h.update(&header[..28]);
+        h.update(&header[32..TAG_AT]);
+        h.update(page);
+        let mut tag = [0u8; TAG_LEN];
+        tag.copy_from_slice(&h.finalize().as_bytes()[..TAG_LEN]);
+        tag
+    }
+}
+
+/// Where a block header's tag starts, and its length.
+const TAG_AT: usize = 40;
+const TAG_LEN: usize = 16;
 
 #[derive(Debug)]
 struct Bitmap {
@@ -205,6 +260,7 @@ impl Backing {
     /// pages.
     fn create(path: &Path, page_size: usize, blocks: usize) -> Result<Backing> {
         let file = open_exclusive(path)?;
+        let key = TagKey::new(path)?;
         let nonce = {
             use std::hash::{BuildHasher, Hasher};
             let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -227,6 +283,7 @@ impl Backing {
             path: path.to_path_buf(),
             block_size: (BLOCK_HEADER + page_size) as u64,
             nonce,
+            key,
             generation: AtomicU64::new(1),
             bitmap: Mutex::new(Bitmap {
                 words: super::try_table(blocks.div_ceil(64), "the backing file's bitmap", || 0)?
@@ -265,6 +322,8 @@ impl Backing {
         buf[16..24].copy_from_slice(&generation.to_le_bytes());
         buf[24..28].copy_from_slice(&(page.len() as u32).to_le_bytes());
         buf[32..40].copy_from_slice(&self.nonce.to_le_bytes());
+        let tag = self.key.tag(buf, page);
+        buf[TAG_AT..TAG_AT + TAG_LEN].copy_from_slice(&tag);
         let crc = Self::checksum(buf, page);
         buf[28..32].copy_from_slice(&crc.to_le_bytes());
         buf.extend_from_slice(page);
@@ -305,6 +364,18 @@ impl Backing {
         }
         if u32_at(28) != Self::checksum(header, data) {
             return Err(corrupt("checksum mismatch".into()));
+        }
+        // Every byte compared, whatever differs first: the time taken
+        // tells a forger nothing.
+        let tag = self.key.tag(header, data);
+        let differs = tag
+            .iter()
+            .zip(&header[TAG_AT..TAG_AT + TAG_LEN])
+            .fold(0u8, |d, (a, b)| d | (a ^ b));
+        if differs != 0 {
+            return Err(corrupt(
+                "the block's tag does not match: not written by this store".into(),
+            ));
         }
         if u64_at(32) != self.nonce {
             return Err(corrupt("block of another backing file".into()));
