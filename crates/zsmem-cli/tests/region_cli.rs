@@ -54,7 +54,9 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn skip(test: &str) -> bool {
-    match zsmem_lab::workloads::swap::unavailable_reason() {
+    let why = zsmem_lab::workloads::swap::unavailable_reason()
+        .or_else(zsmem_lab::workloads::swap::swap_lock_busy);
+    match why {
         Some(why) => {
             eprintln!("skipping {test}: {why}");
             true

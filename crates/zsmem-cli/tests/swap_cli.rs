@@ -68,6 +68,10 @@ fn sigterm_mid_run_puts_the_machine_back() {
         return;
     }
     for contestant in ["zswap", "kernel-zram", "zsmem"] {
+        if let Some(why) = zsmem_lab::workloads::swap::swap_lock_busy() {
+            eprintln!("skipping sigterm_mid_run_puts_the_machine_back ({contestant}): {why}");
+            return;
+        }
         let swaps = std::fs::read_to_string("/proc/swaps").unwrap();
         let zswap = zswap_params();
         let mut child = Command::new(env!("CARGO_BIN_EXE_zsmem"))

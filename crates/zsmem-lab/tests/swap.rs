@@ -19,7 +19,7 @@ const PROGRAM: &str = "set -e; cd \"$ZSMEM_SWAP_DIR\"; \
     s2=$(cksum < a); test \"$s1\" = \"$s2\"";
 
 fn skip(test: &str) -> bool {
-    match unavailable_reason() {
+    match unavailable_reason().or_else(zsmem_lab::workloads::swap::swap_lock_busy) {
         Some(why) => {
             eprintln!("skipping {test}: {why}");
             true

@@ -139,10 +139,37 @@ pub(crate) fn take_over() -> Result<(), BlockDevError> {
     Ok(())
 }
 
+/// Why a swap run could not start now, if another process holds the
+/// machine's swap lock (see [`take_over`]); `None` if it is free or this
+/// process holds it. For tests, which skip rather than fail while another
+/// run (a developer's measurement) changes the machine's swap.
+pub fn swap_lock_busy() -> Option<String> {
+    use std::os::fd::AsRawFd;
+    if static_lock_held() {
+        return None;
+    }
+    let dir = std::fs::File::open(registry::RECORD_DIR).ok()?;
+    // SAFETY: flock on a descriptor we own; no memory is passed. Released
+    // at once (and when `dir` closes).
+    let busy = unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0;
+    busy.then(|| {
+        format!(
+            "another zsmem run is changing this machine's swap ({} is locked)",
+            registry::RECORD_DIR
+        )
+    })
+}
+
+static HELD: std::sync::Mutex<Option<std::fs::File>> = std::sync::Mutex::new(None);
+
+/// Whether this process holds the swap lock.
+fn static_lock_held() -> bool {
+    HELD.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+}
+
 /// The machine's swap lock, taken once per process and kept.
 fn swap_lock() -> Result<(), BlockDevError> {
     use std::os::fd::AsRawFd;
-    static HELD: std::sync::Mutex<Option<std::fs::File>> = std::sync::Mutex::new(None);
     let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
     if held.is_some() {
         return Ok(());

@@ -88,7 +88,7 @@ pub use backend::{Backend, StoreBackend};
 pub use bare::BareDevice;
 pub use contestant::FsContestant;
 pub(crate) use device::take_over;
-pub use device::{Ext4Device, unavailable_reason};
+pub use device::{Ext4Device, swap_lock_busy, unavailable_reason};
 pub use error::BlockDevError;
 pub use server::ContestantServer;
 pub use signals::install_signal_cleanup;

@@ -65,6 +65,7 @@ use crate::blockdev::device::{held_dir, private_dir};
 use crate::blockdev::mount::mount_tmpfs;
 use crate::blockdev::registry::{self, Resource};
 
+pub use crate::blockdev::swap_lock_busy;
 pub use cgroup::MemoryCgroup;
 pub use procfs::SwapCounters;
 pub use program::{Outcome, Program};
