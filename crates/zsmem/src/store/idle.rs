@@ -19,20 +19,45 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now(&self) -> Duration;
 }
 
-/// The default clock: monotonic time since the store was made.
+/// The default clock: monotonic time since the store was made, read from
+/// the kernel's coarse monotonic clock (`CLOCK_MONOTONIC_COARSE`, a tick's
+/// resolution, a few milliseconds): slots keep whole seconds, and every
+/// read and write of a page asks the time. The fine clock cost 15-20 ns of
+/// a 1.7 us load here.
 #[derive(Debug)]
-pub struct MonotonicClock(Instant);
+pub struct MonotonicClock(Duration);
 
 impl Default for MonotonicClock {
     fn default() -> Self {
-        MonotonicClock(Instant::now())
+        MonotonicClock(coarse_now())
     }
 }
 
 impl Clock for MonotonicClock {
     fn now(&self) -> Duration {
-        self.0.elapsed()
+        coarse_now().saturating_sub(self.0)
     }
+}
+
+/// The coarse monotonic clock (Linux; elsewhere, and under Miri, the
+/// standard library's monotonic clock since the first call).
+fn coarse_now() -> Duration {
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec into `ts`, ours.
+        if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) } == 0 {
+            return Duration::new(
+                ts.tv_sec.max(0) as u64,
+                ts.tv_nsec.clamp(0, 999_999_999) as u32,
+            );
+        }
+    }
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    ORIGIN.get_or_init(Instant::now).elapsed()
 }
 
 /// A clock that moves only when told to: for tests of idle-by-age.
@@ -110,5 +135,21 @@ impl PageStore {
             .present()
             .filter(|&i| self.slots.get(i).is_some_and(|s| s.lock().is_idle()))
             .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_clock_never_goes_back() {
+        let c = MonotonicClock::default();
+        let mut last = c.now();
+        for _ in 0..100_000 {
+            let now = c.now();
+            assert!(now >= last, "{now:?} after {last:?}");
+            last = now;
+        }
     }
 }
