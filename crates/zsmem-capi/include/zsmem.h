@@ -13,8 +13,11 @@
 //   out-pointers are marked "unless NULL"). A non-NULL pointer must be valid
 //   for the bytes the function says: the library cannot check that.
 // - Handles are uint64_t values, never 0 for a live object. A handle that is
-//   freed, stale, forged or belongs to another pool is -EBADF: it never
-//   reaches another object's bytes.
+//   freed, stale, forged or belongs to another live pool is -EBADF: it never
+//   reaches another object's bytes. A handle of a destroyed pool is refused
+//   too, with one limit: after 254 more pools one reuses its tag (255 live
+//   at most), and a stale handle whose slot was freed 4,096 times or more,
+//   or whose pool is four holders of that tag back, can then match.
 // - zsmem_pool and zsmem_store may be used from several threads at once
 //   (each operation takes the locks it needs); only *_destroy must not run
 //   alongside any other call on the same object.

@@ -472,7 +472,7 @@ impl Pool {
         let publish = self.cfg.lock_free_reads
             && info.is_none_or(|i| crate::optimistic::worth_publishing(i.size));
         let directory = self.make_directory(d, publish);
-        let space = match info {
+        let mut space = match info {
             Some(info) => Space::Class(Class::new(
                 info,
                 self.cfg.page_size,
@@ -492,6 +492,11 @@ impl Pool {
                 Space::Lane(if publish { lane.publishing() } else { lane })
             }
         };
+        let first = self.tag.first_generation();
+        match &mut space {
+            Space::Class(c) => c.start_generations_at(first),
+            Space::Lane(l) => l.start_generations_at(first),
+        }
         let published = match &space {
             Space::Class(c) => c.published(),
             Space::Lane(l) => l.published(),

@@ -98,6 +98,9 @@ pub(crate) struct HandleTable {
     /// Whether an emptied chunk may be kept as the spare (off only in tests
     /// of chunk release).
     keep_spare: bool,
+    /// The generation a chunk index's slots start from the first time it is
+    /// made: 1, or the pool tag's epoch's (`PoolTag::first_generation`).
+    first_gen: u32,
 }
 
 /// `base_gen` of a retired chunk index.
@@ -124,7 +127,17 @@ impl HandleTable {
             max_chunks: 1 << (SLOT_BITS - CHUNK_BITS),
             spare: None,
             keep_spare: true,
+            first_gen: 1,
         }
+    }
+
+    /// Start every slot's generations at `first` (`1..=MAX_GENERATION`)
+    /// instead of 1: the pool tag's epoch (`PoolTag::first_generation`).
+    /// Only before the first allocation.
+    pub(crate) fn start_generations_at(&mut self, first: u32) {
+        debug_assert!(self.base_gen.is_empty(), "slots were made already");
+        debug_assert!((1..=MAX_GENERATION).contains(&first));
+        self.first_gen = first.clamp(1, MAX_GENERATION);
     }
 
     /// A table that may use only `chunks` chunk indices, to reach the end of
@@ -229,7 +242,7 @@ impl HandleTable {
                 self.base_gen.reserve_exact(more);
             }
             self.chunks.push(None);
-            self.base_gen.push(1);
+            self.base_gen.push(self.first_gen);
         }
         let g = self.base_gen[c];
         debug_assert_ne!(g, RETIRED_CHUNK, "retired chunk index {c} made again");
