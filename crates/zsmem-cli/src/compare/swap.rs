@@ -31,6 +31,9 @@ const LIMIT_SHARE: f64 = 0.6;
 /// The contestants of the swap experiment by default.
 pub const DEFAULT_SWAP_CONTESTANTS: &[&str] = &["kernel-zram", "zswap", "zsmem", "zsmem-classes"];
 
+/// Smallest default swap device: 256 MiB.
+const MIN_SWAP_BYTES: u64 = 256 << 20;
+
 /// Largest `--limit-mib` and `--swap-mib`: 16 TiB (their bytes, `<< 20`,
 /// must not wrap).
 const MAX_MIB: u64 = 1 << 24;
@@ -54,9 +57,11 @@ pub struct SwapArgs {
     /// run).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_MIB))]
     pub limit_mib: Option<u64>,
-    /// With --workload swap: the size of each swap device, MiB.
-    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=MAX_MIB))]
-    pub swap_mib: u64,
+    /// With --workload swap: the size of each swap device, MiB (default:
+    /// twice the program's memory limit, at least 256 MiB; the kernel's
+    /// zram keeps a table for its whole size, 16 MiB at 4 GiB).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_MIB))]
+    pub swap_mib: Option<u64>,
     /// With --workload swap: C code the default program builds (default:
     /// zstd's library sources in the cargo registry).
     #[arg(long)]
@@ -87,7 +92,7 @@ impl Default for SwapArgs {
                 .map(|s| s.to_string())
                 .collect(),
             limit_mib: None,
-            swap_mib: 4096,
+            swap_mib: None,
             source: None,
             jobs: 2,
             zswap_compressor: None,
@@ -183,7 +188,7 @@ pub const NOT_TIMED: &str = "kernel-zram and zswap are called from the kernel's 
 pub fn run(args: &SwapArgs, a: &CompareArgs) -> CliResult {
     let codec = Codec::parse(&a.codec)?;
     check_contestants(&args.swap_contestants)?;
-    if args.jobs == 0 || args.swap_mib == 0 || args.sample_ms == 0 {
+    if args.jobs == 0 || args.swap_mib == Some(0) || args.sample_ms == 0 {
         return Err(CliError::Usage(
             "--jobs, --swap-mib and --sample-ms must be at least 1".into(),
         ));
@@ -215,7 +220,6 @@ pub fn run(args: &SwapArgs, a: &CompareArgs) -> CliResult {
         .zswap_compressor
         .clone()
         .unwrap_or_else(|| codec.kernel_name().to_string());
-    let swap_bytes = args.swap_mib << 20;
     let mut exp = SwapExperiment {
         program,
         limit: args.limit_mib.map(|m| m << 20),
@@ -249,6 +253,12 @@ pub fn run(args: &SwapArgs, a: &CompareArgs) -> CliResult {
         runs.push(r);
     }
     let limit = exp.limit.expect("set above");
+    // Sized as a user would size it: enough for what the limit pushes out.
+    // A 4 GiB default gave the kernel's zram a 16 MiB table the run never
+    // needed, counted in its all-in.
+    let swap_bytes = args
+        .swap_mib
+        .map_or_else(|| (2 * limit).max(MIN_SWAP_BYTES), |m| m << 20);
     eprintln!(
         "limit: {:.0} MiB{}",
         mib(limit),
