@@ -21,11 +21,11 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// The untar/rm experiment of reference 004 side by side on seven
+    /// The untar/rm experiment of reference 004 side by side on eight
     /// contestants by default: zsmem (log placement), zsmem-classes,
-    /// zsmem-kernel, the kernel's zram (kernel-zram) and the malloc
-    /// baselines system, jemalloc and mimalloc; a verdict, tables and an
-    /// HTML report.
+    /// zsmem-kernel, the kernel's zram as it is (kernel-zram) and compacted
+    /// after every step (kernel-zram-compact), and the malloc baselines
+    /// system, jemalloc and mimalloc; a verdict, tables and an HTML report.
     Compare(compare::CompareArgs),
     /// A compressed RAM disk backed by zsmem, ext4 on it, mounted at a
     /// directory; prints zram's mm_stat while it runs (needs root, FUSE

@@ -9,12 +9,17 @@ use zsmem_lab::contestants::zsmem::make_variant;
 use zsmem_lab::contestants::{LabError, PageConfig, PageContestant};
 
 /// The contestants `compare` runs by default (the peers are left out to
-/// keep a default run short; name them with `--contestants`).
+/// keep a default run short; name them with `--contestants`). The kernel's
+/// zram both as it is (never compacted unless asked) and compacted after
+/// every step: zsmem compacts as it frees, so the verdict has a
+/// like-for-like reference (a first-contact review found the default
+/// verdict 29.8% ahead of the uncompacted kernel, 14.9% of the compacted).
 pub const DEFAULT_CONTESTANTS: &[&str] = &[
     "zsmem",
     "zsmem-classes",
     "zsmem-kernel",
     "kernel-zram",
+    "kernel-zram-compact",
     "system",
     "jemalloc",
     "mimalloc",

@@ -431,6 +431,15 @@ pub fn verdict_of(runs: &[RunResult]) -> Verdict {
             c.other
         ));
     }
+    let ran = |name: &str| runs.iter().any(|r| r.contestant == name);
+    if ran(KERNEL[0]) && !ran(KERNEL[1]) {
+        v.text.push(format!(
+            "{} was never compacted in this run (the kernel compacts a zram device only when \
+             asked), while zsmem compacts as it frees: add {} (the kernel compacted after \
+             every step) for a like-for-like reference.",
+            KERNEL[0], KERNEL[1]
+        ));
+    }
     if let Some(r) = &v.rival {
         if v.references.iter().any(|c| c.other == r.other) {
             v.text.push(format!(
@@ -472,7 +481,9 @@ pub(super) fn verdict_html(out: &mut String, v: &Verdict) {
 
 /// What the verdict's words mean, under it in the report and the terminal.
 pub const VERDICT_NOTE: &str = "All-in memory counts everything held for the data, the same \
-way for every contestant. At the peak: each one's highest all-in over the run. Step by step: \
+way for every contestant: measured where the contestant's memory can be read, estimated from \
+its sizes where it cannot (the kernel's page tables and zram's own table, named in the all-in \
+terms). The verdict is about memory; CPU and latency are in the tables. At the peak: each one's highest all-in over the run. Step by step: \
 the steps where both hold data, the final compaction left out. A tie: a difference under 0.1%, \
 or, with rounds, one whose rounds do not all lie on the same side of that (the range over the \
 rounds is given).";
@@ -662,6 +673,19 @@ mod tests {
             t.contains("zsmem holds 25.0% less than zsmem-classes"),
             "{t}"
         );
+    }
+
+    #[test]
+    fn an_uncompacted_kernel_alone_is_said_to_be_so() {
+        let alone = [run("zsmem", &[100]), run("kernel-zram", &[120])];
+        assert!(text(&alone).contains("never compacted"), "{}", text(&alone));
+        let both = [
+            run("zsmem", &[100]),
+            run("kernel-zram", &[120]),
+            run("kernel-zram-compact", &[110]),
+        ];
+        assert!(!text(&both).contains("never compacted"), "{}", text(&both));
+        assert_eq!(verdict_of(&both).references.len(), 2);
     }
 
     #[test]
