@@ -297,6 +297,12 @@ typedef struct zsmem_pool_stats {
   uint64_t bytes_copied;
   // Address space reserved from the OS (not all of it resident).
   uint64_t reserved_bytes;
+  // With deferred frees: objects freed (their handles already dead) whose
+  // memory waits for the next drain or `zsmem_pool_flush`; `objects` and
+  // `bytes_stored` still count them until then. 0 otherwise.
+  uint64_t pending_frees;
+  // The bytes of the slots they hold.
+  uint64_t pending_free_bytes;
 } zsmem_pool_stats;
 
 // One physical size class, in the columns of the kernel's debugfs

@@ -570,6 +570,13 @@ unsafe fn write_at(
     })
 }
 
+thread_local! {
+    /// Where `zsmem_pool_read` copies an object without the lock before it
+    /// copies it into the caller's buffer.
+    static UNLOCKED_READ: std::cell::RefCell<[u8; zsmem_core::LOCK_FREE_READ_MAX]> =
+        const { std::cell::RefCell::new([0; zsmem_core::LOCK_FREE_READ_MAX]) };
+}
+
 /// Copy the object into `buf` (`buf_len` bytes). Returns the object's
 /// length (at most the page size), or `-EINVAL` (NULL `pool` or `buf`),
 /// `-EBADF` (no live object has this handle) or `-ENOBUFS` (`buf_len` is
@@ -590,16 +597,35 @@ pub unsafe extern "C" fn zsmem_pool_read(
     guard("zsmem_pool_read", || {
         let pool = pool_ref(pool)?;
         let buf = out_buffer(buf, buf_len, "buf")?;
-        let copied = pool.with_object(Handle::from_raw(handle), |object| {
-            if object.len() > buf_len {
-                return Err(object.len());
-            }
-            // SAFETY: `buf` is writable for `buf_len >= object.len()` bytes
-            // (the caller's promise) and cannot overlap the pool's own
-            // zspage memory, which no caller was ever given a pointer into.
-            unsafe { std::ptr::copy_nonoverlapping(object.as_ptr(), buf, object.len()) };
-            Ok(object.len())
-        })?;
+        let h = Handle::from_raw(handle);
+        // Without any lock where the pool reads so (`locked_reads` 0, an
+        // object of up to 512 bytes): into a buffer of this thread's first,
+        // since the caller's may be uninitialised memory, which a Rust
+        // slice must not be.
+        let unlocked = UNLOCKED_READ.with_borrow_mut(|scratch| {
+            let n = pool.read_unlocked(h, &mut scratch[..])?;
+            Some(if n <= buf_len {
+                // SAFETY: `buf` is writable for `buf_len >= n` bytes (the
+                // caller's promise); the scratch is this thread's own.
+                unsafe { std::ptr::copy_nonoverlapping(scratch.as_ptr(), buf, n) };
+                Ok(n)
+            } else {
+                Err(n)
+            })
+        });
+        let copied = match unlocked {
+            Some(copied) => copied,
+            None => pool.with_object(h, |object| {
+                if object.len() > buf_len {
+                    return Err(object.len());
+                }
+                // SAFETY: `buf` is writable for `buf_len >= object.len()` bytes
+                // (the caller's promise) and cannot overlap the pool's own
+                // zspage memory, which no caller was ever given a pointer into.
+                unsafe { std::ptr::copy_nonoverlapping(object.as_ptr(), buf, object.len()) };
+                Ok(object.len())
+            })?,
+        };
         match copied {
             Ok(n) => Ok(n as c_int),
             Err(object_len) => {
@@ -727,6 +753,12 @@ pub struct zsmem_pool_stats {
     pub bytes_copied: u64,
     /// Address space reserved from the OS (not all of it resident).
     pub reserved_bytes: u64,
+    /// With deferred frees: objects freed (their handles already dead) whose
+    /// memory waits for the next drain or `zsmem_pool_flush`; `objects` and
+    /// `bytes_stored` still count them until then. 0 otherwise.
+    pub pending_frees: u64,
+    /// The bytes of the slots they hold.
+    pub pending_free_bytes: u64,
 }
 
 fn u64_of(n: usize) -> u64 {
@@ -768,6 +800,8 @@ pub unsafe extern "C" fn zsmem_pool_get_stats(
             objects_moved: c.objects_moved,
             bytes_copied: c.bytes_copied,
             reserved_bytes: u64_of(s.reserved_bytes),
+            pending_frees: u64_of(s.pending_frees),
+            pending_free_bytes: u64_of(s.pending_free_bytes),
         };
         // SAFETY: the caller promises `out_size` writable bytes at `out`.
         unsafe { write_sized(out, out_size, &stats) }?;

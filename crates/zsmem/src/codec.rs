@@ -149,8 +149,10 @@ impl ZstdDictionary {
                 "dictionary training needs samples of at least 256 bytes in all and a size of at least 256 bytes".into(),
             ));
         }
+        // A refusal is about the samples given (too few, too alike): an
+        // invalid argument, not a fault of stored data.
         let bytes = zstd::dict::from_samples(&samples, max_size.min(total)).map_err(|e| {
-            Error::Codec(format!(
+            Error::InvalidConfig(format!(
                 "zstd could not train a dictionary from {} samples: {e}",
                 samples.len()
             ))

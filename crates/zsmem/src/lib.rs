@@ -119,6 +119,10 @@ pub use config::{
 pub use error::{Error, HandleFault, Result};
 pub use handle::Handle;
 pub use pool::Pool;
+
+/// Longest object [`Pool::read`] copies without any lock (512 bytes);
+/// longer ones are read under their class's lock.
+pub const LOCK_FREE_READ_MAX: usize = optimistic::MAX_LEN;
 pub use size_class::{ChainRule, ClassInfo, SizeClassConfig, SizeClassTable};
 pub use stats::{ClassStats, PoolStats, Waste};
 /// The README's Rust examples, compiled and run as doctests.

@@ -588,6 +588,20 @@ impl Pool {
         self.lock_class(h)?.write(h, offset, data)
     }
 
+    /// The lock-free half of [`Pool::read`] alone: the object's length if
+    /// it was copied into `buf` without any lock (an object of up to 512
+    /// bytes in a class or lane that publishes for such reads, no move or
+    /// free racing the copy, `buf` long enough); `None` for anything else,
+    /// dead or foreign handles included, which the caller then reads
+    /// under the lock (where the exact error is found). For the C API,
+    /// whose callers' buffers need not be initialised: it reads into a
+    /// buffer of its own first.
+    #[doc(hidden)]
+    pub fn read_unlocked(&self, h: Handle, buf: &mut [u8]) -> Option<usize> {
+        let d = self.dense_class(h).ok()?;
+        self.cells.get(d)?.reads.get()?.read(h, buf)
+    }
+
     /// Copy the object into `buf`, which must be at least as long; returns
     /// the object's length. With [`PoolConfig::lock_free_reads`] (the
     /// default), an object of up to 512 bytes in a class of slots up to
