@@ -347,7 +347,7 @@ typedef struct zsmem_region_config {
   size_t bytes;
   // Most bytes of units resident at once (whole units, at least one).
   size_t budget;
-  // Bytes of a unit: 4096, 16384 or 65536.
+  // Bytes of a unit: a power of two from 4096 to 65536.
   size_t unit;
   // The evictor thread evicts down to the budget less this many bytes;
   // 0: a 64th of the budget, at least one unit.
@@ -357,7 +357,8 @@ typedef struct zsmem_region_config {
   // Level for `ZSMEM_CODEC_ZSTD`, 1 to 22.
   int32_t zstd_level;
   // Microseconds the fault thread keeps reading after a burst before
-  // it sleeps (0: at once).
+  // it sleeps (0: at once); at most 1,000,000 is used (a larger value
+  // is taken as one second).
   uint64_t spin_us;
   // The most bytes of the store spent on compressed copies of resident
   // units: `SIZE_MAX` keeps every copy (a unit brought back and evicted
@@ -442,7 +443,8 @@ typedef struct zsmem_store_config {
   size_t size;
   // Number of slots, at least 1 (zram's disksize / page size). At most
   // 2^31 (2147483648, 8 TiB of 4 KiB pages) when the pool places by log
-  // (`log_lanes` > 0): each object's slot is named in 31 bits there.
+  // (`placement`, a store's default): each object's slot is named in 31
+  // bits there.
   size_t slots;
   // One of `ZSMEM_CODEC_*`.
   uint32_t codec;
@@ -740,9 +742,10 @@ int zsmem_region_config_init(struct zsmem_region_config *config, size_t size);
 // store it in `*region_out`. Returns 0, `-EINVAL` (NULL argument, a
 // configuration not initialised by `zsmem_region_config_default`, a bad
 // size, unit, budget or codec: the message says which), `-ENOMEM` (no
-// mapping), or the kernel's refusal of userfaultfd as its errno (`-EPERM`,
-// `-ENOSYS`, ...; the message names the cause and the sysctl
-// `vm.unprivileged_userfaultfd`).
+// mapping), `-EMFILE` (255 pools, stores and regions are alive: a region
+// has a pool of its own), or the kernel's refusal of userfaultfd as its
+// errno (`-EPERM`, `-ENOSYS`, ...; the message names the cause and the
+// sysctl `vm.unprivileged_userfaultfd`).
 //
 // # Safety
 // `config` is NULL or points to an initialised struct; `region_out` is

@@ -42,7 +42,7 @@ pub struct zsmem_region_config {
     pub bytes: usize,
     /// Most bytes of units resident at once (whole units, at least one).
     pub budget: usize,
-    /// Bytes of a unit: 4096, 16384 or 65536.
+    /// Bytes of a unit: a power of two from 4096 to 65536.
     pub unit: usize,
     /// The evictor thread evicts down to the budget less this many bytes;
     /// 0: a 64th of the budget, at least one unit.
@@ -52,7 +52,8 @@ pub struct zsmem_region_config {
     /// Level for `ZSMEM_CODEC_ZSTD`, 1 to 22.
     pub zstd_level: i32,
     /// Microseconds the fault thread keeps reading after a burst before
-    /// it sleeps (0: at once).
+    /// it sleeps (0: at once); at most 1,000,000 is used (a larger value
+    /// is taken as one second).
     pub spin_us: u64,
     /// The most bytes of the store spent on compressed copies of resident
     /// units: `SIZE_MAX` keeps every copy (a unit brought back and evicted
@@ -193,9 +194,10 @@ pub unsafe extern "C" fn zsmem_region_config_init(
 /// store it in `*region_out`. Returns 0, `-EINVAL` (NULL argument, a
 /// configuration not initialised by `zsmem_region_config_default`, a bad
 /// size, unit, budget or codec: the message says which), `-ENOMEM` (no
-/// mapping), or the kernel's refusal of userfaultfd as its errno (`-EPERM`,
-/// `-ENOSYS`, ...; the message names the cause and the sysctl
-/// `vm.unprivileged_userfaultfd`).
+/// mapping), `-EMFILE` (255 pools, stores and regions are alive: a region
+/// has a pool of its own), or the kernel's refusal of userfaultfd as its
+/// errno (`-EPERM`, `-ENOSYS`, ...; the message names the cause and the
+/// sysctl `vm.unprivileged_userfaultfd`).
 ///
 /// # Safety
 /// `config` is NULL or points to an initialised struct; `region_out` is

@@ -62,7 +62,8 @@ pub struct zsmem_store_config {
     pub size: usize,
     /// Number of slots, at least 1 (zram's disksize / page size). At most
     /// 2^31 (2147483648, 8 TiB of 4 KiB pages) when the pool places by log
-    /// (`log_lanes` > 0): each object's slot is named in 31 bits there.
+    /// (`placement`, a store's default): each object's slot is named in 31
+    /// bits there.
     pub slots: usize,
     /// One of `ZSMEM_CODEC_*`.
     pub codec: u32,
