@@ -69,9 +69,13 @@ pub struct KernelRun {
     pub swap: SwapRun,
 }
 
-/// Why the kernel's way cannot run here, in one line, or `None`.
+/// Why the kernel's way cannot run here, in one line, or `None`: the
+/// machine cannot swap for it, or another zsmem run holds the machine's
+/// swap (the column is then skipped with that reason: the run failed
+/// outright after its zsmem column, found by a first-contact review).
 pub fn unavailable_reason() -> Option<String> {
     zsmem_lab::workloads::swap::unavailable_reason()
+        .or_else(zsmem_lab::workloads::swap::swap_lock_busy)
 }
 
 /// Undo what killed runs left (records whose process is gone) before
