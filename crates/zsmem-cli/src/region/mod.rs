@@ -658,10 +658,10 @@ fn print_kernel(k: &KernelColumn, rows: &[(String, usize, cache::Outcome)], resi
     let show = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}x"));
     for v in compare_rows(rows, k) {
         println!(
-            "  region vs kernel zram, budget {}: {} the kernel's req/s at the same budget, {} at the same memory held (the kernel's held less the program's own needs, interpolated along its curve)",
+            "  region vs kernel zram, budget {}: {} the kernel's req/s at the same memory held (the kernel's held less the program's own needs, interpolated along its curve; - where the region's held is outside it), {} at the same budget (where the two may hold different memory: see the held figures above)",
             v.budget,
-            show(v.same_budget),
-            show(v.same_held)
+            show(v.same_held),
+            show(v.same_budget)
         );
     }
 }
