@@ -140,7 +140,7 @@ pub(crate) fn take_over() -> Result<(), BlockDevError> {
 }
 
 /// Why a swap run could not start now, if another process holds the
-/// machine's swap lock (see [`take_over`]); `None` if it is free or this
+/// machine's swap lock (`flock` on `/run/zsmem`, taken by every swap run); `None` if it is free or this
 /// process holds it. For tests, which skip rather than fail while another
 /// run (a developer's measurement) changes the machine's swap.
 pub fn swap_lock_busy() -> Option<String> {
