@@ -140,9 +140,10 @@ pub(crate) fn take_over() -> Result<(), BlockDevError> {
 }
 
 /// Why a swap run could not start now, if another process holds the
-/// machine's swap lock (`flock` on `/run/zsmem`, taken by every swap run); `None` if it is free or this
-/// process holds it. For tests, which skip rather than fail while another
-/// run (a developer's measurement) changes the machine's swap.
+/// machine's swap lock (`flock` on `/run/zsmem`, taken by every swap run);
+/// `None` if it is free or this process holds it. For tests, which skip
+/// rather than fail while another run (a developer's measurement) changes
+/// the machine's swap.
 pub fn swap_lock_busy() -> Option<String> {
     use std::os::fd::AsRawFd;
     if static_lock_held() {
