@@ -704,8 +704,10 @@ impl PageStore {
             .filter(|&e| e <= self.slots.len())
             .ok_or_else(|| {
                 add(&self.counters.invalid_io, 1);
+                // The range's last slot; with no slots, the first (a
+                // review saw `discard(70, 0)` name slot 69).
                 Error::SlotOutOfRange {
-                    index: index.saturating_add(count).saturating_sub(1),
+                    index: index.saturating_add(count.max(1)).saturating_sub(1),
                     slots: self.slots.len(),
                 }
             })?;

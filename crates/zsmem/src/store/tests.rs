@@ -129,6 +129,15 @@ fn bad_arguments_are_errors() {
         s.discard(usize::MAX, 2),
         Err(Error::SlotOutOfRange { .. })
     ));
+    // The slot named is the range's last, or its first when it is empty.
+    assert!(matches!(
+        s.discard(60, 5),
+        Err(Error::SlotOutOfRange { index: 64, .. })
+    ));
+    assert!(matches!(
+        s.discard(70, 0),
+        Err(Error::SlotOutOfRange { index: 70, .. })
+    ));
 }
 
 #[test]
