@@ -602,17 +602,23 @@ pub unsafe extern "C" fn zsmem_pool_read(
         // object of up to 512 bytes): into a buffer of this thread's first,
         // since the caller's may be uninitialised memory, which a Rust
         // slice must not be.
-        let unlocked = UNLOCKED_READ.with_borrow_mut(|scratch| {
-            let n = pool.read_unlocked(h, &mut scratch[..])?;
-            Some(if n <= buf_len {
-                // SAFETY: `buf` is writable for `buf_len >= n` bytes (the
-                // caller's promise); the scratch is this thread's own.
-                unsafe { std::ptr::copy_nonoverlapping(scratch.as_ptr(), buf, n) };
-                Ok(n)
-            } else {
-                Err(n)
+        // A thread whose buffer is gone (a call from a destructor at its
+        // exit) reads under the lock.
+        let unlocked = UNLOCKED_READ
+            .try_with(|cell| {
+                let mut scratch = cell.try_borrow_mut().ok()?;
+                let n = pool.read_unlocked(h, &mut scratch[..])?;
+                Some(if n <= buf_len {
+                    // SAFETY: `buf` is writable for `buf_len >= n` bytes
+                    // (the caller's promise); the scratch is this thread's.
+                    unsafe { std::ptr::copy_nonoverlapping(scratch.as_ptr(), buf, n) };
+                    Ok(n)
+                } else {
+                    Err(n)
+                })
             })
-        });
+            .ok()
+            .flatten();
         let copied = match unlocked {
             Some(copied) => copied,
             None => pool.with_object(h, |object| {
