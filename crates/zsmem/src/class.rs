@@ -209,13 +209,13 @@ impl Class {
         }
     }
 
-    /// What lock-free reads of this class need, if it publishes it.
     /// Start its handles' generations at `first` (the pool tag's epoch;
     /// before the first allocation).
     pub(crate) fn start_generations_at(&mut self, first: u32) {
         self.handles.start_generations_at(first);
     }
 
+    /// What lock-free reads of this class need, if it publishes it.
     pub(crate) fn published(&self) -> Option<&std::sync::Arc<Published>> {
         self.published.as_ref()
     }

@@ -22,8 +22,8 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
 /// The default clock: monotonic time since the store was made, read from
 /// the kernel's coarse monotonic clock (`CLOCK_MONOTONIC_COARSE`, a tick's
 /// resolution, a few milliseconds): slots keep whole seconds, and every
-/// read and write of a page asks the time. The fine clock cost 15-20 ns of
-/// a 1.7 us load here.
+/// read and write of a page asks the time. Here the fine clock
+/// (`Instant::now`) took 55 ns a call, the coarse one 7.
 #[derive(Debug)]
 pub struct MonotonicClock(Duration);
 
