@@ -140,42 +140,32 @@ pub(crate) fn take_over() -> Result<(), BlockDevError> {
 }
 
 /// Why a swap run could not start now, if another process holds the
-/// machine's swap lock (`flock` on `/run/zsmem`, taken by every swap run);
-/// `None` if it is free or this process holds it. For tests, which skip
-/// rather than fail while another run (a developer's measurement) changes
-/// the machine's swap.
+/// machine's swap lock (`flock` on `/run/zsmem`, which every swap run
+/// takes and keeps until it ends); `None` if it is free or this
+/// process holds it. For tests, which skip rather than fail while another
+/// run (a developer's measurement) changes the machine's swap.
 pub fn swap_lock_busy() -> Option<String> {
-    use std::os::fd::AsRawFd;
-    if static_lock_held() {
+    if HELD.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
         return None;
     }
     let dir = std::fs::File::open(registry::RECORD_DIR).ok()?;
-    // SAFETY: flock on a descriptor we own; no memory is passed. Released
-    // at once (and when `dir` closes).
-    let busy = unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0;
-    busy.then(|| {
-        format!(
-            "another zsmem run is changing this machine's swap ({} is locked)",
-            registry::RECORD_DIR
-        )
-    })
+    // Taken, it is let go as `dir` closes.
+    match try_swap_lock(&dir) {
+        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Some(lock_held_by_another()),
+        _ => None,
+    }
 }
 
+/// The swap lock's file while this process holds it.
 static HELD: std::sync::Mutex<Option<std::fs::File>> = std::sync::Mutex::new(None);
 
-/// Whether this process holds the swap lock.
-fn static_lock_held() -> bool {
-    HELD.lock().unwrap_or_else(|p| p.into_inner()).is_some()
-}
-
-/// The machine's swap lock, taken once per process and kept.
+/// The machine's swap lock (`flock` on the records' directory itself, so
+/// that the lock leaves no file), taken once per process and kept.
 fn swap_lock() -> Result<(), BlockDevError> {
-    use std::os::fd::AsRawFd;
     let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
     if held.is_some() {
         return Ok(());
     }
-    // The records' directory itself, so that the lock leaves no file.
     let path = registry::RECORD_DIR;
     let file = std::fs::DirBuilder::new()
         .recursive(true)
@@ -183,19 +173,33 @@ fn swap_lock() -> Result<(), BlockDevError> {
         .create(path)
         .and_then(|()| std::fs::File::open(path))
         .map_err(|e| BlockDevError::io(format!("opening {path}"), e))?;
-    // SAFETY: flock on a descriptor we own; no memory is passed.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            BlockDevError::Usage(format!(
-                "another zsmem run is changing this machine's swap ({path} is locked): wait for it to end"
-            ))
+    try_swap_lock(&file).map_err(|e| {
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            BlockDevError::Usage(format!("{}: wait for it to end", lock_held_by_another()))
         } else {
             BlockDevError::io(format!("locking {path}"), e)
-        });
-    }
+        }
+    })?;
     *held = Some(file);
     Ok(())
+}
+
+/// Take the swap lock on `dir` (the records' directory) without waiting.
+fn try_swap_lock(dir: &std::fs::File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor the caller owns; no memory is passed.
+    if unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// What another process holding the swap lock means.
+fn lock_held_by_another() -> String {
+    format!(
+        "another zsmem run is changing this machine's swap ({} is locked)",
+        registry::RECORD_DIR
+    )
 }
 
 pub(super) fn prepare() -> Result<(), BlockDevError> {
