@@ -479,6 +479,30 @@ fn writeback_of_incompressible_slots() {
     assert_eq!(read(&s, 0).unwrap(), text(0));
 }
 
+/// A store of `slots` slots with `path` as its backing file.
+fn backed_store(path: &std::path::Path, slots: usize) -> PageStore {
+    PageStore::new(PageStoreConfig {
+        slots,
+        backing_file: Some(path.to_path_buf()),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// Write back every slot holding an object.
+fn write_back_all(s: &PageStore) {
+    s.writeback(WritebackRequest {
+        which: Selection::All,
+        max_pages: None,
+    })
+    .unwrap();
+}
+
+/// Where block `b` of a backing file of 4 KiB pages starts.
+fn block_offset(b: u64) -> u64 {
+    4096 + b * (PAGE as u64 + 64)
+}
+
 /// Overwrite `len` bytes of the backing file at `offset`.
 fn poke(path: &std::path::Path, offset: u64, bytes: &[u8]) {
     use std::os::unix::fs::FileExt;
@@ -499,26 +523,16 @@ fn peek(path: &std::path::Path, offset: u64, len: usize) -> Vec<u8> {
 fn a_corrupted_or_stale_backing_block_is_an_error_never_wrong_data() {
     let dir = TempDir::new("corrupt");
     let path = dir.file();
-    let s = PageStore::new(PageStoreConfig {
-        slots: 8,
-        backing_file: Some(path.clone()),
-        ..Default::default()
-    })
-    .unwrap();
-    let block = |b: u64| 4096 + b * (PAGE as u64 + 64);
+    let s = backed_store(&path, 8);
     for i in 0..3 {
         s.write(i, &text(i as u64)).unwrap();
     }
-    s.writeback(WritebackRequest {
-        which: Selection::All,
-        max_pages: None,
-    })
-    .unwrap();
+    write_back_all(&s);
     let SlotInfo::WrittenBack { block: b1 } = s.slot_info(1).unwrap() else {
         panic!()
     };
     // A flipped byte in the page: checksum mismatch.
-    let at = block(b1) + 64 + 1000;
+    let at = block_offset(b1) + 64 + 1000;
     let orig = peek(&path, at, 1);
     poke(&path, at, &[orig[0] ^ 0x10]);
     let e = read(&s, 1).unwrap_err();
@@ -530,27 +544,23 @@ fn a_corrupted_or_stale_backing_block_is_an_error_never_wrong_data() {
     let SlotInfo::WrittenBack { block: b2 } = s.slot_info(2).unwrap() else {
         panic!()
     };
-    let saved = peek(&path, block(b2), PAGE + 64);
-    let other = peek(&path, block(b1), PAGE + 64);
-    poke(&path, block(b2), &other);
+    let saved = peek(&path, block_offset(b2), PAGE + 64);
+    let other = peek(&path, block_offset(b1), PAGE + 64);
+    poke(&path, block_offset(b2), &other);
     assert!(matches!(
         read(&s, 2),
         Err(Error::CorruptBlock { slot: 2, .. })
     ));
-    poke(&path, block(b2), &saved);
+    poke(&path, block_offset(b2), &saved);
     // A stale block: slot 2 rewritten and written back again to the same
     // block; the old block's bytes put back are refused (generation).
     s.write(2, &text(20)).unwrap();
-    s.writeback(WritebackRequest {
-        which: Selection::All,
-        max_pages: None,
-    })
-    .unwrap();
+    write_back_all(&s);
     let SlotInfo::WrittenBack { block: b2new } = s.slot_info(2).unwrap() else {
         panic!()
     };
     assert_eq!(b2new, b2, "the freed block is reused");
-    poke(&path, block(b2), &saved);
+    poke(&path, block_offset(b2), &saved);
     let e = read(&s, 2).unwrap_err();
     assert!(matches!(e, Error::CorruptBlock { slot: 2, .. }), "{e}");
     // A truncated file.
@@ -1005,22 +1015,13 @@ fn a_store_at_the_log_slot_limit_cleans_its_highest_slots() {
 fn a_forged_backing_block_is_refused() {
     let dir = TempDir::new("forged");
     let path = dir.file();
-    let s = PageStore::new(PageStoreConfig {
-        slots: 4,
-        backing_file: Some(path.clone()),
-        ..Default::default()
-    })
-    .unwrap();
+    let s = backed_store(&path, 4);
     s.write(0, &text(1)).unwrap();
-    s.writeback(WritebackRequest {
-        which: Selection::All,
-        max_pages: None,
-    })
-    .unwrap();
+    write_back_all(&s);
     let SlotInfo::WrittenBack { block } = s.slot_info(0).unwrap() else {
         panic!("slot 0 was not written back")
     };
-    let at = 4096 + block * (PAGE as u64 + 64);
+    let at = block_offset(block);
     let forge = |header: &mut Vec<u8>, page: &[u8]| {
         let mut crc = crc32fast::Hasher::new();
         crc.update(&header[..28]);

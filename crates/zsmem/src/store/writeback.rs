@@ -22,15 +22,15 @@
 //!   56..64  zero
 //! ```
 //!
-//! A read checks the magic, the CRC, the tag, the nonce, the slot and the
+//! A read checks the magic, the CRC, the nonce, the tag, the slot and the
 //! generation the slot recorded: a block from an older write, another
 //! slot, another file, a corrupted one or one forged by whoever can write
 //! the file is [`Error::CorruptBlock`], never wrong data. The CRC alone
 //! caught corruption, but anyone could recompute it over a page of their
 //! own; the tag's key (32 random bytes from `getrandom`) lives only in the
-//! store's memory, so a block the store did not write fails it. Which blocks are free is a bitmap held in memory (the file's
-//! content does not outlive the store, as a zram backing device's does
-//! not).
+//! store's memory, so a block the store did not write fails it. Which
+//! blocks are free is a bitmap held in memory (the file's content does not
+//! outlive the store, as a zram backing device's does not).
 //!
 //! Lock order: slot lock, then the bitmap lock (held only to find or clear
 //! a bit, never across I/O). A block's I/O happens under its slot's lock
@@ -365,6 +365,11 @@ impl Backing {
         if u32_at(28) != Self::checksum(header, data) {
             return Err(corrupt("checksum mismatch".into()));
         }
+        // The nonce before the tag, so that a block of another file says
+        // so (its tag fails too).
+        if u64_at(32) != self.nonce {
+            return Err(corrupt("block of another backing file".into()));
+        }
         // Every byte compared, whatever differs first: the time taken
         // tells a forger nothing.
         let tag = self.key.tag(header, data);
@@ -376,9 +381,6 @@ impl Backing {
             return Err(corrupt(
                 "the block's tag does not match: not written by this store".into(),
             ));
-        }
-        if u64_at(32) != self.nonce {
-            return Err(corrupt("block of another backing file".into()));
         }
         if u64_at(8) != slot as u64 || u64_at(16) as u32 != generation {
             return Err(corrupt(format!(
