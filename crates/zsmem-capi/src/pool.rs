@@ -601,9 +601,8 @@ pub unsafe extern "C" fn zsmem_pool_read(
         // Without any lock where the pool reads so (`locked_reads` 0, an
         // object of up to 512 bytes): into a buffer of this thread's first,
         // since the caller's may be uninitialised memory, which a Rust
-        // slice must not be.
-        // A thread whose buffer is gone (a call from a destructor at its
-        // exit) reads under the lock.
+        // slice must not be. Anything else, and a thread whose buffer is
+        // gone (a call from a destructor at its exit), reads under the lock.
         let unlocked = UNLOCKED_READ
             .try_with(|cell| {
                 let mut scratch = cell.try_borrow_mut().ok()?;

@@ -483,8 +483,8 @@ pub(super) fn verdict_html(out: &mut String, v: &Verdict) {
 pub const VERDICT_NOTE: &str = "All-in memory counts everything held for the data, the same \
 way for every contestant: measured where the contestant's memory can be read, estimated from \
 its sizes where it cannot (the kernel's page tables and zram's own table, named in the all-in \
-terms). The verdict is about memory; CPU and latency are in the tables. At the peak: each one's highest all-in over the run. Step by step: \
-the steps where both hold data, the final compaction left out. A tie: a difference under 0.1%, \
+terms). The verdict is about memory; CPU and latency are in the tables. At the peak: each \
+one's highest all-in over the run. Step by step: the steps where both hold data, the final compaction left out. A tie: a difference under 0.1%, \
 or, with rounds, one whose rounds do not all lie on the same side of that (the range over the \
 rounds is given).";
 
