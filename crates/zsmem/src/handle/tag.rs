@@ -53,7 +53,7 @@ pub(crate) struct PoolTag {
 }
 
 /// Epochs of a tag: the generation range is cut in this many parts.
-pub(crate) const EPOCHS: u32 = 4;
+const EPOCHS: u32 = 4;
 
 impl PoolTag {
     /// The next free tag after the one given last, or
