@@ -247,11 +247,11 @@ typedef struct zsmem_pool_config {
   // `ZSMEM_PLACEMENT_DEFAULT`, so a page store they make places by log,
   // as the Rust page store does).
   uint32_t placement;
-  // 0 (the default) for `zsmem_pool_read` to copy an object of up to
-  // 512 bytes without its class's lock, checked against the class's
-  // count of relocations (no atomic read-modify-write: readers of one
-  // class share no written line; each class of slots up to 1 KiB then
-  // keeps the handle chunks of its peak, 8 bytes an object); 1 to read
+  // 0 (the default) for `zsmem_pool_read` to copy an object without
+  // its class's lock, checked against the class's count of
+  // relocations (no atomic read-modify-write: readers of one class
+  // share no written line; each class then keeps the handle chunks of
+  // its peak, 8 bytes an object); 1 to read
   // every object under the lock. Was `reserved`, always 0, in older
   // headers (so their programs get the default). Stores ignore it
   // (they decompress under the lock).

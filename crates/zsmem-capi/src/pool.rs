@@ -2,7 +2,7 @@
 //! handles.
 
 use std::ffi::{c_int, c_void};
-use std::mem::size_of;
+use std::mem::{MaybeUninit, size_of};
 use std::sync::Arc;
 
 use zsmem_core::{
@@ -161,11 +161,11 @@ pub struct zsmem_pool_config {
     /// `ZSMEM_PLACEMENT_DEFAULT`, so a page store they make places by log,
     /// as the Rust page store does).
     pub placement: u32,
-    /// 0 (the default) for `zsmem_pool_read` to copy an object of up to
-    /// 512 bytes without its class's lock, checked against the class's
-    /// count of relocations (no atomic read-modify-write: readers of one
-    /// class share no written line; each class of slots up to 1 KiB then
-    /// keeps the handle chunks of its peak, 8 bytes an object); 1 to read
+    /// 0 (the default) for `zsmem_pool_read` to copy an object without
+    /// its class's lock, checked against the class's count of
+    /// relocations (no atomic read-modify-write: readers of one class
+    /// share no written line; each class then keeps the handle chunks of
+    /// its peak, 8 bytes an object); 1 to read
     /// every object under the lock. Was `reserved`, always 0, in older
     /// headers (so their programs get the default). Stores ignore it
     /// (they decompress under the lock).
@@ -570,13 +570,6 @@ unsafe fn write_at(
     })
 }
 
-thread_local! {
-    /// Where `zsmem_pool_read` copies an object without the lock before it
-    /// copies it into the caller's buffer.
-    static UNLOCKED_READ: std::cell::RefCell<[u8; zsmem_core::LOCK_FREE_READ_MAX]> =
-        const { std::cell::RefCell::new([0; zsmem_core::LOCK_FREE_READ_MAX]) };
-}
-
 /// Copy the object into `buf` (`buf_len` bytes). Returns the object's
 /// length (at most the page size), or `-EINVAL` (NULL `pool` or `buf`),
 /// `-EBADF` (no live object has this handle) or `-ENOBUFS` (`buf_len` is
@@ -597,53 +590,21 @@ pub unsafe extern "C" fn zsmem_pool_read(
     guard("zsmem_pool_read", || {
         let pool = pool_ref(pool)?;
         let buf = out_buffer(buf, buf_len, "buf")?;
-        let h = Handle::from_raw(handle);
-        // Without any lock where the pool reads so (`locked_reads` 0, an
-        // object of up to 512 bytes): into a buffer of this thread's first,
-        // since the caller's may be uninitialised memory, which a Rust
-        // slice must not be. Anything else, and a thread whose buffer is
-        // gone (a call from a destructor at its exit), reads under the lock.
-        let unlocked = UNLOCKED_READ
-            .try_with(|cell| {
-                let mut scratch = cell.try_borrow_mut().ok()?;
-                let n = pool.read_unlocked(h, &mut scratch[..])?;
-                Some(if n <= buf_len {
-                    // SAFETY: `buf` is writable for `buf_len >= n` bytes
-                    // (the caller's promise); the scratch is this thread's.
-                    unsafe { std::ptr::copy_nonoverlapping(scratch.as_ptr(), buf, n) };
-                    Ok(n)
-                } else {
-                    Err(n)
-                })
-            })
-            .ok()
-            .flatten();
-        let copied = match unlocked {
-            Some(copied) => copied,
-            None => pool.with_object(h, |object| {
-                if object.len() > buf_len {
-                    return Err(object.len());
-                }
-                // SAFETY: `buf` is writable for `buf_len >= object.len()` bytes
-                // (the caller's promise) and cannot overlap the pool's own
-                // zspage memory, which no caller was ever given a pointer into.
-                unsafe { std::ptr::copy_nonoverlapping(object.as_ptr(), buf, object.len()) };
-                Ok(object.len())
-            })?,
-        };
-        match copied {
+        // SAFETY: `buf` is writable for `buf_len` bytes (the caller's
+        // promise), which may be uninitialised, and is no pool memory (no
+        // caller was ever given a pointer into the pool's zspages).
+        let buf = unsafe { std::slice::from_raw_parts_mut(buf.cast::<MaybeUninit<u8>>(), buf_len) };
+        // Without any lock where the pool reads so (`locked_reads` 0).
+        match pool.read_uninit(Handle::from_raw(handle), buf) {
             Ok(n) => Ok(n as c_int),
-            Err(object_len) => {
+            Err(e @ zsmem_core::Error::BufferTooSmall { object_len, .. }) => {
                 if !needed.is_null() {
                     // SAFETY: non-NULL and, per the caller, writable.
                     unsafe { needed.write(object_len) };
                 }
-                Err(zsmem_core::Error::BufferTooSmall {
-                    len: buf_len,
-                    object_len,
-                }
-                .into())
+                Err(e.into())
             }
+            Err(e) => Err(e.into()),
         }
     })
 }

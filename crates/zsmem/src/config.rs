@@ -104,15 +104,13 @@ pub struct PoolConfig {
     /// parks one at a time. Default 16; 0 is the kernel's behaviour (every
     /// free frees its slot). Deferred frees and log placement do not park.
     pub parked_slots: usize,
-    /// [`Pool::read`](crate::Pool::read) copies an object of up to 512
-    /// bytes (in a class of slots up to 1 KiB, or a log lane: nearly every
-    /// such object) out without taking its class's (or lane's) lock, checked
-    /// against a count of its relocations instead (docs/DESIGN.md, "Reads
-    /// without the lock"): no atomic read-modify-write on the way, so
-    /// readers of one class never write a shared cache line. It costs every
-    /// class of slots up to 1 KiB and every lane keeping the handle chunks
-    /// of its peak (8 bytes an object), and every write of an object's
-    /// bytes going by whole words.
+    /// [`Pool::read`](crate::Pool::read) copies an object out without
+    /// taking its class's (or lane's) lock, checked against a count of its
+    /// relocations instead (docs/DESIGN.md, "Reads without the lock"): no
+    /// atomic read-modify-write on the way, so readers of one class never
+    /// write a shared cache line. It costs every class and lane keeping the
+    /// handle chunks of its peak (8 bytes an object), and every write of an
+    /// object's bytes going by whole words (and 16-byte vector stores).
     /// Default on; [`PoolConfig::kernel`] and the page store (which
     /// decompresses in place, under the lock) turn it off.
     pub lock_free_reads: bool,

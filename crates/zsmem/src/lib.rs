@@ -122,10 +122,6 @@ pub use pool::Pool;
 pub use size_class::{ChainRule, ClassInfo, SizeClassConfig, SizeClassTable};
 pub use stats::{ClassStats, PoolStats, Waste};
 
-/// Longest object [`Pool::read`] copies without any lock (512 bytes);
-/// longer ones are read under their class's lock.
-pub const LOCK_FREE_READ_MAX: usize = optimistic::MAX_LEN;
-
 /// The README's Rust examples, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]

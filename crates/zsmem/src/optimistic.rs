@@ -21,8 +21,7 @@
 //!   would leave its entry as it was).
 //!
 //! Anything else (a count odd, an entry not the handle's, a zspage not
-//! published, a buffer too small, an object over [`MAX_LEN`], the check
-//! failing twice) sends the
+//! published, a buffer too small, the check failing twice) sends the
 //! caller to the locked path, which waits for the writer and says exactly
 //! what is wrong with the handle. Class memory stays mapped while the pool
 //! lives (runs are returned with `MADV_DONTNEED`, never unmapped), so a
@@ -31,6 +30,7 @@
 //! A class that publishes keeps every handle chunk it made (the directory's
 //! rule): 8 bytes an object of its peak.
 
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use crate::grow::GrowOnly;
@@ -39,27 +39,6 @@ use crate::sync::atomic::{AtomicU64, Ordering, fence};
 
 /// Attempts before a read goes to the lock.
 const TRIES: usize = 2;
-
-/// Longest object copied without the lock. Above it the copy, not the
-/// lock's two atomic read-modify-writes, is most of a read, and a copy by
-/// 8-byte words runs behind `memcpy`'s vector loads: measured on one
-/// thread, a ring of 4,096 objects read at random, locked / lock-free ns
-/// per read (four runs in two sessions of the same binary): 64 B 46-60 /
-/// 20-24, 256 B 51-78 / 35-48, 512 B 65-73 / 62-67, 1 KiB 99-119 /
-/// 111-117, 2 KiB 159-180 / 182-187, 3 KiB 224-230 / 262-294. From 1 KiB
-/// on, the lock is as fast or faster.
-pub(crate) const MAX_LEN: usize = 512;
-
-/// Whether a class of `slot_size`-byte slots publishes for lock-free
-/// reads. A class whose slots are over twice the longest object read
-/// without the lock holds no object short enough (adaptive spacing puts an
-/// object at most a few classes above its own): its readers would only
-/// pay for a look before taking the lock (3 KiB reads were 6% slower for
-/// it, measured), and its handle chunks would be kept at their peak for
-/// nothing.
-pub(crate) fn worth_publishing(slot_size: usize) -> bool {
-    slot_size <= 2 * MAX_LEN
-}
 
 /// What a class publishes for lock-free reads; written under its lock.
 #[derive(Debug)]
@@ -154,7 +133,7 @@ impl Published {
     /// Copy `h`'s object into `buf` without the lock; its length, or
     /// `None` for the locked path to decide (the handle's class is this
     /// one, checked by the caller).
-    pub(crate) fn read(&self, h: Handle, buf: &mut [u8]) -> Option<usize> {
+    pub(crate) fn read(&self, h: Handle, buf: &mut [MaybeUninit<u8>]) -> Option<usize> {
         let entry = self.handles.entry(h.slot())?;
         for _ in 0..TRIES {
             // Acquire: pairs with `end`'s Release.
@@ -167,7 +146,7 @@ impl Published {
             let word = entry.load(Ordering::Acquire);
             let (place, len) = crate::handle::live_place(h, word)?;
             let (zspage, obj) = (place >> self.obj_bits, place & ((1 << self.obj_bits) - 1));
-            if len > MAX_LEN || buf.len() < len {
+            if buf.len() < len {
                 return None;
             }
             let off = self.geometry.offset(obj as usize, len)?;
@@ -180,8 +159,8 @@ impl Published {
             // which needs the pool that `self` belongs to); the object's
             // words lie in the run (`Geometry::offset`: runs and slots are
             // whole words); its memory is accessed only through `words`
-            // while this class publishes.
-            unsafe { crate::words::load_at(base, off, &mut buf[..len]) }
+            // while this class publishes; `buf` has `len` bytes to write.
+            unsafe { crate::words::load_at(base, off, buf.as_mut_ptr().cast(), len) }
             // Acquire: a copy that saw any later write sees, below, the
             // entry or the count that write's writer changed first.
             fence(Ordering::Acquire);

@@ -13,6 +13,7 @@
 //! an emulation of the kernel's older pool-wide reader lock, kept only so
 //! `zsmem bench free` can show what the class index in the handle buys.
 
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use crate::cells::{Cell, Cells};
@@ -467,10 +468,7 @@ impl Pool {
     /// called once, under the cell's lock.
     fn make_space(&self, d: usize, index: usize) -> Space {
         let info = self.class_info(index);
-        // Lock-free reads of this class or lane: not of classes whose
-        // slots are too long to be worth it (`optimistic::worth_publishing`).
-        let publish = self.cfg.lock_free_reads
-            && info.is_none_or(|i| crate::optimistic::worth_publishing(i.size));
+        let publish = self.cfg.lock_free_reads;
         let directory = self.make_directory(d, publish);
         let mut space = match info {
             Some(info) => Space::Class(Class::new(
@@ -588,25 +586,24 @@ impl Pool {
         self.lock_class(h)?.write(h, offset, data)
     }
 
-    /// The lock-free half of [`Pool::read`] alone: the object's length if
-    /// it was copied into `buf` without any lock (an object of up to 512
-    /// bytes in a class or lane that publishes for such reads, no move or
-    /// free racing the copy, `buf` long enough); `None` for anything else,
-    /// dead or foreign handles included, which the caller then reads
-    /// under the lock (where the exact error is found). For the C API,
-    /// whose callers' buffers need not be initialised: it reads into a
-    /// buffer of its own first.
-    #[doc(hidden)]
-    pub fn read_unlocked(&self, h: Handle, buf: &mut [u8]) -> Option<usize> {
-        let d = self.dense_class(h).ok()?;
-        self.cells.get(d)?.reads.get()?.read(h, buf)
-    }
-
     /// Copy the object into `buf`, which must be at least as long; returns
     /// the object's length. With [`PoolConfig::lock_free_reads`] (the
-    /// default), an object of up to 512 bytes in a class of slots up to
-    /// 1 KiB or a log lane is copied without taking any lock.
+    /// default), the object is copied without taking any lock (a copy that
+    /// a move or a free raced is refused and made again, at most twice,
+    /// then under the lock).
     pub fn read(&self, h: Handle, buf: &mut [u8]) -> Result<usize> {
+        // SAFETY: `read_uninit` writes only initialised bytes, so `buf`
+        // stays initialised.
+        self.read_uninit(h, unsafe {
+            &mut *(std::ptr::from_mut(buf) as *mut [MaybeUninit<u8>])
+        })
+    }
+
+    /// [`Pool::read`] into a buffer that need not be initialised (a C
+    /// caller's, or a `Vec`'s spare capacity): its first bytes, as many as
+    /// the returned length, hold the object afterwards; the rest is as it
+    /// was. `buf` is untouched on error.
+    pub fn read_uninit(&self, h: Handle, buf: &mut [MaybeUninit<u8>]) -> Result<usize> {
         let cell = self
             .cells
             .get(self.dense_class(h)?)
@@ -624,7 +621,12 @@ impl Pool {
                 object_len: loc.len,
             });
         }
-        buf[..loc.len].copy_from_slice(class.bytes(loc));
+        let bytes = class.bytes(loc);
+        // SAFETY: `buf` has room for `bytes`, and is no pool memory (a
+        // caller never holds a reference into a zspage).
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.as_mut_ptr().cast(), bytes.len())
+        };
         Ok(loc.len)
     }
 
@@ -1380,7 +1382,6 @@ mod loom_models {
                 })
                 .unwrap(),
             );
-            // Short enough to be read without the lock (`optimistic::MAX_LEN`).
             let len = 500;
             let objs = pool
                 .size_classes()

@@ -24,9 +24,9 @@ fn rounds() -> usize {
 }
 
 /// Object `i`'s length: spread over several classes, some sharing
-/// zspages, some huge; most short enough to be read without the lock
-/// (`optimistic::MAX_LEN`), odd ones so log placement's objects start off
-/// word boundaries.
+/// zspages, some huge; short ones copied word by word, longer ones by
+/// whole 64-byte blocks too (`words.rs`), odd ones so log placement's
+/// objects start off word boundaries.
 fn len_of(i: usize) -> usize {
     [40, 257, 480, 479, 1000, 4096][i % 6]
 }
@@ -230,5 +230,70 @@ fn a_lock_free_read_reports_what_a_locked_one_does() {
         assert_eq!(pool.read(again, &mut buf).unwrap(), 700);
         assert!(buf[..700].iter().all(|&b| b == 4));
         pool.free(again).unwrap();
+    }
+}
+
+/// `read_uninit` writes exactly the object's bytes at the start of the
+/// buffer and nothing after them, at every length around the 64-byte
+/// blocks the copy takes whole, at every start a log lane gives, with and
+/// without the lock; a buffer too small, or a freed handle, leaves the
+/// buffer as it was.
+#[test]
+fn read_uninit_writes_the_object_and_nothing_else() {
+    use std::mem::MaybeUninit;
+    let lens: &[usize] = if cfg!(miri) {
+        &[1, 63, 64, 130]
+    } else {
+        &[
+            1, 7, 8, 9, 63, 64, 65, 127, 128, 129, 200, 700, 1024, 2049, 4095, 4096,
+        ]
+    };
+    for (lock_free_reads, placement) in [
+        (true, Placement::Classes),
+        (false, Placement::Classes),
+        (true, Placement::Log { lanes: 1 }),
+        (false, Placement::Log { lanes: 1 }),
+    ] {
+        let pool = Pool::new(PoolConfig {
+            lock_free_reads,
+            placement,
+            ..PoolConfig::default()
+        })
+        .unwrap();
+        // Odd lengths before each object put log objects at odd units.
+        let mut keep = Vec::new();
+        for &len in lens {
+            keep.push(pool.store(&vec![0x5A; len % 13 + 1]).unwrap());
+            let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            let h = pool.store(&data).unwrap();
+            let mut buf = vec![MaybeUninit::new(0xEEu8); len + 40];
+            assert_eq!(pool.read_uninit(h, &mut buf).unwrap(), len);
+            // SAFETY: every byte was initialised (0xEE, then the object's).
+            let got: Vec<u8> = buf.iter().map(|b| unsafe { b.assume_init() }).collect();
+            assert_eq!(
+                &got[..len],
+                &data[..],
+                "len {len} {placement:?} {lock_free_reads}"
+            );
+            assert!(
+                got[len..].iter().all(|&b| b == 0xEE),
+                "len {len}: bytes past it"
+            );
+            let mut small = vec![MaybeUninit::new(0xEEu8); len - 1];
+            assert!(matches!(
+                pool.read_uninit(h, &mut small),
+                Err(Error::BufferTooSmall { object_len, .. }) if object_len == len
+            ));
+            // SAFETY: as above.
+            assert!(small.iter().all(|b| unsafe { b.assume_init() } == 0xEE));
+            pool.free(h).unwrap();
+            let mut after = vec![MaybeUninit::new(0xEEu8); len];
+            assert!(pool.read_uninit(h, &mut after).is_err());
+            // SAFETY: as above.
+            assert!(after.iter().all(|b| unsafe { b.assume_init() } == 0xEE));
+        }
+        for h in keep {
+            pool.free(h).unwrap();
+        }
     }
 }

@@ -359,11 +359,16 @@ impl ObjectContestant for PoolObjects {
         Ok(self.pool.store(data)?.to_raw())
     }
     fn read(&mut self, id: u64, buf: &mut Vec<u8>) -> Result<(), LabError> {
-        let h = Handle::from_raw(id);
-        self.pool.with_object(h, |b| {
-            buf.clear();
-            buf.extend_from_slice(b);
-        })?;
+        // `Pool::read`'s way (lock-free where the pool reads so), into the
+        // buffer's spare room as the heaps' `extend_from_slice` copies.
+        buf.clear();
+        buf.reserve(self.pool.config().page_size);
+        let n = self
+            .pool
+            .read_uninit(Handle::from_raw(id), buf.spare_capacity_mut())?;
+        // SAFETY: `read_uninit` wrote the object's `n` bytes at the start
+        // of the spare room.
+        unsafe { buf.set_len(n) };
         Ok(())
     }
     fn free(&mut self, id: u64) -> Result<(), LabError> {
