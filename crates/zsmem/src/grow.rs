@@ -56,6 +56,7 @@ impl<T, const S: usize> GrowOnly<T, S> {
     }
 
     /// Index `i`'s pointer: null if never published (or published null).
+    #[inline]
     pub(crate) fn get(&self, i: usize) -> *mut T {
         let (k, off) = locate(i);
         let Some(seg) = self.segments.get(k) else {

@@ -133,6 +133,7 @@ impl Published {
     /// Copy `h`'s object into `buf` without the lock; its length, or
     /// `None` for the locked path to decide (the handle's class is this
     /// one, checked by the caller).
+    #[inline]
     pub(crate) fn read(&self, h: Handle, buf: &mut [MaybeUninit<u8>]) -> Option<usize> {
         let entry = self.handles.entry(h.slot())?;
         for _ in 0..TRIES {

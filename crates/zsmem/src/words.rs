@@ -104,6 +104,7 @@ unsafe fn word<'a>(p: *const u8) -> &'a AtomicU64 {
 /// for reads, accessed concurrently by others only through this module;
 /// `dst` is valid for writes of `len` bytes (it may be uninitialised) and
 /// is no pool memory.
+#[inline]
 pub(crate) unsafe fn load(src: *const u8, dst: *mut u8, len: usize) {
     let blocks = len / BLOCK;
     // SAFETY: the blocks are inside the caller's ranges.
@@ -136,6 +137,7 @@ pub(crate) unsafe fn load(src: *const u8, dst: *mut u8, len: usize) {
 /// `base` is 8-aligned and the words `base + off .. base + off + len` lie
 /// in are valid for reads, accessed concurrently by others only through
 /// this module; `dst` is as for [`load`].
+#[inline]
 pub(crate) unsafe fn load_at(base: *const u8, off: usize, dst: *mut u8, len: usize) {
     let start = off % WORD;
     if start == 0 {

@@ -72,6 +72,7 @@ impl Directory {
     }
 
     /// The entry of `slot`, if its chunk was ever made.
+    #[inline]
     pub(crate) fn entry(&self, slot: u32) -> Option<&Entry> {
         let (c, i) = split(slot);
         let entries = self.chunks.get(c);
