@@ -33,6 +33,14 @@ int main(void) {
     zsmem_pool *pool;
     TRY(zsmem_pool_new(&cfg, &pool));
 
+    /* What an object of 300 bytes occupies, and the largest the pool takes. */
+    int64_t placed = zsmem_pool_placed_size(pool, 300);
+    TRY(placed);
+    int64_t largest = zsmem_pool_max_object_size(pool);
+    TRY(largest);
+    printf("300 bytes take %" PRId64 " in the pool; objects up to %" PRId64 " bytes\n", placed,
+           largest);
+
     /* Store an object (alloc + write), or allocate and write in parts. */
     const char msg[] = "a compressed page would go here";
     uint64_t h, h2;
@@ -146,6 +154,13 @@ int main(void) {
            " bytes, %" PRIu64 " faults (service p50 %" PRIu64 " ns), %zu words wrong\n",
            bytes, rs.resident_bytes, rs.compressed_units, rs.stored_bytes, rs.faults,
            rs.fault_p50_ns, wrong);
+    /* Push the cold part out now (here everything: a target of 0 bytes
+       resident); the budget stays as it was. */
+    int64_t evicted = zsmem_region_reclaim(region, 0);
+    TRY(evicted);
+    int64_t budget = zsmem_region_get_budget(region);
+    TRY(budget);
+    printf("region: %" PRId64 " units pushed out; budget %" PRId64 " bytes\n", evicted, budget);
     zsmem_region_destroy(region);
     return wrong == 0 ? 0 : 1;
 }

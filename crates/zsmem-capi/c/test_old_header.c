@@ -109,9 +109,16 @@ int main(void) {
         char back[sizeof data];
         CHECK_RC(zsmem_pool_read(pool, h, back, sizeof back, NULL), (int)sizeof data);
         CHECK(memcmp(back, data, sizeof data) == 0);
-        zsmem_pool_stats st;
-        CHECK_RC(zsmem_pool_get_stats(pool, &st, sizeof st), 0);
-        CHECK(st.page_size == 8192 && st.objects == 1 && st.bytes_stored == sizeof data);
+        /* The header's stats struct, shorter than today's: its fields
+           filled, nothing past them. */
+        struct {
+            zsmem_pool_stats st;
+            unsigned char after[GUARD];
+        } ps;
+        memset(&ps, GUARD_BYTE, sizeof ps);
+        CHECK_RC(zsmem_pool_get_stats(pool, &ps.st, sizeof ps.st), 0);
+        CHECK(ps.st.page_size == 8192 && ps.st.objects == 1 && ps.st.bytes_stored == sizeof data);
+        CHECK(untouched(ps.after, sizeof ps.after));
         CHECK_RC(zsmem_pool_free(pool, h), 0);
         CHECK_RC(zsmem_pool_check_invariants(pool), 0);
         zsmem_pool_destroy(pool);
@@ -159,6 +166,14 @@ int main(void) {
         int same = 1;
         for (size_t i = 0; i < len; i++) same &= mem[i] == (unsigned char)(i / 4096);
         CHECK(same);
+        struct {
+            zsmem_region_stats st;
+            unsigned char after[GUARD];
+        } rs;
+        memset(&rs, GUARD_BYTE, sizeof rs);
+        CHECK_RC(zsmem_region_get_stats(region, &rs.st, sizeof rs.st), 0);
+        CHECK(rs.st.bytes == 1 << 20 && rs.st.unit == 4096);
+        CHECK(untouched(rs.after, sizeof rs.after));
         zsmem_region_destroy(region);
     } else {
         printf("region skipped: %s\n", zsmem_last_error_message());

@@ -1,12 +1,16 @@
 /* Tests of zsmem_region_* from C: a region filled and read back by two
  * threads with every byte checked while units are evicted and brought
- * back, the statistics, set_budget, and the error paths (NULL, a bad unit,
- * a destroyed region).
+ * back, the statistics, set_budget and get_budget, reclaim,
+ * check_invariants, a page the program dropped, and the error paths
+ * (NULL, a bad unit, a forged or destroyed region).
  *
  * Prints one line per test and "N passed, N failed"; exits 0 only if every
  * test passed. */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* madvise */
 #include <errno.h>
+#include <stddef.h>
+#include <sys/mman.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -82,13 +86,34 @@ static int round_trip(size_t keep_copies, uint32_t faults) {
     CHECK(s.fault_p50_ns > 0 && s.fault_p50_ns <= s.fault_p99_ns);
     if (keep_copies == 0) CHECK(s.copy_bytes == 0 && s.copies_dropped > 0);
     else CHECK(s.copies_dropped == 0);
+    /* The appended counters: time spent on the units compressed and
+       brought back. */
+    CHECK(s.compressions > 0 && s.compress_ns > 0 && s.decompress_ns > 0);
+    CHECK(s.sync_evictions <= s.evictions && s.dropped_by_program == 0);
+    CHECK(zsmem_region_check_invariants(r) == 0);
+    CHECK(zsmem_region_get_budget(r) == 1 << 20);
     CHECK(zsmem_region_set_budget(r, 256 << 10) == 0);
+    CHECK(zsmem_region_get_budget(r) == 256 << 10);
+    CHECK(zsmem_region_set_budget(r, (256 << 10) + 100) == 0); /* whole units */
+    CHECK(zsmem_region_get_budget(r) == 256 << 10);
     CHECK(zsmem_region_set_budget(r, 0) == -EINVAL);
+    CHECK(zsmem_region_get_budget(r) == 256 << 10);
+    /* Push everything out now: no thread touches the region, so resident
+       memory only falls meanwhile (the evictor thread may evict too). */
+    struct zsmem_region_stats before, after;
+    CHECK(zsmem_region_get_stats(r, &before, sizeof before) == 0);
+    int64_t evicted = zsmem_region_reclaim(r, 0);
+    CHECK(evicted > 0 || before.resident_bytes == 0);
+    CHECK(zsmem_region_get_stats(r, &after, sizeof after) == 0);
+    CHECK(after.resident_bytes + (uint64_t)evicted * 16384 <= before.resident_bytes);
+    CHECK(after.evictions >= before.evictions + (uint64_t)evicted);
+    CHECK(zsmem_region_check_invariants(r) == 0);
     for (size_t i = 0; i < n; i++)
         if (w[i] != word(i, 2)) {
             CHECK(w[i] == word(i, 2));
             break;
         }
+    CHECK(zsmem_region_check_invariants(r) == 0);
     zsmem_region_destroy(r);
     CHECK(zsmem_region_len(r) == 0); /* destroyed: looked up, not used */
     return 0;
@@ -99,6 +124,58 @@ static int test_round_trip(void) { return round_trip(SIZE_MAX, ZSMEM_FAULTS_SIGN
 static int test_round_trip_without_copies(void) { return round_trip(0, ZSMEM_FAULTS_SIGNAL); }
 
 static int test_round_trip_fault_thread(void) { return round_trip(SIZE_MAX, ZSMEM_FAULTS_THREAD); }
+
+/* A page the program drops (madvise) in a resident unit reads as zeros
+ * and is counted; reclaim with a target keeps that many bytes; a caller's
+ * older zsmem_region_stats (ending at readahead) is not written past. */
+static int test_dropped_page_and_older_stats(void) {
+    struct zsmem_region_config cfg;
+    CHECK(zsmem_region_config_default(&cfg) == 0);
+    cfg.bytes = 1 << 20;
+    cfg.budget = 2 << 20; /* beyond the region less headroom: nothing is evicted by itself */
+    cfg.unit = 16384;
+    struct zsmem_region *r = NULL;
+    if (zsmem_region_new(&cfg, &r) != 0) {
+        fprintf(stderr, "  zsmem_region_new: %s\n", zsmem_last_error_message());
+        return 1;
+    }
+    void *p = NULL;
+    CHECK(zsmem_region_ptr(r, &p, NULL) == 0);
+    uint64_t *w = p;
+    for (size_t i = 0; i < 2048; i++) w[i] = word(i, 1); /* unit 0 */
+    CHECK(madvise((char *)p + 4096, 4096, MADV_DONTNEED) == 0);
+    CHECK(w[512] == 0 && w[0] == word(0, 1) && w[2047] == word(2047, 1));
+    struct zsmem_region_stats s;
+    CHECK(zsmem_region_get_stats(r, &s, sizeof s) == 0);
+    CHECK(s.dropped_by_program == 1);
+    CHECK(zsmem_region_check_invariants(r) == 0);
+    /* Every unit resident, then down to two units' bytes. */
+    for (size_t i = 2048; i < (1 << 20) / 8; i++) w[i] = word(i, 1);
+    CHECK(zsmem_region_get_stats(r, &s, sizeof s) == 0);
+    CHECK(s.resident_bytes == 1 << 20);
+    CHECK(zsmem_region_reclaim(r, 2 * 16384 + 100) == 64 - 2);
+    CHECK(zsmem_region_get_stats(r, &s, sizeof s) == 0);
+    CHECK(s.resident_bytes == 2 * 16384 && s.compressions > 0);
+    CHECK(zsmem_region_check_invariants(r) == 0);
+    int same = w[512] == 0;
+    for (size_t i = 2048; i < (1 << 20) / 8; i++) same &= w[i] == word(i, 1);
+    CHECK(same);
+    struct {
+        unsigned char stats[offsetof(struct zsmem_region_stats, compress_ns)];
+        unsigned char after[40];
+    } old;
+    memset(&old, 0xA5, sizeof old);
+    CHECK(zsmem_region_get_stats(r, (struct zsmem_region_stats *)&old, sizeof old.stats) == 0);
+    int untouched = 1;
+    for (size_t i = 0; i < sizeof old.after; i++) untouched &= old.after[i] == 0xA5;
+    CHECK(untouched);
+    CHECK(((struct zsmem_region_stats *)&old)->bytes == 1 << 20);
+    zsmem_region_destroy(r);
+    CHECK(zsmem_region_reclaim(r, 0) == -EINVAL); /* destroyed */
+    CHECK(zsmem_region_get_budget(r) == -EINVAL);
+    CHECK(zsmem_region_check_invariants(r) == -EINVAL);
+    return 0;
+}
 
 static int test_errors(void) {
     struct zsmem_region_config cfg;
@@ -122,6 +199,16 @@ static int test_errors(void) {
     CHECK(zsmem_region_ptr(NULL, NULL, NULL) == -EINVAL);
     struct zsmem_region_stats s;
     CHECK(zsmem_region_get_stats(NULL, &s, sizeof s) == -EINVAL);
+    CHECK(zsmem_region_reclaim(NULL, 0) == -EINVAL);
+    CHECK(zsmem_region_get_budget(NULL) == -EINVAL);
+    CHECK(zsmem_region_check_invariants(NULL) == -EINVAL);
+    /* A pointer no zsmem_region_new returned: looked up, never used. */
+    struct zsmem_region *forged = (struct zsmem_region *)(uintptr_t)0x7e57f00d0;
+    CHECK(zsmem_region_reclaim(forged, 0) == -EINVAL);
+    CHECK(strstr(zsmem_last_error_message(), "is not a live region") != NULL);
+    CHECK(zsmem_region_get_budget(forged) == -EINVAL);
+    CHECK(zsmem_region_check_invariants(forged) == -EINVAL);
+    CHECK(zsmem_region_get_stats(forged, &s, sizeof s) == -EINVAL);
     zsmem_region_destroy(NULL);
     return 0;
 }
@@ -133,6 +220,7 @@ int main(void) {
     } tests[] = {{"region_round_trip", test_round_trip},
                  {"region_round_trip_without_copies", test_round_trip_without_copies},
                  {"region_round_trip_fault_thread", test_round_trip_fault_thread},
+                 {"region_dropped_page_and_older_stats", test_dropped_page_and_older_stats},
                  {"region_errors", test_errors}};
     int passed = 0, failed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

@@ -1,7 +1,9 @@
 /* Tests of the zsmem C API from C: every function, its success and its
  * error paths (NULL arguments, stale and double-freed handles, other pools'
  * handles, short buffers, the memory limit, slots out of range, bad
- * configurations), and threads sharing one pool with every byte checked.
+ * configurations, forged pool and store pointers), the values the report
+ * and size calls give, and threads sharing one pool with every byte
+ * checked.
  *
  * Prints one line per test and closes with "N passed, N failed"; exits 0
  * only if every test passed. ZSMEM_TEST_OPS sets the operations per thread
@@ -1112,6 +1114,406 @@ static void test_store_idle_writeback(void) {
     CHECK(unlink(path) == 0 && rmdir(dir) == 0);
 }
 
+/* A pointer no _new call returned, and a pool's token passed as a store:
+   both looked up, never used. */
+#define FORGED_STORE ((zsmem_store *)(uintptr_t)0x7e57f00d0)
+#define FORGED_POOL ((zsmem_pool *)(uintptr_t)0x7e57f00d0)
+
+/* zsmem_pool_max_object_size and zsmem_pool_placed_size against the
+ * pool's own accounting, class_grid (1 places every object in its own
+ * class, so one object's rounding is placed_size - len exactly), and the
+ * appended compaction and deferred-free counters. */
+static void test_pool_sizes(void) {
+    zsmem_pool_config cfg;
+    zsmem_pool *pool = NULL;
+    zsmem_pool_stats st;
+    unsigned char data[4096];
+    uint64_t h;
+    memset(data, 0x33, sizeof data);
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    CHECK(cfg.class_grid == 2); /* Rust's PoolConfig::default() */
+    cfg.class_grid = 1;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    CHECK_RC(zsmem_pool_max_object_size(pool), 4096);
+    CHECK_RC(zsmem_pool_placed_size(pool, 4096), 4096);
+    long long last = 0;
+    int ordered = 1, fits = 1;
+    for (size_t len = 1; len <= 4096; len++) {
+        long long placed = zsmem_pool_placed_size(pool, len);
+        fits &= placed >= (long long)len && placed % 16 == 0;
+        ordered &= placed >= last;
+        last = placed;
+    }
+    CHECK(fits && ordered);
+    const size_t lens[] = {1, 100, 700, 1500, 3000};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        CHECK_RC(zsmem_pool_store(pool, data, lens[i], &h), 0);
+        CHECK_RC(zsmem_pool_get_stats(pool, &st, sizeof st), 0);
+        CHECK(st.waste_rounding_bytes == (uint64_t)zsmem_pool_placed_size(pool, lens[i]) - lens[i]);
+        CHECK_RC(zsmem_pool_free(pool, h), 0);
+    }
+    CHECK_RC(zsmem_pool_placed_size(pool, 0), -EINVAL);
+    CHECK_RC(zsmem_pool_placed_size(pool, 4097), -E2BIG);
+    CHECK_RC(zsmem_pool_placed_size(pool, SIZE_MAX), -E2BIG);
+    CHECK_RC(zsmem_pool_placed_size(NULL, 1), -EINVAL);
+    CHECK_RC(zsmem_pool_placed_size(FORGED_POOL, 1), -EINVAL);
+    CHECK_MSG("zsmem_pool_placed_size: pool 0x7e57f00d0 is not a live pool");
+    CHECK_RC(zsmem_pool_max_object_size(NULL), -EINVAL);
+    CHECK_RC(zsmem_pool_max_object_size(FORGED_POOL), -EINVAL);
+    zsmem_pool_destroy(pool);
+    CHECK_RC(zsmem_pool_max_object_size(pool), -EINVAL); /* destroyed */
+
+    /* The kernel's configuration counts its 8-byte in-object handle. */
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    cfg.page_size = 8192;
+    cfg.kernel_handle_header = 1;
+    cfg.class_grid = 1;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    CHECK_RC(zsmem_pool_max_object_size(pool), 8192);
+    CHECK(zsmem_pool_placed_size(pool, 100) >= 108);
+    CHECK_RC(zsmem_pool_placed_size(pool, 8192), 8192);
+    zsmem_pool_destroy(pool);
+    /* Log placement: the length rounded up to the lane's unit. */
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    cfg.placement = ZSMEM_PLACEMENT_LOG;
+    cfg.log_lanes = 1;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    long long unit = zsmem_pool_placed_size(pool, 1);
+    CHECK(unit >= 1 && (unit & (unit - 1)) == 0);
+    CHECK_RC(zsmem_pool_placed_size(pool, (size_t)unit * 3), unit * 3);
+    CHECK_RC(zsmem_pool_placed_size(pool, (size_t)unit * 3 + 1), unit * 4);
+    zsmem_pool_destroy(pool);
+
+    /* class_grid: a power of two in 1..=64. */
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    cfg.class_grid = 3;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), -EINVAL);
+    CHECK_MSG("zsmem_pool_new: invalid configuration: class_grid 3 is not a power of two");
+    cfg.class_grid = 0;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), -EINVAL);
+    cfg.class_grid = 128;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), -EINVAL);
+    cfg.class_grid = 64;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    /* A lone object of a sparse class goes to a coarser anchor: never less
+       than its own class. */
+    CHECK_RC(zsmem_pool_store(pool, data, 100, &h), 0);
+    CHECK_RC(zsmem_pool_get_stats(pool, &st, sizeof st), 0);
+    CHECK(st.waste_rounding_bytes >= (uint64_t)zsmem_pool_placed_size(pool, 100) - 100);
+    zsmem_pool_destroy(pool);
+    /* The version before class_grid: the default, whatever follows. */
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    cfg.size = offsetof(zsmem_pool_config, class_grid);
+    cfg.class_grid = 3; /* beyond the old struct: never read */
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    zsmem_pool_destroy(pool);
+}
+
+/* The appended zsmem_pool_stats fields: compaction's steps, lock hold and
+ * committed pages, and deferred frees' batches; an older caller's struct
+ * ends before them and is not written past. */
+static void test_pool_stats_appended(void) {
+    zsmem_pool_config cfg;
+    zsmem_pool *pool = NULL;
+    zsmem_pool_stats before, after;
+    enum { N = 2000 };
+    static uint64_t h[N];
+    unsigned char obj[200];
+    memset(obj, 9, sizeof obj);
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    cfg.compaction = ZSMEM_COMPACTION_OFF;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    for (int i = 0; i < N; i++) CHECK_RC(zsmem_pool_store(pool, obj, sizeof obj, &h[i]), 0);
+    for (int i = 0; i < N; i++)
+        if (i % 4 != 0) CHECK_RC(zsmem_pool_free(pool, h[i]), 0);
+    CHECK_RC(zsmem_pool_get_stats(pool, &before, sizeof before), 0);
+    CHECK(before.compaction_steps == 0 && before.compaction_max_lock_hold_ns == 0);
+    CHECK(before.pages_committed == 0 && before.deferred_batches == 0);
+    int64_t freed = zsmem_pool_compact(pool);
+    CHECK(freed > 0);
+    CHECK_RC(zsmem_pool_get_stats(pool, &after, sizeof after), 0);
+    CHECK(after.compaction_steps > 0 && after.compaction_max_lock_hold_ns > 0);
+    CHECK(after.pages_compacted == (uint64_t)freed);
+    CHECK(after.deferred_batches == 0); /* frees at once */
+    /* A caller whose struct ends at pending_free_bytes. */
+    struct {
+        uint64_t words[offsetof(zsmem_pool_stats, deferred_batches) / 8];
+        uint64_t after[4];
+    } old;
+    memset(&old, 0xA5, sizeof old);
+    CHECK_RC(zsmem_pool_get_stats(pool, (zsmem_pool_stats *)&old, sizeof old.words), 0);
+    CHECK(old.words[0] == 4096 && old.words[4] == after.objects);
+    CHECK(old.after[0] == 0xA5A5A5A5A5A5A5A5ull && old.after[3] == 0xA5A5A5A5A5A5A5A5ull);
+    zsmem_pool_destroy(pool);
+
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    cfg.free_mode = ZSMEM_FREE_DEFERRED;
+    CHECK_RC(zsmem_pool_new(&cfg, &pool), 0);
+    for (int i = 0; i < 64; i++) CHECK_RC(zsmem_pool_store(pool, obj, sizeof obj, &h[i]), 0);
+    for (int i = 0; i < 64; i++) CHECK_RC(zsmem_pool_free(pool, h[i]), 0);
+    CHECK_RC(zsmem_pool_flush(pool), 0);
+    CHECK_RC(zsmem_pool_get_stats(pool, &after, sizeof after), 0);
+    CHECK(after.objects == 0 && after.deferred_batches >= 1 && after.deferred_batches <= 64);
+    zsmem_pool_destroy(pool);
+}
+
+/* The recompression and writeback reports, the writeback limit's getter,
+ * idle_pages and check_invariants, with exact values where the pages make
+ * them exact (noise pages: stored huge, no codec shrinks them). */
+static void test_store_reports(void) {
+    static unsigned char page[4096], out[4096];
+    char dir[] = "/tmp/zsmem-c-report-XXXXXX", path[64];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/backing", dir);
+    zsmem_pool_config cfg;
+    zsmem_store_config scfg;
+    zsmem_store *store = NULL;
+    zsmem_recompress_stat rs, total;
+    zsmem_writeback_report wb;
+    zsmem_bd_stat bd;
+    uint64_t pages = 7;
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    CHECK_RC(zsmem_store_config_default(&scfg), 0);
+    scfg.slots = 64;
+    scfg.recompress_codec = ZSMEM_CODEC_ZSTD;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), 0);
+
+    enum { TEXT = 24, NOISE = 8 };
+    for (int i = 0; i < TEXT; i++) {
+        source_page(page, sizeof page, i);
+        CHECK_RC(zsmem_store_write(store, (size_t)i, page, sizeof page), 0);
+    }
+    for (int i = 0; i < NOISE; i++) {
+        noise_page(page, sizeof page, (uint64_t)i + 1);
+        CHECK_RC(zsmem_store_write(store, (size_t)(TEXT + i), page, sizeof page), 0);
+    }
+    memset(page, 0, sizeof page); /* same-filled: holds no object, never idle */
+    CHECK_RC(zsmem_store_write(store, 40, page, sizeof page), 0);
+    CHECK_RC(zsmem_store_check_invariants(store), 0);
+
+    CHECK_RC(zsmem_store_idle_pages(store), 0);
+    CHECK_RC(zsmem_store_mark_idle(store, 0), TEXT + NOISE);
+    CHECK_RC(zsmem_store_idle_pages(store), TEXT + NOISE);
+    CHECK_RC(zsmem_store_read(store, 0, out, sizeof out), 0); /* clears its mark */
+    CHECK_RC(zsmem_store_idle_pages(store), TEXT + NOISE - 1);
+
+    /* Huge (noise) pages: all examined, none shrinks, all marked. */
+    memset(&rs, 0xff, sizeof rs);
+    CHECK_RC(zsmem_store_recompress_report(store, ZSMEM_SELECT_HUGE, 0, &rs, sizeof rs), 0);
+    CHECK(rs.examined == NOISE && rs.recompressed == 0 && rs.bytes_saved == 0);
+    CHECK(rs.marked_incompressible == NOISE);
+    /* Marked slots are not tried again. */
+    CHECK_RC(zsmem_store_recompress_report(store, ZSMEM_SELECT_HUGE, 0, &rs, sizeof rs), 0);
+    CHECK(rs.examined == 0 && rs.marked_incompressible == 0);
+    /* The idle text pages: the return value is the report's count. */
+    long long re = zsmem_store_recompress_report(store, ZSMEM_SELECT_IDLE, 0, &rs, sizeof rs);
+    CHECK(re >= 0 && (uint64_t)re == rs.recompressed);
+    CHECK(rs.examined == TEXT - 1); /* slot 0 was read: no longer idle */
+    CHECK(rs.recompressed + rs.marked_incompressible <= rs.examined);
+    CHECK((rs.recompressed == 0) == (rs.bytes_saved == 0));
+    /* The store's sums: the three calls'. */
+    CHECK_RC(zsmem_store_recompress_stat(store, &total, sizeof total), 0);
+    CHECK(total.examined == NOISE + TEXT - 1 && total.recompressed == rs.recompressed);
+    CHECK(total.bytes_saved == rs.bytes_saved);
+    CHECK(total.marked_incompressible == NOISE + rs.marked_incompressible);
+    /* A longer (newer) struct: the rest zeroed. */
+    struct {
+        zsmem_recompress_stat s;
+        uint64_t more[2];
+    } longer;
+    memset(&longer, 0xff, sizeof longer);
+    CHECK_RC(zsmem_store_recompress_stat(store, &longer.s, sizeof longer), 0);
+    CHECK(longer.s.examined == total.examined && longer.more[0] == 0 && longer.more[1] == 0);
+    /* Bad input: nothing is done. */
+    CHECK_RC(zsmem_store_recompress_report(store, ZSMEM_SELECT_ALL, 0, NULL, sizeof rs), -EINVAL);
+    CHECK_MSG("zsmem_store_recompress_report: out is NULL");
+    CHECK_RC(zsmem_store_recompress_report(store, ZSMEM_SELECT_ALL, 0, &rs, 8), -EINVAL);
+    CHECK_MSG("zsmem_store_recompress_report: out_size 8 is not that of any version");
+    CHECK_RC(zsmem_store_recompress_report(store, ZSMEM_SELECT_ALL, 0, &rs, SIZE_MAX), -EINVAL);
+    CHECK_RC(zsmem_store_recompress_report(store, 9, 0, &rs, sizeof rs), -EINVAL);
+    CHECK_RC(zsmem_store_recompress_report(store, ZSMEM_SELECT_INCOMPRESSIBLE, 0, &rs, sizeof rs),
+             -EINVAL);
+    CHECK_RC(zsmem_store_recompress_report(NULL, ZSMEM_SELECT_ALL, 0, &rs, sizeof rs), -EINVAL);
+    CHECK_RC(zsmem_store_recompress_report(FORGED_STORE, ZSMEM_SELECT_ALL, 0, &rs, sizeof rs),
+             -EINVAL);
+    CHECK_RC(zsmem_store_recompress_stat(store, &rs, 0), -EINVAL);
+    CHECK_RC(zsmem_store_recompress_stat(store, NULL, sizeof rs), -EINVAL);
+    CHECK_RC(zsmem_store_recompress_stat(FORGED_STORE, &rs, sizeof rs), -EINVAL);
+    CHECK_RC(zsmem_store_recompress_stat(store, &rs, sizeof rs), 0);
+    CHECK(memcmp(&rs, &total, sizeof rs) == 0);
+
+    /* Writeback: no backing file yet. Every slot marked incompressible
+       (the noise pages, and any text page zstd did not shrink a class) is
+       written back below. */
+    const long long inc = (long long)total.marked_incompressible;
+    CHECK(inc >= NOISE);
+    CHECK_RC(zsmem_store_writeback_report(store, ZSMEM_SELECT_ALL, 0, &wb, sizeof wb), -ENODEV);
+    CHECK_RC(zsmem_store_set_backing_file(store, path), 0);
+    CHECK_RC(zsmem_store_get_writeback_limit(store, &pages), 0); /* none */
+    CHECK(pages == 0);
+    CHECK_RC(zsmem_store_set_writeback_limit(store, 1, 5), 0);
+    CHECK_RC(zsmem_store_get_writeback_limit(store, &pages), 1);
+    CHECK(pages == 5);
+    CHECK_RC(zsmem_store_get_writeback_limit(store, NULL), 1);
+    /* The incompressible (noise) pages, stopped by the limit. */
+    memset(&wb, 0xff, sizeof wb);
+    CHECK_RC(zsmem_store_writeback_report(store, ZSMEM_SELECT_INCOMPRESSIBLE, 0, &wb, sizeof wb),
+             5);
+    CHECK(wb.written == 5 && wb.limit_reached == 1);
+    CHECK_RC(zsmem_store_get_writeback_limit(store, &pages), 1);
+    CHECK(pages == 0);
+    CHECK_RC(zsmem_store_set_writeback_limit(store, 1, 100), 0);
+    CHECK_RC(zsmem_store_writeback_report(store, ZSMEM_SELECT_INCOMPRESSIBLE, 2, &wb, sizeof wb),
+             2);
+    CHECK(wb.written == 2 && wb.limit_reached == 0); /* stopped by max_pages */
+    CHECK_RC(zsmem_store_get_writeback_limit(store, &pages), 1);
+    CHECK(pages == 98);
+    CHECK_RC(zsmem_store_set_writeback_limit(store, 0, 0), 0);
+    CHECK_RC(zsmem_store_get_writeback_limit(store, &pages), 0);
+    CHECK(pages == 0);
+    CHECK_RC(zsmem_store_writeback_report(store, ZSMEM_SELECT_INCOMPRESSIBLE, 0, &wb, sizeof wb),
+             inc - 7);
+    CHECK(wb.written == (uint64_t)inc - 7 && wb.limit_reached == 0);
+    /* Bad input: nothing is written back. */
+    CHECK_RC(zsmem_store_writeback_report(store, ZSMEM_SELECT_ALL, 0, NULL, sizeof wb), -EINVAL);
+    CHECK_RC(zsmem_store_writeback_report(store, ZSMEM_SELECT_ALL, 0, &wb, sizeof wb - 8), -EINVAL);
+    CHECK_RC(zsmem_store_writeback_report(store, 9, 0, &wb, sizeof wb), -EINVAL);
+    CHECK_RC(zsmem_store_writeback_report(NULL, ZSMEM_SELECT_ALL, 0, &wb, sizeof wb), -EINVAL);
+    CHECK_RC(zsmem_store_writeback_report(FORGED_STORE, ZSMEM_SELECT_ALL, 0, &wb, sizeof wb),
+             -EINVAL);
+    CHECK_RC(zsmem_store_bd_stat(store, &bd, sizeof bd), 0);
+    CHECK(bd.bd_count == (uint64_t)inc && bd.bd_writes == (uint64_t)inc);
+    CHECK_RC(zsmem_store_get_writeback_limit(NULL, &pages), -EINVAL);
+    CHECK_RC(zsmem_store_get_writeback_limit(FORGED_STORE, &pages), -EINVAL);
+    CHECK_MSG("zsmem_store_get_writeback_limit: store 0x7e57f00d0 is not a live store");
+    CHECK_RC(zsmem_store_idle_pages(NULL), -EINVAL);
+    CHECK_RC(zsmem_store_idle_pages(FORGED_STORE), -EINVAL);
+    CHECK_RC(zsmem_store_check_invariants(NULL), -EINVAL);
+    CHECK_RC(zsmem_store_check_invariants(FORGED_STORE), -EINVAL);
+    /* Every page reads back, from memory or the backing file. */
+    for (int i = 0; i < NOISE; i++) {
+        noise_page(page, sizeof page, (uint64_t)i + 1);
+        CHECK_RC(zsmem_store_read(store, (size_t)(TEXT + i), out, sizeof out), 0);
+        CHECK(memcmp(out, page, sizeof page) == 0);
+    }
+    for (int i = 0; i < TEXT; i++) {
+        source_page(page, sizeof page, i);
+        CHECK_RC(zsmem_store_read(store, (size_t)i, out, sizeof out), 0);
+        CHECK(memcmp(out, page, sizeof page) == 0);
+    }
+    CHECK_RC(zsmem_store_check_invariants(store), 0);
+    /* A pool's pointer is not a store's. */
+    zsmem_pool *pool = new_pool(0);
+    CHECK_RC(zsmem_store_idle_pages((zsmem_store *)pool), -EINVAL);
+    CHECK_RC(zsmem_store_check_invariants((zsmem_store *)pool), -EINVAL);
+    zsmem_pool_destroy(pool);
+    zsmem_store_destroy(store);
+    CHECK_RC(zsmem_store_check_invariants(store), -EINVAL); /* destroyed */
+    CHECK(unlink(path) == 0 && rmdir(dir) == 0);
+}
+
+/* A zstd dictionary from bytes: a raw-content one (any bytes without
+ * zstd's dictionary magic) shrinks pages like it; bytes that start as a
+ * zstd dictionary and are not one are -EINVAL; 15 at most per store. */
+static void test_store_set_dictionary(void) {
+    static unsigned char dict[8192], page[4096], out[4096];
+    zsmem_pool_config cfg;
+    zsmem_store_config scfg;
+    zsmem_store *store = NULL;
+    zsmem_mm_stat before, after;
+    enum { N = 16 };
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    CHECK_RC(zsmem_store_config_default(&scfg), 0);
+    scfg.slots = N;
+    scfg.codec = ZSMEM_CODEC_ZSTD;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), 0);
+    for (int i = 0; i < N; i++) {
+        source_page(page, sizeof page, i + 500);
+        CHECK_RC(zsmem_store_write(store, (size_t)i, page, sizeof page), 0);
+    }
+    CHECK_RC(zsmem_store_mm_stat(store, &before), 0);
+    source_page(dict, 4096, 500);
+    source_page(dict + 4096, 4096, 501);
+    CHECK_RC(zsmem_store_set_dictionary(store, dict, sizeof dict), 0);
+    for (int i = 0; i < N; i++) {
+        source_page(page, sizeof page, i + 500);
+        CHECK_RC(zsmem_store_write(store, (size_t)i, page, sizeof page), 0);
+    }
+    CHECK_RC(zsmem_store_mm_stat(store, &after), 0);
+    CHECK(after.orig_data_size == before.orig_data_size);
+    CHECK(after.compr_data_size < before.compr_data_size); /* the dictionary is used */
+    for (int i = 0; i < N; i++) {
+        source_page(page, sizeof page, i + 500);
+        CHECK_RC(zsmem_store_read(store, (size_t)i, out, sizeof out), 0);
+        CHECK(memcmp(out, page, sizeof page) == 0);
+    }
+    /* zstd's dictionary magic, then no dictionary. */
+    unsigned char bad[256];
+    memset(bad, 0x11, sizeof bad);
+    bad[0] = 0x37, bad[1] = 0xA4, bad[2] = 0x30, bad[3] = 0xEC;
+    CHECK_RC(zsmem_store_set_dictionary(store, bad, sizeof bad), -EINVAL);
+    CHECK_MSG("zsmem_store_set_dictionary: invalid configuration: zstd cannot use these bytes");
+    CHECK_RC(zsmem_store_set_dictionary(store, dict, 0), -EINVAL);
+    CHECK_RC(zsmem_store_set_dictionary(store, NULL, 16), -EINVAL);
+    CHECK_RC(zsmem_store_set_dictionary(NULL, dict, sizeof dict), -EINVAL);
+    CHECK_RC(zsmem_store_set_dictionary(FORGED_STORE, dict, sizeof dict), -EINVAL);
+    CHECK_RC(zsmem_store_check_invariants(store), 0);
+    /* 15 dictionaries in all (one taken above), then the table is full. */
+    int taken = 1;
+    while (taken < 20 && zsmem_store_set_dictionary(store, dict, 4096 + (size_t)taken) == 0) taken++;
+    CHECK(taken == 15);
+    CHECK_RC(zsmem_store_set_dictionary(store, dict, sizeof dict), -EINVAL);
+    CHECK_MSG("zsmem_store_set_dictionary: invalid configuration: the store's codec table is full");
+    for (int i = 0; i < N; i++) {
+        source_page(page, sizeof page, i + 500);
+        CHECK_RC(zsmem_store_read(store, (size_t)i, out, sizeof out), 0);
+        CHECK(memcmp(out, page, sizeof page) == 0);
+    }
+    zsmem_store_destroy(store);
+}
+
+/* track_access_time: on by default (as in Rust); off, marking by age is
+ * refused and marking all works; 0 or 1, reserved 0; an older struct gets
+ * the default. */
+static void test_store_track_access_time(void) {
+    static unsigned char page[4096];
+    zsmem_pool_config cfg;
+    zsmem_store_config scfg;
+    zsmem_store *store = NULL;
+    CHECK_RC(zsmem_pool_config_default(&cfg), 0);
+    CHECK_RC(zsmem_store_config_default(&scfg), 0);
+    CHECK(scfg.track_access_time == 1 && scfg.reserved == 0);
+    scfg.slots = 8;
+    text_page(page, sizeof page, 3);
+    for (int track = 0; track < 2; track++) {
+        scfg.track_access_time = (uint32_t)track;
+        CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), 0);
+        CHECK_RC(zsmem_store_write(store, 1, page, sizeof page), 0);
+        CHECK_RC(zsmem_store_write(store, 2, page, sizeof page), 0);
+        CHECK_RC(zsmem_store_mark_idle(store, 60), track ? 0 : -EINVAL);
+        if (!track) CHECK_MSG("zsmem_store_mark_idle: invalid configuration: marking idle by age");
+        CHECK_RC(zsmem_store_mark_idle(store, 0), 2);
+        CHECK_RC(zsmem_store_idle_pages(store), 2);
+        zsmem_store_destroy(store);
+    }
+    scfg.track_access_time = 2;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), -EINVAL);
+    CHECK_MSG("zsmem_store_new: invalid configuration: track_access_time is 2");
+    scfg.track_access_time = 1;
+    scfg.reserved = 1;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), -EINVAL);
+    /* The version before track_access_time: kept, whatever follows. */
+    scfg.size = offsetof(zsmem_store_config, track_access_time);
+    scfg.track_access_time = 0;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), 0);
+    CHECK_RC(zsmem_store_write(store, 1, page, sizeof page), 0);
+    CHECK_RC(zsmem_store_mark_idle(store, 60), 0);
+    zsmem_store_destroy(store);
+    /* A size between versions is no struct's. */
+    scfg.size = offsetof(zsmem_store_config, track_access_time) + 4;
+    CHECK_RC(zsmem_store_new(&scfg, &cfg, &store), -EINVAL);
+}
+
 struct test {
     const char *name;
     void (*run)(void);
@@ -1140,6 +1542,11 @@ int main(void) {
         {"older_struct_sizes", test_older_struct_sizes},
         {"page_return", test_page_return},
         {"store_idle_writeback", test_store_idle_writeback},
+        {"pool_sizes", test_pool_sizes},
+        {"pool_stats_appended", test_pool_stats_appended},
+        {"store_reports", test_store_reports},
+        {"store_set_dictionary", test_store_set_dictionary},
+        {"store_track_access_time", test_store_track_access_time},
         {"threads", test_threads},
     };
     int passed = 0, failed = 0;

@@ -27,9 +27,12 @@
 //   a store's backing file may then be written back by one process only.
 // - Configuration structs begin with their own size: initialise them with
 //   zsmem_pool_config_default() / zsmem_store_config_default() before
-//   setting fields, and statistics calls take sizeof the caller's struct,
-//   so that a later library version can append fields without breaking
-//   programs built against this header.
+//   setting fields, and statistics and report calls take sizeof the
+//   caller's struct, so that a later library version can append fields
+//   without breaking programs built against this header. A report call
+//   (zsmem_store_recompress_report, zsmem_store_writeback_report) checks
+//   its struct before it acts: a NULL one or a size no version had is
+//   -EINVAL, with nothing done.
 // - A Rust panic never unwinds into C: a caught one (a bug in zsmem) is
 //   -ENOTRECOVERABLE.
 
@@ -164,7 +167,8 @@ typedef struct zsmem_store zsmem_store;
 // `chain_rule = ZSMEM_CHAIN_RULE_MIN_WASTE`,
 // `kernel_handle_header = 1`, `compaction = ZSMEM_COMPACTION_OFF`,
 // `trim_pages = 0`, `return_delay_us = 0`, `class_shards = 1`,
-// `prefault_bytes = 0`, `parked_slots = 0` and `locked_reads = 1`.
+// `prefault_bytes = 0`, `parked_slots = 0`, `locked_reads = 1` and
+// `class_grid = 1`.
 // Frees happen at once
 // (`ZSMEM_FREE_CLASS_LOCK`).
 typedef struct zsmem_pool_config {
@@ -256,6 +260,14 @@ typedef struct zsmem_pool_config {
   // headers (so their programs get the default). Stores ignore it
   // (they decompress under the lock).
   uint32_t locked_reads;
+  // Size classes: adaptive class spacing, a power of two from 1 to 64
+  // (appended; older programs get the default, 2, as in Rust). The
+  // classes at multiples of 2, 4, .. `class_grid` are anchors, and an
+  // object whose class has too few live objects to pay for a zspage of
+  // its own is placed in the next coarser anchor's class (see
+  // `zsmem_pool_placed_size`). 1 gives every class its own zspages, the
+  // kernel's behaviour. Log placement ignores it.
+  size_t class_grid;
 } zsmem_pool_config;
 
 // Pool totals, filled by `zsmem_pool_get_stats`. Fields may be appended
@@ -303,6 +315,18 @@ typedef struct zsmem_pool_stats {
   uint64_t pending_frees;
   // The bytes of the slots they hold.
   uint64_t pending_free_bytes;
+  // With deferred frees: runs of them drained so far, each under one
+  // size class's lock. This field and the three after it were appended:
+  // an older caller's smaller struct gets none of them.
+  uint64_t deferred_batches;
+  // Pages compaction committed in destination zspages (with
+  // `trim_pages`), already subtracted from `pages_compacted`.
+  uint64_t pages_committed;
+  // Compaction steps run, automatic ones and `zsmem_pool_compact`'s.
+  uint64_t compaction_steps;
+  // Longest time one compaction step held a size class's lock, in
+  // nanoseconds.
+  uint64_t compaction_max_lock_hold_ns;
 } zsmem_pool_stats;
 
 // One physical size class, in the columns of the kernel's debugfs
@@ -429,6 +453,22 @@ typedef struct zsmem_region_stats {
   // Evicted units brought back ahead of a sequential read
   // (`readahead`), without a fault on them.
   uint64_t readahead;
+  // Nanoseconds spent compressing units (and storing them). This field
+  // and the four after it were appended: an older caller's smaller
+  // struct gets none of them.
+  uint64_t compress_ns;
+  // Nanoseconds spent decompressing units (and reading them from the
+  // store).
+  uint64_t decompress_ns;
+  // Evictions abandoned because the unit was written while it was being
+  // compressed.
+  uint64_t eviction_races;
+  // Evictions made by a fault's own thread, the region being at its
+  // budget when the fault came (the evictor thread had fallen behind).
+  uint64_t sync_evictions;
+  // Missing pages found in resident units: the program dropped them
+  // (`madvise(MADV_DONTNEED)`); they read as zeros.
+  uint64_t dropped_by_program;
 } zsmem_region_stats;
 
 // How to make a page store (the pool under it has its own
@@ -436,7 +476,7 @@ typedef struct zsmem_region_stats {
 // (which sets `size` and every default), then change fields.
 //
 // Defaults: 262144 slots (1 GiB of 4 KiB pages), LZ4, zstd level 3, no
-// secondary codec for recompression.
+// secondary codec for recompression, access times kept.
 typedef struct zsmem_store_config {
   // `sizeof(zsmem_store_config)` as the caller compiled it; set by
   // `zsmem_store_config_default`. Lets later versions append fields.
@@ -457,6 +497,15 @@ typedef struct zsmem_store_config {
   uint32_t recompress_codec;
   // Level for a `ZSMEM_CODEC_ZSTD` secondary codec, 1 to 22 (default 12).
   int32_t recompress_zstd_level;
+  // 1 (the default, as in Rust) for each slot to keep the time it was
+  // last read or written (zram's `CONFIG_ZRAM_TRACK_ENTRY_ACTIME`), which
+  // `zsmem_store_mark_idle` needs for an age other than 0; 0 saves that
+  // word per slot, and `zsmem_store_mark_idle` then takes only 0 (every
+  // slot). Appended with the next field: a program built against a
+  // header without them gets 1.
+  uint32_t track_access_time;
+  // Must be 0.
+  uint32_t reserved;
 } zsmem_store_config;
 
 // Everything a store holds for its data, in bytes: what
@@ -501,6 +550,36 @@ typedef struct zsmem_mm_stat {
   // Huge pages stored since the store was made.
   uint64_t huge_pages_since;
 } zsmem_mm_stat;
+
+// What recompression did: one call's (`zsmem_store_recompress_report`)
+// or the store's since it was made (`zsmem_store_recompress_stat`). Fields
+// may be appended in later versions; the calls write only as many bytes as
+// the caller's struct has.
+typedef struct zsmem_recompress_stat {
+  // Slots that matched the request and were tried.
+  uint64_t examined;
+  // Slots whose object was replaced by a smaller one (what
+  // `zsmem_store_recompress` returns).
+  uint64_t recompressed;
+  // Object bytes saved: the old objects' lengths minus the new ones'.
+  uint64_t bytes_saved;
+  // Slots marked incompressible: no secondary codec reached a smaller
+  // size class, so they are not tried again (and
+  // `ZSMEM_SELECT_INCOMPRESSIBLE` writes them back).
+  uint64_t marked_incompressible;
+} zsmem_recompress_stat;
+
+// What one writeback did (`zsmem_store_writeback_report`). Fields may be
+// appended in later versions; the call writes only as many bytes as the
+// caller's struct has.
+typedef struct zsmem_writeback_report {
+  // Pages written to the backing file (what `zsmem_store_writeback`
+  // returns).
+  uint64_t written;
+  // 1 if the store's writeback limit (`zsmem_store_set_writeback_limit`)
+  // ran out before every selected slot was written, else 0.
+  uint64_t limit_reached;
+} zsmem_writeback_report;
 
 // zram's `io_stat`: requests that failed or were refused, and pages
 // discarded.
@@ -703,6 +782,25 @@ int zsmem_pool_trim(struct zsmem_pool *pool);
 // `pool` may be any value: it is looked up, never dereferenced.
 int zsmem_pool_check_invariants(const struct zsmem_pool *pool);
 
+// The largest object the pool takes, in bytes (its page size), or
+// `-EINVAL` (`pool` not live).
+//
+// # Safety
+// `pool` may be any value: it is looked up, never dereferenced.
+int64_t zsmem_pool_max_object_size(const struct zsmem_pool *pool);
+
+// The bytes an object of `len` bytes takes in the pool: its size class's
+// slot (the kernel's in-object handle included with
+// `kernel_handle_header`), or with log placement `len` rounded up to the
+// lane's unit; what a smaller object would save. With `class_grid` above
+// 1 a sparse class's object may be placed in a coarser class than this
+// says. Returns the bytes, `-EINVAL` (`pool` not live, `len` 0) or
+// `-E2BIG` (`len` over the page size), as `zsmem_pool_alloc` would.
+//
+// # Safety
+// `pool` may be any value: it is looked up, never dereferenced.
+int64_t zsmem_pool_placed_size(const struct zsmem_pool *pool, size_t len);
+
 // Fill `*out` with the pool's totals; `out_size` is `sizeof *out` as the
 // caller compiled it. Returns 0 or `-EINVAL` (NULL argument). Under
 // concurrent use the totals are a sum of per-class snapshots.
@@ -776,12 +874,43 @@ int zsmem_region_ptr(const struct zsmem_region *region, void **ptr_out, size_t *
 // None: the pointer is only looked up.
 size_t zsmem_region_len(const struct zsmem_region *region);
 
-// Change the resident budget (whole units, at least one). Returns 0 or
-// `-EINVAL`.
+// Change the resident budget (rounded down to whole units, at least one);
+// the evictor thread brings resident memory under it. Returns 0 or
+// `-EINVAL` (`region` not live, a budget below one unit).
 //
 // # Safety
 // None: the pointer is only looked up.
 int zsmem_region_set_budget(const struct zsmem_region *region, size_t budget);
+
+// The resident budget in bytes (whole units: what
+// `zsmem_region_set_budget` left, or the configuration's), or `-EINVAL`
+// (`region` not live).
+//
+// # Safety
+// None: the pointer is only looked up.
+int64_t zsmem_region_get_budget(const struct zsmem_region *region);
+
+// Push cold units out now, on the calling thread: evict (compress into
+// the region's store, or drop a unit whose stored copy is current) until
+// at most `target` bytes of units are resident (rounded down to whole
+// units; 0 evicts all it can) or no unit can be evicted. The budget is not
+// changed, and a unit touched since the last sweep may survive one.
+// Returns the units evicted, or `-EINVAL` (`region` not live). The region
+// stays usable: an evicted unit comes back on its next access.
+//
+// # Safety
+// None: the pointer is only looked up.
+int64_t zsmem_region_reclaim(const struct zsmem_region *region, size_t target);
+
+// Check the units' states against the region's counters and its store,
+// and the store's invariants (for tests and debugging: call it while no
+// thread touches the region's memory; it holds every unit's lock
+// meanwhile). Returns 0, `-EINVAL` (`region` not live) or `-EIO` naming
+// the broken invariant.
+//
+// # Safety
+// None: the pointer is only looked up.
+int zsmem_region_check_invariants(const struct zsmem_region *region);
 
 // Copy the region's statistics to `*out`, a struct of `out_size` bytes
 // (pass `sizeof *out`). Returns 0 or `-EINVAL`.
@@ -880,6 +1009,16 @@ int64_t zsmem_store_compact(struct zsmem_store *store);
 // `store` may be any value: it is looked up, never dereferenced.
 int zsmem_store_trim(struct zsmem_store *store);
 
+// Check the store's counters against its slots, the backing file's
+// bitmap against the written-back slots, and its pool's invariants (for
+// tests and debugging: it walks every slot; run it while no other thread
+// uses the store). Returns 0, `-EINVAL` (`store` not live) or `-EIO`
+// naming the broken invariant.
+//
+// # Safety
+// `store` may be any value: it is looked up, never dereferenced.
+int zsmem_store_check_invariants(const struct zsmem_store *store);
+
 // Fill `*out` with what the store holds (a `zsmem_store_memory`);
 // `out_size` is `sizeof *out` as the caller compiled it. Returns 0 or
 // `-EINVAL` (NULL argument, `store` not live).
@@ -901,11 +1040,19 @@ int zsmem_store_mm_stat(const struct zsmem_store *store, struct zsmem_mm_stat *o
 // Mark idle every slot holding an object that was not read or written for
 // at least `age_seconds` (zram's `echo SECONDS > idle`); 0 marks every such
 // slot (`echo all > idle`). A later read or write clears the mark. Returns
-// the slots marked, or `-EINVAL` (`store` not live).
+// the slots marked, or `-EINVAL` (`store` not live, or an age other than 0
+// on a store made with `track_access_time` 0).
 //
 // # Safety
 // `store` may be any value: it is looked up, never dereferenced.
 int64_t zsmem_store_mark_idle(struct zsmem_store *store, uint64_t age_seconds);
+
+// The slots marked idle now (by `zsmem_store_mark_idle`, not read or
+// written since), or `-EINVAL` (`store` not live). Walks every slot.
+//
+// # Safety
+// `store` may be any value: it is looked up, never dereferenced.
+int64_t zsmem_store_idle_pages(const struct zsmem_store *store);
 
 // Recompress the slots `which` picks (a `ZSMEM_SELECT_*` other than
 // `ZSMEM_SELECT_INCOMPRESSIBLE`) with the store's secondary codec
@@ -914,10 +1061,38 @@ int64_t zsmem_store_mark_idle(struct zsmem_store *store, uint64_t age_seconds);
 // smaller size class; a slot no codec shrinks is marked incompressible
 // and not tried again. Returns the slots recompressed, or `-EINVAL`
 // (`store` not live, a bad `which`, no secondary codec configured).
+// `zsmem_store_recompress_report` does the same and says more.
 //
 // # Safety
 // `store` may be any value: it is looked up, never dereferenced.
 int64_t zsmem_store_recompress(struct zsmem_store *store, uint32_t which, size_t threshold);
+
+// `zsmem_store_recompress`, and fill `*out` with what this call did:
+// `out_size` is `sizeof *out` as the caller compiled it. Returns the slots
+// recompressed (`out->recompressed`), or `-EINVAL` (the errors of
+// `zsmem_store_recompress`, `out` NULL, or `out_size` not the size of any
+// version of `zsmem_recompress_stat`; nothing is recompressed then).
+//
+// # Safety
+// `store` may be any value (it is looked up, never dereferenced); `out`
+// is NULL or writable for `out_size` bytes.
+int64_t zsmem_store_recompress_report(struct zsmem_store *store,
+                                      uint32_t which,
+                                      size_t threshold,
+                                      struct zsmem_recompress_stat *out,
+                                      size_t out_size);
+
+// Fill `*out` with what recompression has done since the store was made
+// (the sums of every call's report); `out_size` is `sizeof *out` as the
+// caller compiled it. Returns 0 or `-EINVAL` (`store` not live, `out`
+// NULL, `out_size` not the size of any version of the struct).
+//
+// # Safety
+// `store` may be any value (it is looked up, never dereferenced); `out`
+// is NULL or writable for `out_size` bytes.
+int zsmem_store_recompress_stat(const struct zsmem_store *store,
+                                struct zsmem_recompress_stat *out,
+                                size_t out_size);
 
 // Use the file at `path` as the store's backing file for writeback
 // (zram's `backing_dev`), once per store: a regular file (created with
@@ -938,10 +1113,27 @@ int zsmem_store_set_backing_file(struct zsmem_store *store, const char *path);
 // read fetches a page back transparently. Returns the pages written,
 // `-EINVAL` (`store` not live, a bad `which`), `-ENODEV` (no backing file)
 // or `-EIO` (an I/O error; that slot is left as it was).
+// `zsmem_store_writeback_report` also says whether the limit stopped it.
 //
 // # Safety
 // `store` may be any value: it is looked up, never dereferenced.
 int64_t zsmem_store_writeback(struct zsmem_store *store, uint32_t which, uint64_t max_pages);
+
+// `zsmem_store_writeback`, and fill `*out` with what this call did:
+// `out_size` is `sizeof *out` as the caller compiled it. Returns the pages
+// written (`out->written`), or the errors of `zsmem_store_writeback`, or
+// `-EINVAL` for `out` NULL or `out_size` not the size of any version of
+// `zsmem_writeback_report` (nothing is written back then). On `-EIO` the
+// pages written before the error stay written, and `*out` is not filled.
+//
+// # Safety
+// `store` may be any value (it is looked up, never dereferenced); `out`
+// is NULL or writable for `out_size` bytes.
+int64_t zsmem_store_writeback_report(struct zsmem_store *store,
+                                     uint32_t which,
+                                     uint64_t max_pages,
+                                     struct zsmem_writeback_report *out,
+                                     size_t out_size);
 
 // Bound writeback to `pages` more pages (zram's `writeback_limit` with
 // `writeback_limit_enable`), with `enable` 1; `enable` 0 lifts the bound
@@ -951,6 +1143,16 @@ int64_t zsmem_store_writeback(struct zsmem_store *store, uint32_t which, uint64_
 // # Safety
 // `store` may be any value: it is looked up, never dereferenced.
 int zsmem_store_set_writeback_limit(struct zsmem_store *store, uint32_t enable, uint64_t pages);
+
+// The writeback limit (`zsmem_store_set_writeback_limit`): returns 1 if
+// one is set, with `*pages_out` (unless NULL) the pages writeback may still
+// write (each page written takes one), or 0 if writeback is unbounded
+// (`*pages_out` gets 0); `-EINVAL` if `store` is not live.
+//
+// # Safety
+// `store` may be any value (it is looked up, never dereferenced);
+// `pages_out` is NULL or writable.
+int zsmem_store_get_writeback_limit(const struct zsmem_store *store, uint64_t *pages_out);
 
 // Train a zstd dictionary of at most `max_size` bytes from up to
 // `max_samples` pages now stored, and compress new pages with zstd and it
@@ -964,6 +1166,21 @@ int zsmem_store_set_writeback_limit(struct zsmem_store *store, uint32_t enable, 
 int64_t zsmem_store_train_dictionary(struct zsmem_store *store,
                                      size_t max_size,
                                      size_t max_samples);
+
+// Compress new pages with zstd and the dictionary in the `len` bytes at
+// `dictionary` from now on: a zstd dictionary as `zstd --train` writes
+// one, or any other bytes (without zstd's dictionary magic number) as a
+// raw-content dictionary; the bytes are copied. The level is the store's
+// codec's if it is zstd, else 3. Stored pages keep their codec, and a
+// store takes at most 15 dictionaries over its life (trained ones
+// included; one fewer per secondary codec). Returns 0 or `-EINVAL`
+// (`store` not live, `dictionary` NULL, `len` 0, bytes zstd cannot load
+// as a dictionary, a store that has taken its last).
+//
+// # Safety
+// `store` may be any value (it is looked up, never dereferenced);
+// `dictionary` is NULL or readable for `len` bytes.
+int zsmem_store_set_dictionary(struct zsmem_store *store, const void *dictionary, size_t len);
 
 // Fill `*out` with the store's `io_stat`; `out_size` is `sizeof *out` as
 // the caller compiled it. Returns 0 or `-EINVAL` (NULL argument).

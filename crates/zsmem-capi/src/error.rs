@@ -322,6 +322,28 @@ pub(crate) unsafe fn read_sized<T: Copy>(
     Ok(unsafe { p.read() })
 }
 
+/// Check a report's out-struct before the call acts (so a bad one leaves
+/// nothing done): `EINVAL` if `out` is NULL or `out_size` is smaller than
+/// the struct's first version, `first` bytes (no header declared a shorter
+/// one, so it is not a `sizeof`), or larger than any struct can be. A
+/// longer struct than this library's gets its extra bytes zeroed by
+/// [`write_sized`].
+pub(crate) fn out_struct<T>(
+    out: *mut T,
+    out_size: usize,
+    first: usize,
+    what: &str,
+) -> Result<*mut T, Fail> {
+    let out = out_ptr(out, what)?;
+    if !(first..=MAX_STRUCT_SIZE).contains(&out_size) {
+        return Err(Fail::invalid(format!(
+            "{what}_size {out_size} is not that of any version of the struct (this library's is {}, the first's {first}): pass sizeof *{what}",
+            size_of::<T>()
+        )));
+    }
+    Ok(out)
+}
+
 /// Copy the first `min(out_size, sizeof(T))` bytes of `src`
 /// to `out`, zeroing the rest of the caller's `out_size` bytes.
 ///

@@ -76,7 +76,8 @@ pub const ZSMEM_FREE_DEFERRED: u32 = 1;
 /// `chain_rule = ZSMEM_CHAIN_RULE_MIN_WASTE`,
 /// `kernel_handle_header = 1`, `compaction = ZSMEM_COMPACTION_OFF`,
 /// `trim_pages = 0`, `return_delay_us = 0`, `class_shards = 1`,
-/// `prefault_bytes = 0`, `parked_slots = 0` and `locked_reads = 1`.
+/// `prefault_bytes = 0`, `parked_slots = 0`, `locked_reads = 1` and
+/// `class_grid = 1`.
 /// Frees happen at once
 /// (`ZSMEM_FREE_CLASS_LOCK`).
 #[repr(C)]
@@ -170,19 +171,27 @@ pub struct zsmem_pool_config {
     /// headers (so their programs get the default). Stores ignore it
     /// (they decompress under the lock).
     pub locked_reads: u32,
+    /// Size classes: adaptive class spacing, a power of two from 1 to 64
+    /// (appended; older programs get the default, 2, as in Rust). The
+    /// classes at multiples of 2, 4, .. `class_grid` are anchors, and an
+    /// object whose class has too few live objects to pay for a zspage of
+    /// its own is placed in the next coarser anchor's class (see
+    /// `zsmem_pool_placed_size`). 1 gives every class its own zspages, the
+    /// kernel's behaviour. Log placement ignores it.
+    pub class_grid: usize,
 }
 
 // Versioned structs must have no padding (see `read_sized`).
 const _: () =
-    assert!(size_of::<zsmem_pool_config>() == size_of::<[usize; 11]>() + size_of::<[u32; 10]>());
+    assert!(size_of::<zsmem_pool_config>() == size_of::<[usize; 12]>() + size_of::<[u32; 10]>());
 
 /// The sizes of the earlier versions of `zsmem_pool_config`, each a header
 /// a program may have been built with (copies in `c/old-headers/`): the
 /// first ended at `compaction_max_moves`, the second at `trim_pages`, the
 /// third at `free_max_pending_bytes`, the fourth at `return_max_pages`,
 /// the fifth at `class_shards`, the sixth at `prefault_bytes`, the seventh
-/// at `parked_slots`.
-pub(crate) const POOL_CONFIG_VERSIONS: [usize; 7] = [
+/// at `parked_slots`, the eighth at `locked_reads`.
+pub(crate) const POOL_CONFIG_VERSIONS: [usize; 8] = [
     size_of::<[usize; 5]>() + size_of::<[u32; 4]>(),
     size_of::<[usize; 5]>() + size_of::<[u32; 6]>(),
     size_of::<[usize; 6]>() + size_of::<[u32; 8]>(),
@@ -190,6 +199,7 @@ pub(crate) const POOL_CONFIG_VERSIONS: [usize; 7] = [
     size_of::<[usize; 9]>() + size_of::<[u32; 8]>(),
     size_of::<[usize; 10]>() + size_of::<[u32; 8]>(),
     size_of::<[usize; 11]>() + size_of::<[u32; 8]>(),
+    size_of::<[usize; 11]>() + size_of::<[u32; 10]>(),
 ];
 
 pub(crate) fn default_config() -> zsmem_pool_config {
@@ -243,6 +253,7 @@ pub(crate) fn default_config() -> zsmem_pool_config {
         parked_slots: d.parked_slots,
         placement: ZSMEM_PLACEMENT_DEFAULT,
         locked_reads: u32::from(!d.lock_free_reads),
+        class_grid: d.class_grid,
     }
 }
 
@@ -361,6 +372,7 @@ pub(crate) fn pool_config(c: &zsmem_pool_config, made: Made) -> Result<PoolConfi
         cfg.prefault_bytes = c.prefault_bytes;
         cfg.parked_slots = c.parked_slots;
         cfg.lock_free_reads = !locked_reads;
+        cfg.class_grid = c.class_grid;
         Ok(cfg)
     }
 }
@@ -678,6 +690,43 @@ pub unsafe extern "C" fn zsmem_pool_check_invariants(pool: *const zsmem_pool) ->
     })
 }
 
+/// The largest object the pool takes, in bytes (its page size), or
+/// `-EINVAL` (`pool` not live).
+///
+/// # Safety
+/// `pool` may be any value: it is looked up, never dereferenced.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_max_object_size(pool: *const zsmem_pool) -> i64 {
+    guard("zsmem_pool_max_object_size", || {
+        Ok(i64::try_from(pool_ref(pool)?.max_object_size()).unwrap_or(i64::MAX))
+    })
+}
+
+/// The bytes an object of `len` bytes takes in the pool: its size class's
+/// slot (the kernel's in-object handle included with
+/// `kernel_handle_header`), or with log placement `len` rounded up to the
+/// lane's unit; what a smaller object would save. With `class_grid` above
+/// 1 a sparse class's object may be placed in a coarser class than this
+/// says. Returns the bytes, `-EINVAL` (`pool` not live, `len` 0) or
+/// `-E2BIG` (`len` over the page size), as `zsmem_pool_alloc` would.
+///
+/// # Safety
+/// `pool` may be any value: it is looked up, never dereferenced.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_pool_placed_size(pool: *const zsmem_pool, len: usize) -> i64 {
+    guard("zsmem_pool_placed_size", || {
+        let pool = pool_ref(pool)?;
+        let max = pool.max_object_size();
+        if len == 0 {
+            return Err(zsmem_core::Error::ZeroLength.into());
+        }
+        if len > max {
+            return Err(zsmem_core::Error::TooLarge { len, max }.into());
+        }
+        Ok(i64::try_from(pool.placed_size(len)).unwrap_or(i64::MAX))
+    })
+}
+
 /// Pool totals, filled by `zsmem_pool_get_stats`. Fields may be appended
 /// in later versions; the call writes only as many bytes as the caller's
 /// struct has.
@@ -725,6 +774,18 @@ pub struct zsmem_pool_stats {
     pub pending_frees: u64,
     /// The bytes of the slots they hold.
     pub pending_free_bytes: u64,
+    /// With deferred frees: runs of them drained so far, each under one
+    /// size class's lock. This field and the three after it were appended:
+    /// an older caller's smaller struct gets none of them.
+    pub deferred_batches: u64,
+    /// Pages compaction committed in destination zspages (with
+    /// `trim_pages`), already subtracted from `pages_compacted`.
+    pub pages_committed: u64,
+    /// Compaction steps run, automatic ones and `zsmem_pool_compact`'s.
+    pub compaction_steps: u64,
+    /// Longest time one compaction step held a size class's lock, in
+    /// nanoseconds.
+    pub compaction_max_lock_hold_ns: u64,
 }
 
 fn u64_of(n: usize) -> u64 {
@@ -768,6 +829,10 @@ pub unsafe extern "C" fn zsmem_pool_get_stats(
             reserved_bytes: u64_of(s.reserved_bytes),
             pending_frees: u64_of(s.pending_frees),
             pending_free_bytes: u64_of(s.pending_free_bytes),
+            deferred_batches: s.deferred_batches,
+            pages_committed: c.pages_committed,
+            compaction_steps: c.steps,
+            compaction_max_lock_hold_ns: c.max_lock_hold_ns,
         };
         // SAFETY: the caller promises `out_size` writable bytes at `out`.
         unsafe { write_sized(out, out_size, &stats) }?;

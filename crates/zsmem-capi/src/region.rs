@@ -158,6 +158,22 @@ pub struct zsmem_region_stats {
     /// Evicted units brought back ahead of a sequential read
     /// (`readahead`), without a fault on them.
     pub readahead: u64,
+    /// Nanoseconds spent compressing units (and storing them). This field
+    /// and the four after it were appended: an older caller's smaller
+    /// struct gets none of them.
+    pub compress_ns: u64,
+    /// Nanoseconds spent decompressing units (and reading them from the
+    /// store).
+    pub decompress_ns: u64,
+    /// Evictions abandoned because the unit was written while it was being
+    /// compressed.
+    pub eviction_races: u64,
+    /// Evictions made by a fault's own thread, the region being at its
+    /// budget when the fault came (the evictor thread had fallen behind).
+    pub sync_evictions: u64,
+    /// Missing pages found in resident units: the program dropped them
+    /// (`madvise(MADV_DONTNEED)`); they read as zeros.
+    pub dropped_by_program: u64,
 }
 
 /// Fill `*config` with the defaults, for a struct of `size` bytes (pass
@@ -318,8 +334,9 @@ pub unsafe extern "C" fn zsmem_region_len(region: *const zsmem_region) -> usize 
     usize::try_from(r).unwrap_or(0)
 }
 
-/// Change the resident budget (whole units, at least one). Returns 0 or
-/// `-EINVAL`.
+/// Change the resident budget (rounded down to whole units, at least one);
+/// the evictor thread brings resident memory under it. Returns 0 or
+/// `-EINVAL` (`region` not live, a budget below one unit).
 ///
 /// # Safety
 /// None: the pointer is only looked up.
@@ -330,6 +347,52 @@ pub unsafe extern "C" fn zsmem_region_set_budget(
 ) -> c_int {
     guard("zsmem_region_set_budget", || {
         region_ref(region)?.set_budget(budget)?;
+        Ok(0)
+    })
+}
+
+/// The resident budget in bytes (whole units: what
+/// `zsmem_region_set_budget` left, or the configuration's), or `-EINVAL`
+/// (`region` not live).
+///
+/// # Safety
+/// None: the pointer is only looked up.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_region_get_budget(region: *const zsmem_region) -> i64 {
+    guard("zsmem_region_get_budget", || {
+        Ok(i64::try_from(region_ref(region)?.budget()).unwrap_or(i64::MAX))
+    })
+}
+
+/// Push cold units out now, on the calling thread: evict (compress into
+/// the region's store, or drop a unit whose stored copy is current) until
+/// at most `target` bytes of units are resident (rounded down to whole
+/// units; 0 evicts all it can) or no unit can be evicted. The budget is not
+/// changed, and a unit touched since the last sweep may survive one.
+/// Returns the units evicted, or `-EINVAL` (`region` not live). The region
+/// stays usable: an evicted unit comes back on its next access.
+///
+/// # Safety
+/// None: the pointer is only looked up.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_region_reclaim(region: *const zsmem_region, target: usize) -> i64 {
+    guard("zsmem_region_reclaim", || {
+        Ok(i64::try_from(region_ref(region)?.reclaim(target)).unwrap_or(i64::MAX))
+    })
+}
+
+/// Check the units' states against the region's counters and its store,
+/// and the store's invariants (for tests and debugging: call it while no
+/// thread touches the region's memory; it holds every unit's lock
+/// meanwhile). Returns 0, `-EINVAL` (`region` not live) or `-EIO` naming
+/// the broken invariant.
+///
+/// # Safety
+/// None: the pointer is only looked up.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_region_check_invariants(region: *const zsmem_region) -> c_int {
+    guard("zsmem_region_check_invariants", || {
+        region_ref(region)?.check_invariants()?;
         Ok(0)
     })
 }
@@ -371,6 +434,11 @@ pub unsafe extern "C" fn zsmem_region_get_stats(
             copy_bytes: s.copy_bytes,
             copies_dropped: s.copies_dropped,
             readahead: s.readahead,
+            compress_ns: s.compress_ns,
+            decompress_ns: s.decompress_ns,
+            eviction_races: s.eviction_races,
+            sync_evictions: s.sync_evictions,
+            dropped_by_program: s.dropped_by_program,
         };
         // SAFETY: the caller promises `out_size` writable bytes at `out`.
         unsafe { write_sized(out, out_size, &stats) }?;

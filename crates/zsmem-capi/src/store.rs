@@ -8,12 +8,15 @@ use std::sync::Arc;
 use std::ffi::{CStr, c_char};
 use std::time::Duration;
 
+use zsmem_core::store::{RecompressStat, WritebackReport};
 use zsmem_core::{
     BdStat, Codec, CodecSpec, IoStat, MmStat, PageStore, PageStoreConfig, RecompressRequest,
-    Selection, WritebackRequest,
+    Selection, WritebackRequest, ZstdDictionary,
 };
 
-use crate::error::{Fail, bytes, guard, init_sized, out_buffer, out_ptr, read_sized, write_sized};
+use crate::error::{
+    Fail, bytes, guard, init_sized, out_buffer, out_ptr, out_struct, read_sized, write_sized,
+};
 use crate::pool::{self, zsmem_pool_config};
 use crate::registry::Registry;
 
@@ -53,7 +56,7 @@ pub const ZSMEM_SELECT_INCOMPRESSIBLE: u32 = 4;
 /// (which sets `size` and every default), then change fields.
 ///
 /// Defaults: 262144 slots (1 GiB of 4 KiB pages), LZ4, zstd level 3, no
-/// secondary codec for recompression.
+/// secondary codec for recompression, access times kept.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct zsmem_store_config {
@@ -76,15 +79,27 @@ pub struct zsmem_store_config {
     pub recompress_codec: u32,
     /// Level for a `ZSMEM_CODEC_ZSTD` secondary codec, 1 to 22 (default 12).
     pub recompress_zstd_level: i32,
+    /// 1 (the default, as in Rust) for each slot to keep the time it was
+    /// last read or written (zram's `CONFIG_ZRAM_TRACK_ENTRY_ACTIME`), which
+    /// `zsmem_store_mark_idle` needs for an age other than 0; 0 saves that
+    /// word per slot, and `zsmem_store_mark_idle` then takes only 0 (every
+    /// slot). Appended with the next field: a program built against a
+    /// header without them gets 1.
+    pub track_access_time: u32,
+    /// Must be 0.
+    pub reserved: u32,
 }
 
 // Versioned structs must have no padding (see `read_sized`).
-const _: () = assert!(size_of::<zsmem_store_config>() == 2 * size_of::<usize>() + 4 * 4);
+const _: () = assert!(size_of::<zsmem_store_config>() == 2 * size_of::<usize>() + 6 * 4);
 
 /// The sizes of the earlier versions of `zsmem_store_config`, each a header
 /// a program may have been built with (copies in `c/old-headers/`): the
-/// first ended at `zstd_level`.
-pub(crate) const STORE_CONFIG_VERSIONS: [usize; 1] = [2 * size_of::<usize>() + 2 * 4];
+/// first ended at `zstd_level`, the second at `recompress_zstd_level`.
+pub(crate) const STORE_CONFIG_VERSIONS: [usize; 2] = [
+    2 * size_of::<usize>() + 2 * 4,
+    2 * size_of::<usize>() + 4 * 4,
+];
 
 /// The codec `code` names at zstd `level`; `field` names the field for the
 /// message.
@@ -126,6 +141,8 @@ fn default_config() -> zsmem_store_config {
         zstd_level: 3,
         recompress_codec: ZSMEM_CODEC_NONE,
         recompress_zstd_level: 12,
+        track_access_time: u32::from(d.track_access_time),
+        reserved: 0,
     }
 }
 
@@ -200,6 +217,15 @@ pub unsafe extern "C" fn zsmem_store_new(
             )
         }?;
         let codec = codec_of(c.codec, c.zstd_level, "codec")?;
+        let track_access_time = match (c.track_access_time, c.reserved) {
+            (0, 0) => false,
+            (1, 0) => true,
+            (track, reserved) => {
+                return Err(Fail::invalid(format!(
+                    "invalid configuration: track_access_time is {track}, not 0 or 1, or reserved {reserved} is not 0"
+                )));
+            }
+        };
         let recompress = match c.recompress_codec {
             ZSMEM_CODEC_NONE => Vec::new(),
             code => vec![CodecSpec::from(codec_of(
@@ -216,6 +242,7 @@ pub unsafe extern "C" fn zsmem_store_new(
             cfg.slots = c.slots;
             cfg.codec = codec;
             cfg.recompress = recompress;
+            cfg.track_access_time = track_access_time;
             cfg.pool = pool::pool_config(&p, pool::Made::Store)?;
             cfg
         };
@@ -356,6 +383,22 @@ pub unsafe extern "C" fn zsmem_store_trim(store: *mut zsmem_store) -> c_int {
     })
 }
 
+/// Check the store's counters against its slots, the backing file's
+/// bitmap against the written-back slots, and its pool's invariants (for
+/// tests and debugging: it walks every slot; run it while no other thread
+/// uses the store). Returns 0, `-EINVAL` (`store` not live) or `-EIO`
+/// naming the broken invariant.
+///
+/// # Safety
+/// `store` may be any value: it is looked up, never dereferenced.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_store_check_invariants(store: *const zsmem_store) -> c_int {
+    guard("zsmem_store_check_invariants", || {
+        store_ref(store)?.check_invariants()?;
+        Ok(0)
+    })
+}
+
 /// Everything a store holds for its data, in bytes: what
 /// `zsmem_store_get_memory` fills. `all_in_bytes` is what `zsmem compare`
 /// calls all-in. Fields may be appended in later versions; the call writes
@@ -474,7 +517,8 @@ pub unsafe extern "C" fn zsmem_store_mm_stat(
 /// Mark idle every slot holding an object that was not read or written for
 /// at least `age_seconds` (zram's `echo SECONDS > idle`); 0 marks every such
 /// slot (`echo all > idle`). A later read or write clears the mark. Returns
-/// the slots marked, or `-EINVAL` (`store` not live).
+/// the slots marked, or `-EINVAL` (`store` not live, or an age other than 0
+/// on a store made with `track_access_time` 0).
 ///
 /// # Safety
 /// `store` may be any value: it is looked up, never dereferenced.
@@ -482,8 +526,24 @@ pub unsafe extern "C" fn zsmem_store_mm_stat(
 pub unsafe extern "C" fn zsmem_store_mark_idle(store: *mut zsmem_store, age_seconds: u64) -> i64 {
     guard("zsmem_store_mark_idle", || {
         let store = store_ref(store)?;
-        let marked = store.mark_idle(Some(Duration::from_secs(age_seconds)))?;
+        // 0 is "all" (None), which needs no access times: Some(0) marked
+        // the same slots but was refused with track_access_time off.
+        let age = (age_seconds != 0).then(|| Duration::from_secs(age_seconds));
+        let marked = store.mark_idle(age)?;
         Ok(i64::try_from(marked).unwrap_or(i64::MAX))
+    })
+}
+
+/// The slots marked idle now (by `zsmem_store_mark_idle`, not read or
+/// written since), or `-EINVAL` (`store` not live). Walks every slot.
+///
+/// # Safety
+/// `store` may be any value: it is looked up, never dereferenced.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_store_idle_pages(store: *const zsmem_store) -> i64 {
+    guard("zsmem_store_idle_pages", || {
+        let idle = store_ref(store)?.idle_pages();
+        Ok(i64::try_from(idle).unwrap_or(i64::MAX))
     })
 }
 
@@ -494,6 +554,7 @@ pub unsafe extern "C" fn zsmem_store_mark_idle(store: *mut zsmem_store, age_seco
 /// smaller size class; a slot no codec shrinks is marked incompressible
 /// and not tried again. Returns the slots recompressed, or `-EINVAL`
 /// (`store` not live, a bad `which`, no secondary codec configured).
+/// `zsmem_store_recompress_report` does the same and says more.
 ///
 /// # Safety
 /// `store` may be any value: it is looked up, never dereferenced.
@@ -504,21 +565,110 @@ pub unsafe extern "C" fn zsmem_store_recompress(
     threshold: usize,
 ) -> i64 {
     guard("zsmem_store_recompress", || {
-        let store = store_ref(store)?;
-        if which == ZSMEM_SELECT_INCOMPRESSIBLE {
-            // The header allows every selection but this one (no codec
-            // shrinks those slots): it selected nothing and returned 0.
-            return Err(Fail::invalid(
-                "which ZSMEM_SELECT_INCOMPRESSIBLE: incompressible slots are not recompressed",
-            ));
-        }
-        let which = selection(which)?;
-        let done = store.recompress(RecompressRequest {
-            which,
-            threshold: (threshold != 0).then_some(threshold),
-            priority: None,
-        })?;
+        let done = recompress(&*store_ref(store)?, which, threshold)?;
         Ok(i64::try_from(done.recompressed).unwrap_or(i64::MAX))
+    })
+}
+
+fn recompress(store: &PageStore, which: u32, threshold: usize) -> Result<RecompressStat, Fail> {
+    if which == ZSMEM_SELECT_INCOMPRESSIBLE {
+        // The header allows every selection but this one (no codec
+        // shrinks those slots): it selected nothing and returned 0.
+        return Err(Fail::invalid(
+            "which ZSMEM_SELECT_INCOMPRESSIBLE: incompressible slots are not recompressed",
+        ));
+    }
+    let which = selection(which)?;
+    // `priority` is left to the store: C configures one secondary codec.
+    Ok(store.recompress(RecompressRequest {
+        which,
+        threshold: (threshold != 0).then_some(threshold),
+        priority: None,
+    })?)
+}
+
+/// What recompression did: one call's (`zsmem_store_recompress_report`)
+/// or the store's since it was made (`zsmem_store_recompress_stat`). Fields
+/// may be appended in later versions; the calls write only as many bytes as
+/// the caller's struct has.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct zsmem_recompress_stat {
+    /// Slots that matched the request and were tried.
+    pub examined: u64,
+    /// Slots whose object was replaced by a smaller one (what
+    /// `zsmem_store_recompress` returns).
+    pub recompressed: u64,
+    /// Object bytes saved: the old objects' lengths minus the new ones'.
+    pub bytes_saved: u64,
+    /// Slots marked incompressible: no secondary codec reached a smaller
+    /// size class, so they are not tried again (and
+    /// `ZSMEM_SELECT_INCOMPRESSIBLE` writes them back).
+    pub marked_incompressible: u64,
+}
+
+/// The first (and this) version's size of `zsmem_recompress_stat`.
+const RECOMPRESS_STAT_FIRST: usize = 4 * size_of::<u64>();
+
+impl From<RecompressStat> for zsmem_recompress_stat {
+    fn from(s: RecompressStat) -> Self {
+        zsmem_recompress_stat {
+            examined: s.examined,
+            recompressed: s.recompressed,
+            bytes_saved: s.bytes_saved,
+            marked_incompressible: s.marked_incompressible,
+        }
+    }
+}
+
+/// `zsmem_store_recompress`, and fill `*out` with what this call did:
+/// `out_size` is `sizeof *out` as the caller compiled it. Returns the slots
+/// recompressed (`out->recompressed`), or `-EINVAL` (the errors of
+/// `zsmem_store_recompress`, `out` NULL, or `out_size` not the size of any
+/// version of `zsmem_recompress_stat`; nothing is recompressed then).
+///
+/// # Safety
+/// `store` may be any value (it is looked up, never dereferenced); `out`
+/// is NULL or writable for `out_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_store_recompress_report(
+    store: *mut zsmem_store,
+    which: u32,
+    threshold: usize,
+    out: *mut zsmem_recompress_stat,
+    out_size: usize,
+) -> i64 {
+    guard("zsmem_store_recompress_report", || {
+        let store = store_ref(store)?;
+        let out = out_struct(out, out_size, RECOMPRESS_STAT_FIRST, "out")?;
+        let done = zsmem_recompress_stat::from(recompress(&store, which, threshold)?);
+        // SAFETY: the caller promises `out_size` writable bytes at `out`.
+        unsafe { write_sized(out, out_size, &done) }?;
+        Ok(i64::try_from(done.recompressed).unwrap_or(i64::MAX))
+    })
+}
+
+/// Fill `*out` with what recompression has done since the store was made
+/// (the sums of every call's report); `out_size` is `sizeof *out` as the
+/// caller compiled it. Returns 0 or `-EINVAL` (`store` not live, `out`
+/// NULL, `out_size` not the size of any version of the struct).
+///
+/// # Safety
+/// `store` may be any value (it is looked up, never dereferenced); `out`
+/// is NULL or writable for `out_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_store_recompress_stat(
+    store: *const zsmem_store,
+    out: *mut zsmem_recompress_stat,
+    out_size: usize,
+) -> c_int {
+    guard("zsmem_store_recompress_stat", || {
+        let store = store_ref(store)?;
+        let out = out_struct(out, out_size, RECOMPRESS_STAT_FIRST, "out")?;
+        let stat = zsmem_recompress_stat::from(store.recompress_stat());
+        // SAFETY: the caller promises `out_size` writable bytes at `out`.
+        unsafe { write_sized(out, out_size, &stat) }?;
+        Ok(0)
     })
 }
 
@@ -559,6 +709,7 @@ pub unsafe extern "C" fn zsmem_store_set_backing_file(
 /// read fetches a page back transparently. Returns the pages written,
 /// `-EINVAL` (`store` not live, a bad `which`), `-ENODEV` (no backing file)
 /// or `-EIO` (an I/O error; that slot is left as it was).
+/// `zsmem_store_writeback_report` also says whether the limit stopped it.
 ///
 /// # Safety
 /// `store` may be any value: it is looked up, never dereferenced.
@@ -569,12 +720,64 @@ pub unsafe extern "C" fn zsmem_store_writeback(
     max_pages: u64,
 ) -> i64 {
     guard("zsmem_store_writeback", || {
+        let done = writeback(&*store_ref(store)?, which, max_pages)?;
+        Ok(i64::try_from(done.written).unwrap_or(i64::MAX))
+    })
+}
+
+fn writeback(store: &PageStore, which: u32, max_pages: u64) -> Result<WritebackReport, Fail> {
+    let which = selection(which)?;
+    Ok(store.writeback(WritebackRequest {
+        which,
+        max_pages: (max_pages != 0).then_some(max_pages),
+    })?)
+}
+
+/// What one writeback did (`zsmem_store_writeback_report`). Fields may be
+/// appended in later versions; the call writes only as many bytes as the
+/// caller's struct has.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct zsmem_writeback_report {
+    /// Pages written to the backing file (what `zsmem_store_writeback`
+    /// returns).
+    pub written: u64,
+    /// 1 if the store's writeback limit (`zsmem_store_set_writeback_limit`)
+    /// ran out before every selected slot was written, else 0.
+    pub limit_reached: u64,
+}
+
+/// The first (and this) version's size of `zsmem_writeback_report`.
+const WRITEBACK_REPORT_FIRST: usize = 2 * size_of::<u64>();
+
+/// `zsmem_store_writeback`, and fill `*out` with what this call did:
+/// `out_size` is `sizeof *out` as the caller compiled it. Returns the pages
+/// written (`out->written`), or the errors of `zsmem_store_writeback`, or
+/// `-EINVAL` for `out` NULL or `out_size` not the size of any version of
+/// `zsmem_writeback_report` (nothing is written back then). On `-EIO` the
+/// pages written before the error stay written, and `*out` is not filled.
+///
+/// # Safety
+/// `store` may be any value (it is looked up, never dereferenced); `out`
+/// is NULL or writable for `out_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_store_writeback_report(
+    store: *mut zsmem_store,
+    which: u32,
+    max_pages: u64,
+    out: *mut zsmem_writeback_report,
+    out_size: usize,
+) -> i64 {
+    guard("zsmem_store_writeback_report", || {
         let store = store_ref(store)?;
-        let which = selection(which)?;
-        let done = store.writeback(WritebackRequest {
-            which,
-            max_pages: (max_pages != 0).then_some(max_pages),
-        })?;
+        let out = out_struct(out, out_size, WRITEBACK_REPORT_FIRST, "out")?;
+        let done = writeback(&store, which, max_pages)?;
+        let report = zsmem_writeback_report {
+            written: done.written,
+            limit_reached: u64::from(done.limit_reached),
+        };
+        // SAFETY: the caller promises `out_size` writable bytes at `out`.
+        unsafe { write_sized(out, out_size, &report) }?;
         Ok(i64::try_from(done.written).unwrap_or(i64::MAX))
     })
 }
@@ -604,6 +807,29 @@ pub unsafe extern "C" fn zsmem_store_set_writeback_limit(
     })
 }
 
+/// The writeback limit (`zsmem_store_set_writeback_limit`): returns 1 if
+/// one is set, with `*pages_out` (unless NULL) the pages writeback may still
+/// write (each page written takes one), or 0 if writeback is unbounded
+/// (`*pages_out` gets 0); `-EINVAL` if `store` is not live.
+///
+/// # Safety
+/// `store` may be any value (it is looked up, never dereferenced);
+/// `pages_out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_store_get_writeback_limit(
+    store: *const zsmem_store,
+    pages_out: *mut u64,
+) -> c_int {
+    guard("zsmem_store_get_writeback_limit", || {
+        let limit = store_ref(store)?.writeback_limit();
+        if !pages_out.is_null() {
+            // SAFETY: non-NULL and, per the caller, writable.
+            unsafe { pages_out.write(limit.unwrap_or(0)) };
+        }
+        Ok(c_int::from(limit.is_some()))
+    })
+}
+
 /// Train a zstd dictionary of at most `max_size` bytes from up to
 /// `max_samples` pages now stored, and compress new pages with zstd and it
 /// from now on (stored pages keep their codec). Returns the dictionary's
@@ -623,6 +849,35 @@ pub unsafe extern "C" fn zsmem_store_train_dictionary(
         let store = store_ref(store)?;
         let dict = store.train_dictionary(max_size, max_samples)?;
         Ok(i64::try_from(dict.len()).unwrap_or(i64::MAX))
+    })
+}
+
+/// Compress new pages with zstd and the dictionary in the `len` bytes at
+/// `dictionary` from now on: a zstd dictionary as `zstd --train` writes
+/// one, or any other bytes (without zstd's dictionary magic number) as a
+/// raw-content dictionary; the bytes are copied. The level is the store's
+/// codec's if it is zstd, else 3. Stored pages keep their codec, and a
+/// store takes at most 15 dictionaries over its life (trained ones
+/// included; one fewer per secondary codec). Returns 0 or `-EINVAL`
+/// (`store` not live, `dictionary` NULL, `len` 0, bytes zstd cannot load
+/// as a dictionary, a store that has taken its last).
+///
+/// # Safety
+/// `store` may be any value (it is looked up, never dereferenced);
+/// `dictionary` is NULL or readable for `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn zsmem_store_set_dictionary(
+    store: *mut zsmem_store,
+    dictionary: *const c_void,
+    len: usize,
+) -> c_int {
+    guard("zsmem_store_set_dictionary", || {
+        let store = store_ref(store)?;
+        // SAFETY: the caller promises `len` readable bytes at non-NULL
+        // `dictionary`.
+        let bytes = unsafe { bytes(dictionary, len, "dictionary") }?;
+        store.set_dictionary(ZstdDictionary::from_bytes(bytes.to_vec())?)?;
+        Ok(0)
     })
 }
 

@@ -884,6 +884,21 @@ fn earlier_struct_sizes_get_their_prefix_and_nothing_past_it() {
     }
 }
 
+/// The fields appended for parity default to what Rust's defaults say.
+#[test]
+fn appended_config_fields_default_as_in_rust() {
+    assert_eq!(
+        pool_config().class_grid,
+        zsmem_core::PoolConfig::default().class_grid
+    );
+    let store = store_config();
+    assert_eq!(
+        store.track_access_time,
+        u32::from(zsmem_core::PageStoreConfig::default().track_access_time)
+    );
+    assert_eq!(store.reserved, 0);
+}
+
 #[test]
 #[cfg_attr(miri, ignore = "mmap")]
 fn stats_fill_only_the_callers_size() {
@@ -897,9 +912,9 @@ fn stats_fill_only_the_callers_size() {
     let full = pool.stats();
     assert_eq!(words, [4096, full.pages_held, u64::MAX, u64::MAX]);
     // A newer caller's longer struct: the rest is zeroed.
-    let mut longer = [u64::MAX; 20];
-    // SAFETY: 160 writable bytes.
-    let rc = unsafe { zsmem_pool_get_stats(pool.0, longer.as_mut_ptr().cast(), 160) };
+    let mut longer = [u64::MAX; 32];
+    // SAFETY: 256 writable bytes.
+    let rc = unsafe { zsmem_pool_get_stats(pool.0, longer.as_mut_ptr().cast(), 256) };
     assert_eq!(rc, 0);
     let n = size_of::<zsmem_pool_stats>() / 8;
     assert_eq!(longer[4], 1, "objects");
