@@ -584,9 +584,11 @@ unsafe fn write_at(
 
 /// Copy the object into `buf` (`buf_len` bytes). Returns the object's
 /// length (at most the page size), or `-EINVAL` (NULL `pool` or `buf`),
-/// `-EBADF` (no live object has this handle) or `-ENOBUFS` (`buf_len` is
-/// smaller than the object; then `*needed`, unless `needed` is NULL,
-/// receives the object's length, and `buf` is untouched).
+/// `-EBADF` (no live object has this handle; `buf` is untouched, unless a
+/// free raced the read, which leaves zeros where its copy had written, at
+/// most the object's length) or `-ENOBUFS` (`buf_len` is smaller than the
+/// object; then `*needed`, unless `needed` is NULL, receives the object's
+/// length, and `buf` is untouched).
 ///
 /// # Safety
 /// `pool` may be any value (it is looked up, never dereferenced); `buf` is NULL or writable for `buf_len`

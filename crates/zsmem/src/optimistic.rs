@@ -4,7 +4,9 @@
 //!
 //! A read loads the class's move count (even: no relocation under way),
 //! the handle's entry (live, of its generation, not dying), the address of
-//! its zspage, copies the bytes word by word (`words.rs`), and loads the
+//! its zspage, copies the bytes (`words.rs`: whole 64-byte blocks by
+//! 16-byte vector loads where the processor makes them atomic, the rest
+//! word by word), and loads the
 //! entry and the count again after an `Acquire` fence. Equal words and
 //! equal counts mean the copy is the object's as it was when the entry was
 //! first loaded:
@@ -130,30 +132,38 @@ impl Published {
         self.moves.store(n + 1, Ordering::Release);
     }
 
-    /// Copy `h`'s object into `buf` without the lock; its length, or
-    /// `None` for the locked path to decide (the handle's class is this
-    /// one, checked by the caller).
+    /// Copy `h`'s object into `buf` without the lock: `Ok` with its
+    /// length, or `Err` for the locked path to decide, with how many bytes
+    /// at the start of `buf` a refused copy wrote (the handle's class is
+    /// this one, checked by the caller).
     #[inline]
-    pub(crate) fn read(&self, h: Handle, buf: &mut [MaybeUninit<u8>]) -> Option<usize> {
-        let entry = self.handles.entry(h.slot())?;
+    pub(crate) fn read(&self, h: Handle, buf: &mut [MaybeUninit<u8>]) -> Result<usize, usize> {
+        let Some(entry) = self.handles.entry(h.slot()) else {
+            return Err(0);
+        };
+        let mut written = 0;
         for _ in 0..TRIES {
             // Acquire: pairs with `end`'s Release.
             let n = self.moves.load(Ordering::Acquire);
             if n & 1 != 0 {
-                return None;
+                return Err(written);
             }
             // Acquire: pairs with a free's Release store (a stale handle
             // then sees the free) and with `publish`.
             let word = entry.load(Ordering::Acquire);
-            let (place, len) = crate::handle::live_place(h, word)?;
+            let Some((place, len)) = crate::handle::live_place(h, word) else {
+                return Err(written);
+            };
             let (zspage, obj) = (place >> self.obj_bits, place & ((1 << self.obj_bits) - 1));
             if buf.len() < len {
-                return None;
+                return Err(written);
             }
-            let off = self.geometry.offset(obj as usize, len)?;
+            let Some(off) = self.geometry.offset(obj as usize, len) else {
+                return Err(written);
+            };
             let base = self.bases.get(zspage as usize);
             if base.is_null() {
-                return None;
+                return Err(written);
             }
             // SAFETY: `base` is the start of a run of this class (published
             // under the class lock, alive until the pool's source closes,
@@ -162,14 +172,15 @@ impl Published {
             // whole words); its memory is accessed only through `words`
             // while this class publishes; `buf` has `len` bytes to write.
             unsafe { crate::words::load_at(base, off, buf.as_mut_ptr().cast(), len) }
+            written = written.max(len);
             // Acquire: a copy that saw any later write sees, below, the
             // entry or the count that write's writer changed first.
             fence(Ordering::Acquire);
             if entry.load(Ordering::Relaxed) == word && self.moves.load(Ordering::Relaxed) == n {
-                return Some(len);
+                return Ok(len);
             }
         }
-        None
+        Err(written)
     }
 
     /// Heap bytes of the zspage address map.

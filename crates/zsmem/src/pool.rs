@@ -602,7 +602,9 @@ impl Pool {
     /// [`Pool::read`] into a buffer that need not be initialised (a C
     /// caller's, or a `Vec`'s spare capacity): its first bytes, as many as
     /// the returned length, hold the object afterwards; the rest is as it
-    /// was. `buf` is untouched on error.
+    /// was. On error `buf` holds no object's bytes: it is as it was, except
+    /// where a free raced a lock-free copy, which then leaves zeros over
+    /// the bytes it had copied (at most the object's length).
     pub fn read_uninit(&self, h: Handle, buf: &mut [MaybeUninit<u8>]) -> Result<usize> {
         let cell = self
             .cells
@@ -610,9 +612,28 @@ impl Pool {
             .ok_or_else(|| h.fault(HandleFault::UnknownSlot))?;
         // Without the lock if the class publishes for that and the copy
         // checks out (`optimistic.rs`); else under it.
-        if let Some(len) = cell.reads.get().and_then(|p| p.read(h, buf)) {
-            return Ok(len);
+        let mut written = 0;
+        if let Some(p) = cell.reads.get() {
+            match p.read(h, buf) {
+                Ok(len) => return Ok(len),
+                Err(w) => written = w,
+            }
         }
+        let read = Self::read_locked(cell, h, buf);
+        if read.is_err() && written > 0 {
+            // A refused copy may hold a freed object's bytes, or its
+            // successor's: none of them goes back with the error.
+            buf[..written].fill(MaybeUninit::new(0));
+        }
+        read
+    }
+
+    /// The locked half of [`Pool::read_uninit`].
+    fn read_locked(
+        cell: &Cell<Option<Box<Space>>>,
+        h: Handle,
+        buf: &mut [MaybeUninit<u8>],
+    ) -> Result<usize> {
         let class = lock_read(cell, h)?;
         let loc = class.resolve(h)?;
         if buf.len() < loc.len {

@@ -106,18 +106,22 @@ unsafe fn word<'a>(p: *const u8) -> &'a AtomicU64 {
 /// is no pool memory.
 #[inline]
 pub(crate) unsafe fn load(src: *const u8, dst: *mut u8, len: usize) {
-    let blocks = len / BLOCK;
-    // SAFETY: the blocks are inside the caller's ranges.
-    unsafe { blocks_from_pool(src, dst, blocks) };
     let words = len / WORD;
-    for i in blocks * BLOCK / WORD..words {
+    let (lead, blocks) = split(src as usize, words);
+    let one = |i: usize| {
         // SAFETY: word `i` is inside the caller's range, and `dst + 8 * i`
         // has 8 bytes of `dst`.
         unsafe {
             let w = word(src.add(i * WORD)).load(Relaxed);
             dst.add(i * WORD).cast::<u64>().write_unaligned(w);
         }
-    }
+    };
+    (0..lead).for_each(one);
+    let body = lead * WORD;
+    // SAFETY: the blocks are inside the caller's ranges; `src + body` is
+    // as `split` wants it.
+    unsafe { blocks_from_pool(src.add(body), dst.add(body), blocks) };
+    (lead + blocks * BLOCK / WORD..words).for_each(one);
     let tail = len - words * WORD;
     if tail > 0 {
         // SAFETY: the last word, partly the object's, is inside the range
@@ -127,6 +131,22 @@ pub(crate) unsafe fn load(src: *const u8, dst: *mut u8, len: usize) {
             std::ptr::copy_nonoverlapping(w.as_ptr(), dst.add(words * WORD), tail);
         }
     }
+}
+
+/// How a copy of `words` whole words, whose pool side starts at `pool`
+/// (8-aligned), is made: `lead` words (0 or 1) by atomic words, then
+/// `blocks` 64-byte blocks whole ([`wide`]: its pool side is then
+/// 16-aligned), then the rest by atomic words.
+#[inline]
+fn split(pool: usize, words: usize) -> (usize, usize) {
+    if !wide::usable() {
+        return (0, 0);
+    }
+    let lead = (pool / WORD) % (wide::ALIGN / WORD);
+    if words < lead {
+        return (0, 0);
+    }
+    (lead, (words - lead) * WORD / BLOCK)
 }
 
 /// Copy `len` bytes from `base + off` into `dst`, where `off` need not be
@@ -176,18 +196,23 @@ pub(crate) unsafe fn store(dst: *mut u8, offset: usize, data: &[u8]) {
     let (at, rest) = (offset + head, &data[head..]);
     let words = rest.len() / WORD;
     let src = rest.as_ptr();
-    let blocks = rest.len() / BLOCK;
-    // SAFETY: `at` is 8-aligned now; the blocks are inside the caller's
-    // range and `rest`.
-    unsafe { blocks_into_pool(src, dst.add(at), blocks) };
-    for i in blocks * BLOCK / WORD..words {
-        // SAFETY: `at` is 8-aligned now; word `i` is inside the caller's
-        // range and `src + 8 * i` has 8 bytes of `data`.
+    // SAFETY: `at` is 8-aligned now (or `rest` is empty).
+    let out = unsafe { dst.add(at) };
+    let (lead, blocks) = split(out as usize, words);
+    let one = |i: usize| {
+        // SAFETY: word `i` is inside the caller's range, 8-aligned, and
+        // `src + 8 * i` has 8 bytes of `data`.
         unsafe {
             let w = src.add(i * WORD).cast::<u64>().read_unaligned();
-            word(dst.add(at + i * WORD)).store(w, Relaxed);
+            word(out.add(i * WORD)).store(w, Relaxed);
         }
-    }
+    };
+    (0..lead).for_each(one);
+    let body = lead * WORD;
+    // SAFETY: the blocks are inside the caller's range and `rest`; `out +
+    // body` is as `split` wants it.
+    unsafe { blocks_into_pool(src.add(body), out.add(body), blocks) };
+    (lead + blocks * BLOCK / WORD..words).for_each(one);
     // SAFETY: as for the head.
     unsafe { merge(dst, at + words * WORD, &rest[words * WORD..]) };
 }
@@ -220,16 +245,26 @@ unsafe fn merge(dst: *mut u8, at: usize, data: &[u8]) {
 /// accessed concurrently only through this module.
 pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
     crate::sync::atomic::fence(std::sync::atomic::Ordering::Release);
-    let blocks = len / BLOCK;
-    // SAFETY: the blocks are inside the caller's ranges.
-    unsafe { blocks_within_pool(src, dst, blocks) };
-    for i in blocks * BLOCK / WORD..len.div_ceil(WORD) {
+    let words = len.div_ceil(WORD);
+    // Whole blocks only where both sides can be aligned for them at once.
+    let (lead, blocks) = if (src as usize ^ dst as usize).is_multiple_of(wide::ALIGN) {
+        split(src as usize, words)
+    } else {
+        (0, 0)
+    };
+    let one = |i: usize| {
         // SAFETY: word `i` of each is inside the caller's ranges.
         unsafe {
             let w = word(src.add(i * WORD)).load(Relaxed);
             word(dst.add(i * WORD)).store(w, Relaxed);
         }
-    }
+    };
+    (0..lead).for_each(one);
+    let body = lead * WORD;
+    // SAFETY: the blocks are inside the caller's ranges; both sides at
+    // `body` are as `split` wants them.
+    unsafe { blocks_within_pool(src.add(body), dst.add(body), blocks) };
+    (lead + blocks * BLOCK / WORD..words).for_each(one);
 }
 
 /// Zero `bytes` (a multiple of 8) at `p` (8-aligned), after a `Release`
@@ -248,32 +283,34 @@ pub(crate) unsafe fn zero(p: *mut u8, bytes: usize) {
     }
 }
 
-/// Copy `blocks` 64-byte blocks from pool memory at `src` (8-aligned) to
-/// `dst`, which is no pool memory.
+/// Copy `blocks` 64-byte blocks from pool memory at `src` to `dst`, which
+/// is no pool memory.
 ///
 /// # Safety
-/// The blocks are valid for reads at `src` and writes at `dst`, and the
-/// pool side is accessed concurrently only through this module.
+/// The blocks are valid for reads at `src` and writes at `dst`; `src` is
+/// aligned as [`split`] made it; the pool side is accessed concurrently
+/// only through this module.
 #[inline]
 unsafe fn blocks_from_pool(src: *const u8, dst: *mut u8, blocks: usize) {
     // SAFETY: as the caller promises.
     unsafe { wide::blocks::<true, false>(src, dst, blocks) }
 }
 
-/// Copy `blocks` 64-byte blocks from `src`, which is no pool memory, into
-/// pool memory at `dst` (8-aligned).
+/// Copy `blocks` 64-byte blocks from `src` (plain memory, or pool memory
+/// that only readers race: a migration's or cleaning's source, read under
+/// the lock that keeps its writers out) into pool memory at `dst`.
 ///
 /// # Safety
-/// As for [`blocks_from_pool`], the sides swapped; the pool side is
-/// written by no one else meanwhile.
+/// As for [`blocks_from_pool`], the sides swapped (`dst` aligned as
+/// [`split`] made it); the pool side is written by no one else meanwhile.
 #[inline]
 unsafe fn blocks_into_pool(src: *const u8, dst: *mut u8, blocks: usize) {
     // SAFETY: as the caller promises.
     unsafe { wide::blocks::<false, true>(src, dst, blocks) }
 }
 
-/// Copy `blocks` 64-byte blocks from pool memory to pool memory (both
-/// 8-aligned, not overlapping).
+/// Copy `blocks` 64-byte blocks from pool memory to pool memory (not
+/// overlapping, both aligned as [`split`] made them).
 ///
 /// # Safety
 /// As for [`blocks_into_pool`], both sides pool memory.
@@ -283,72 +320,141 @@ unsafe fn blocks_within_pool(src: *const u8, dst: *mut u8, blocks: usize) {
     unsafe { wide::blocks::<true, true>(src, dst, blocks) }
 }
 
-/// Whole cache lines by 16-byte vector loads and stores, in assembly.
+/// Whole cache lines by 16-byte `MOVDQA` accesses on the pool side, in
+/// assembly, on x86-64 processors with AVX.
 ///
-/// Why: a copy by `AtomicU64` loads is one load per word, and a line of
-/// pool memory that misses the cache holds eight of the core's load-buffer
+/// Why: a copy by `AtomicU64` loads is one load a word, and a line of pool
+/// memory that misses the cache holds eight of the core's load-buffer
 /// entries until it arrives, so few lines are in flight at once: a 1 KiB
 /// object read at random from a ring of 4,096 took 80-110 ns by words
-/// against 35-41 by `memcpy` and 38-40 by these vector loads (one thread;
-/// docs/DESIGN.md, "Reads without the lock").
+/// against 35-41 by `memcpy` and 38-40 by 16-byte vector loads (one
+/// thread; docs/DESIGN.md, "Reads without the lock").
 ///
-/// Why it is no data race: an `asm!` block is opaque to the compiler and
-/// must only do what Rust code could do to the memory it is given; each
-/// 16-byte access here, at an 8-aligned address on the pool side, is taken
-/// as the two relaxed atomic loads or stores of the 8-byte words it covers,
-/// the same accesses as [`word`]'s elsewhere in this module (x86-64 keeps
-/// an aligned quadword access single-copy atomic, and processors with AVX
-/// an aligned 16-byte SSE access too; portable-atomic's 128-bit atomics
-/// rely on the same). A torn copy is harmless anyway: the read protocol
-/// refuses it (`optimistic.rs`). Miri cannot run assembly: under it, and
-/// on other architectures, whole lines go by words.
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+/// Why it is no data race: an `asm!` block is opaque, and may do what Rust
+/// code could do to the memory it is given (the reference's rules for
+/// inline assembly: the same as an FFI call's). Each 16-byte access here
+/// is taken as the two relaxed atomic accesses of the 8-byte words it
+/// covers, the accesses this module makes everywhere else, so every racing
+/// access to a pool word is an 8-byte atomic one. That needs each access
+/// to be single-copy atomic at least per 8-byte half, and the one
+/// guarantee of that kind Intel's SDM gives (Vol. 3A, "Guaranteed Atomic
+/// Operations") is for `MOVDQA` (and `MOVAPS`, `MOVAPD`, their VEX.128
+/// forms) at 16-byte-aligned addresses on processors that enumerate AVX:
+/// the whole 16 bytes atomically, which is stronger. So the pool side's
+/// blocks start 16-aligned ([`split`] moves one word ahead by word where
+/// needed; a copy within the pool whose two sides differ in that alignment
+/// goes by words), and without AVX everything goes by words; the side that
+/// is no pool memory uses `MOVDQU`. The read protocol would refuse a torn
+/// copy too, but that is no defence in the memory model. Miri cannot run
+/// assembly: under Miri and loom, and off x86-64, the blocks go by words
+/// ([`wide`]'s other form), so Miri checks the word model these accesses
+/// are taken as, not the assembly itself.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(miri), not(loom)))]
 mod wide {
-    /// Copy `blocks` 64-byte blocks from `src` to `dst` (either side may
-    /// be pool memory, `SRC_POOL` and `DST_POOL` say which: the same
-    /// instructions serve both).
+    /// The pool side's alignment for a block.
+    pub(super) const ALIGN: usize = 16;
+
+    /// Whether this processor makes an aligned 16-byte `MOVDQA` atomic
+    /// (it enumerates AVX; `std` caches the answer, a load here).
+    #[inline]
+    pub(super) fn usable() -> bool {
+        std::arch::is_x86_feature_detected!("avx")
+    }
+
+    /// Copy `blocks` 64-byte blocks from `src` to `dst`; the pool side(s)
+    /// (`SRC_POOL`, `DST_POOL`) by `MOVDQA`, the other by `MOVDQU`.
     ///
     /// # Safety
-    /// As for the callers in the parent module.
+    /// As for the callers in the parent module: the pool side(s) 16-aligned
+    /// and [`usable`] true.
     #[inline]
     pub(super) unsafe fn blocks<const SRC_POOL: bool, const DST_POOL: bool>(
         src: *const u8,
         dst: *mut u8,
         blocks: usize,
     ) {
-        for b in 0..blocks {
-            // SAFETY: block `b` is inside both ranges (the caller's
-            // promise); SSE2 is part of x86-64; the block touches no stack
-            // and no flags.
+        debug_assert!(blocks == 0 || !SRC_POOL || (src as usize).is_multiple_of(ALIGN));
+        debug_assert!(blocks == 0 || !DST_POOL || (dst as usize).is_multiple_of(ALIGN));
+        for k in 0..blocks {
+            // SAFETY: block `k` is inside both ranges (the caller's
+            // promise), the pool side 16-aligned as `movdqa` needs; SSE2
+            // is enabled (the `cfg`); the blocks touch no stack and no
+            // flags.
             unsafe {
-                std::arch::asm!(
-                    "movdqu {a}, xmmword ptr [{s}]",
-                    "movdqu {b}, xmmword ptr [{s} + 16]",
-                    "movdqu {c}, xmmword ptr [{s} + 32]",
-                    "movdqu {d}, xmmword ptr [{s} + 48]",
-                    "movdqu xmmword ptr [{t}], {a}",
-                    "movdqu xmmword ptr [{t} + 16], {b}",
-                    "movdqu xmmword ptr [{t} + 32], {c}",
-                    "movdqu xmmword ptr [{t} + 48], {d}",
-                    s = in(reg) src.add(b * super::BLOCK),
-                    t = in(reg) dst.add(b * super::BLOCK),
-                    a = out(xmm_reg) _,
-                    b = out(xmm_reg) _,
-                    c = out(xmm_reg) _,
-                    d = out(xmm_reg) _,
-                    options(nostack, preserves_flags),
-                );
+                let (s, t) = (src.add(k * super::BLOCK), dst.add(k * super::BLOCK));
+                match (SRC_POOL, DST_POOL) {
+                    (true, false) => std::arch::asm!(
+                        "movdqa {x0}, xmmword ptr [{s}]",
+                        "movdqa {x1}, xmmword ptr [{s} + 16]",
+                        "movdqa {x2}, xmmword ptr [{s} + 32]",
+                        "movdqa {x3}, xmmword ptr [{s} + 48]",
+                        "movdqu xmmword ptr [{t}], {x0}",
+                        "movdqu xmmword ptr [{t} + 16], {x1}",
+                        "movdqu xmmword ptr [{t} + 32], {x2}",
+                        "movdqu xmmword ptr [{t} + 48], {x3}",
+                        s = in(reg) s,
+                        t = in(reg) t,
+                        x0 = out(xmm_reg) _,
+                        x1 = out(xmm_reg) _,
+                        x2 = out(xmm_reg) _,
+                        x3 = out(xmm_reg) _,
+                        options(nostack, preserves_flags),
+                    ),
+                    (false, true) => std::arch::asm!(
+                        "movdqu {x0}, xmmword ptr [{s}]",
+                        "movdqu {x1}, xmmword ptr [{s} + 16]",
+                        "movdqu {x2}, xmmword ptr [{s} + 32]",
+                        "movdqu {x3}, xmmword ptr [{s} + 48]",
+                        "movdqa xmmword ptr [{t}], {x0}",
+                        "movdqa xmmword ptr [{t} + 16], {x1}",
+                        "movdqa xmmword ptr [{t} + 32], {x2}",
+                        "movdqa xmmword ptr [{t} + 48], {x3}",
+                        s = in(reg) s,
+                        t = in(reg) t,
+                        x0 = out(xmm_reg) _,
+                        x1 = out(xmm_reg) _,
+                        x2 = out(xmm_reg) _,
+                        x3 = out(xmm_reg) _,
+                        options(nostack, preserves_flags),
+                    ),
+                    _ => std::arch::asm!(
+                        "movdqa {x0}, xmmword ptr [{s}]",
+                        "movdqa {x1}, xmmword ptr [{s} + 16]",
+                        "movdqa {x2}, xmmword ptr [{s} + 32]",
+                        "movdqa {x3}, xmmword ptr [{s} + 48]",
+                        "movdqa xmmword ptr [{t}], {x0}",
+                        "movdqa xmmword ptr [{t} + 16], {x1}",
+                        "movdqa xmmword ptr [{t} + 32], {x2}",
+                        "movdqa xmmword ptr [{t} + 48], {x3}",
+                        s = in(reg) s,
+                        t = in(reg) t,
+                        x0 = out(xmm_reg) _,
+                        x1 = out(xmm_reg) _,
+                        x2 = out(xmm_reg) _,
+                        x3 = out(xmm_reg) _,
+                        options(nostack, preserves_flags),
+                    ),
+                }
             }
         }
     }
 }
 
 /// Whole cache lines by words (Miri, loom, other architectures): a line
-/// into registers, then out with one unaligned array store.
-#[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
+/// into registers, then out.
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2", not(miri), not(loom))))]
 mod wide {
     use super::{BLOCK, WORD, word};
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+    /// The pool side's alignment for a block: as the words'.
+    pub(super) const ALIGN: usize = WORD;
+
+    /// Always: blocks by words need nothing of the processor.
+    #[inline]
+    pub(super) fn usable() -> bool {
+        true
+    }
 
     /// Copy `blocks` 64-byte blocks from `src` to `dst`, each word of the
     /// pool side(s) (`SRC_POOL`, `DST_POOL`; 8-aligned) by an atomic
@@ -433,6 +539,11 @@ mod tests {
                 let mut out = vec![0u8; offset + len];
                 unsafe { load(b.0.as_mut_ptr(), out.as_mut_ptr(), out.len()) };
                 assert_eq!(&out[offset..], &data[..]);
+                // From the next word too: the other alignment of a block.
+                let from = if offset >= WORD { WORD } else { 0 };
+                let mut next = vec![0u8; offset + len - from];
+                unsafe { load(b.0.as_mut_ptr().add(from), next.as_mut_ptr(), next.len()) };
+                assert_eq!(&next[offset - from..], &data[..]);
                 let mut at = vec![0u8; len];
                 unsafe { load_at(b.0.as_mut_ptr(), offset, at.as_mut_ptr(), len) };
                 assert_eq!(at, data, "offset {offset} len {len}");
@@ -446,12 +557,18 @@ mod tests {
         for (i, x) in a.0.iter_mut().enumerate() {
             *x = (i % 251) as u8;
         }
-        for len in lengths() {
-            let mut b = Buf([0xFF; 512]);
-            unsafe { copy(a.0.as_mut_ptr(), b.0.as_mut_ptr(), len) };
-            let whole = len.div_ceil(WORD) * WORD;
-            assert_eq!(&b.0[..whole], &a.0[..whole], "len {len}");
-            assert!(b.0[whole..].iter().all(|&x| x == 0xFF), "len {len}");
+        // Sides a word apart in alignment, and not: blocks go whole only
+        // where both can be 16-aligned at once.
+        for (from, to) in [(0, 0), (8, 8), (0, 8), (8, 0), (16, 24)] {
+            for len in lengths() {
+                let mut b = Buf([0xFF; 512]);
+                unsafe { copy(a.0.as_mut_ptr().add(from), b.0.as_mut_ptr().add(to), len) };
+                let whole = len.div_ceil(WORD) * WORD;
+                let case = format!("len {len} from {from} to {to}");
+                assert_eq!(&b.0[to..to + whole], &a.0[from..from + whole], "{case}");
+                assert!(b.0[..to].iter().all(|&x| x == 0xFF), "{case}");
+                assert!(b.0[to + whole..].iter().all(|&x| x == 0xFF), "{case}");
+            }
         }
     }
 }
