@@ -158,9 +158,9 @@ int main(void) {
        resident); the budget stays as it was. */
     int64_t evicted = zsmem_region_reclaim(region, 0);
     TRY(evicted);
-    int64_t budget = zsmem_region_get_budget(region);
-    TRY(budget);
-    printf("region: %" PRId64 " units pushed out; budget %" PRId64 " bytes\n", evicted, budget);
+    size_t budget = 0;
+    TRY(zsmem_region_get_budget(region, &budget));
+    printf("region: %" PRId64 " units pushed out; budget %zu bytes\n", evicted, budget);
     zsmem_region_destroy(region);
     return wrong == 0 ? 0 : 1;
 }

@@ -91,13 +91,21 @@ static int round_trip(size_t keep_copies, uint32_t faults) {
     CHECK(s.compressions > 0 && s.compress_ns > 0 && s.decompress_ns > 0);
     CHECK(s.sync_evictions <= s.evictions && s.dropped_by_program == 0);
     CHECK(zsmem_region_check_invariants(r) == 0);
-    CHECK(zsmem_region_get_budget(r) == 1 << 20);
+    size_t budget = 0;
+    CHECK(zsmem_region_get_budget(r, &budget) == 0 && budget == 1 << 20);
     CHECK(zsmem_region_set_budget(r, 256 << 10) == 0);
-    CHECK(zsmem_region_get_budget(r) == 256 << 10);
+    CHECK(zsmem_region_get_budget(r, &budget) == 0 && budget == 256 << 10);
     CHECK(zsmem_region_set_budget(r, (256 << 10) + 100) == 0); /* whole units */
-    CHECK(zsmem_region_get_budget(r) == 256 << 10);
+    CHECK(zsmem_region_get_budget(r, &budget) == 0 && budget == 256 << 10);
     CHECK(zsmem_region_set_budget(r, 0) == -EINVAL);
-    CHECK(zsmem_region_get_budget(r) == 256 << 10);
+    CHECK(zsmem_region_get_budget(r, &budget) == 0 && budget == 256 << 10);
+    CHECK(zsmem_region_get_budget(r, NULL) == -EINVAL);
+    /* A budget beyond any int64_t comes back whole (review s28: it was
+       clamped to INT64_MAX), rounded down to whole units. */
+    CHECK(zsmem_region_set_budget(r, SIZE_MAX) == 0);
+    CHECK(zsmem_region_get_budget(r, &budget) == 0 && budget > (size_t)INT64_MAX &&
+          budget % cfg.unit == 0);
+    CHECK(zsmem_region_set_budget(r, 256 << 10) == 0);
     /* Push everything out now: no thread touches the region, so resident
        memory only falls meanwhile (the evictor thread may evict too). */
     struct zsmem_region_stats before, after;
@@ -156,6 +164,9 @@ static int test_dropped_page_and_older_stats(void) {
     CHECK(zsmem_region_reclaim(r, 2 * 16384 + 100) == 64 - 2);
     CHECK(zsmem_region_get_stats(r, &s, sizeof s) == 0);
     CHECK(s.resident_bytes == 2 * 16384 && s.compressions > 0);
+    /* Nothing came back yet: compression time, no decompression time
+       (tells the two apart, review s28). */
+    CHECK(s.compress_ns > 0 && s.decompress_ns == 0);
     CHECK(zsmem_region_check_invariants(r) == 0);
     int same = w[512] == 0;
     for (size_t i = 2048; i < (1 << 20) / 8; i++) same &= w[i] == word(i, 1);
@@ -172,8 +183,39 @@ static int test_dropped_page_and_older_stats(void) {
     CHECK(((struct zsmem_region_stats *)&old)->bytes == 1 << 20);
     zsmem_region_destroy(r);
     CHECK(zsmem_region_reclaim(r, 0) == -EINVAL); /* destroyed */
-    CHECK(zsmem_region_get_budget(r) == -EINVAL);
+    size_t budget = 0;
+    CHECK(zsmem_region_get_budget(r, &budget) == -EINVAL);
     CHECK(zsmem_region_check_invariants(r) == -EINVAL);
+    return 0;
+}
+
+/* A budget of one unit, written through by one thread: each new unit's
+   fault evicts the last on the faulting thread (sync_evictions), and no
+   writer races an eviction of its own unit (tells the counters apart,
+   review s28). */
+static int test_one_unit_budget(void) {
+    struct zsmem_region_config cfg;
+    CHECK(zsmem_region_config_default(&cfg) == 0);
+    cfg.bytes = 1 << 20;
+    cfg.budget = 16384;
+    cfg.unit = 16384;
+    struct zsmem_region *r = NULL;
+    if (zsmem_region_new(&cfg, &r) != 0) {
+        fprintf(stderr, "  zsmem_region_new: %s\n", zsmem_last_error_message());
+        return 1;
+    }
+    void *p = NULL;
+    CHECK(zsmem_region_ptr(r, &p, NULL) == 0);
+    for (size_t u = 0; u < 64; u++) memset((char *)p + u * 16384, (int)u + 1, 16384);
+    struct zsmem_region_stats s;
+    CHECK(zsmem_region_get_stats(r, &s, sizeof s) == 0);
+    CHECK(s.sync_evictions > 0 && s.eviction_races < s.sync_evictions);
+    CHECK(s.sync_evictions <= s.evictions);
+    int same = 1;
+    for (size_t u = 0; u < 64; u++) same &= ((unsigned char *)p)[u * 16384 + 77] == u + 1;
+    CHECK(same);
+    CHECK(zsmem_region_check_invariants(r) == 0);
+    zsmem_region_destroy(r);
     return 0;
 }
 
@@ -200,13 +242,14 @@ static int test_errors(void) {
     struct zsmem_region_stats s;
     CHECK(zsmem_region_get_stats(NULL, &s, sizeof s) == -EINVAL);
     CHECK(zsmem_region_reclaim(NULL, 0) == -EINVAL);
-    CHECK(zsmem_region_get_budget(NULL) == -EINVAL);
+    size_t budget;
+    CHECK(zsmem_region_get_budget(NULL, &budget) == -EINVAL);
     CHECK(zsmem_region_check_invariants(NULL) == -EINVAL);
     /* A pointer no zsmem_region_new returned: looked up, never used. */
     struct zsmem_region *forged = (struct zsmem_region *)(uintptr_t)0x7e57f00d0;
     CHECK(zsmem_region_reclaim(forged, 0) == -EINVAL);
     CHECK(strstr(zsmem_last_error_message(), "is not a live region") != NULL);
-    CHECK(zsmem_region_get_budget(forged) == -EINVAL);
+    CHECK(zsmem_region_get_budget(forged, &budget) == -EINVAL);
     CHECK(zsmem_region_check_invariants(forged) == -EINVAL);
     CHECK(zsmem_region_get_stats(forged, &s, sizeof s) == -EINVAL);
     zsmem_region_destroy(NULL);
@@ -221,6 +264,7 @@ int main(void) {
                  {"region_round_trip_without_copies", test_round_trip_without_copies},
                  {"region_round_trip_fault_thread", test_round_trip_fault_thread},
                  {"region_dropped_page_and_older_stats", test_dropped_page_and_older_stats},
+                 {"region_one_unit_budget", test_one_unit_budget},
                  {"region_errors", test_errors}};
     int passed = 0, failed = 0;
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

@@ -31,8 +31,9 @@
 //   caller's struct, so that a later library version can append fields
 //   without breaking programs built against this header. A report call
 //   (zsmem_store_recompress_report, zsmem_store_writeback_report) checks
-//   its struct before it acts: a NULL one or a size no version had is
-//   -EINVAL, with nothing done.
+//   its struct before it acts: a NULL one, or a size neither an earlier
+//   version's nor at least this one's (up to 4096), is -EINVAL, with
+//   nothing done.
 // - A Rust panic never unwinds into C: a caught one (a bug in zsmem) is
 //   -ENOTRECOVERABLE.
 
@@ -884,13 +885,15 @@ size_t zsmem_region_len(const struct zsmem_region *region);
 // None: the pointer is only looked up.
 int zsmem_region_set_budget(const struct zsmem_region *region, size_t budget);
 
-// The resident budget in bytes (whole units: what
-// `zsmem_region_set_budget` left, or the configuration's), or `-EINVAL`
-// (`region` not live).
+// Write the resident budget in bytes to `*budget` (whole units: what
+// `zsmem_region_set_budget` left, or the configuration's; any `size_t`
+// the budget was set to, so it goes out through a pointer rather than the
+// return value). Returns 0, or `-EINVAL` (`region` not live, `budget`
+// NULL).
 //
 // # Safety
-// None: the pointer is only looked up.
-int64_t zsmem_region_get_budget(const struct zsmem_region *region);
+// `region` is only looked up; `budget` is NULL or writable.
+int zsmem_region_get_budget(const struct zsmem_region *region, size_t *budget);
 
 // Push cold units out now, on the calling thread: evict (compress into
 // the region's store, or drop a unit whose stored copy is current) until
@@ -1072,8 +1075,9 @@ int64_t zsmem_store_recompress(struct zsmem_store *store, uint32_t which, size_t
 // `zsmem_store_recompress`, and fill `*out` with what this call did:
 // `out_size` is `sizeof *out` as the caller compiled it. Returns the slots
 // recompressed (`out->recompressed`), or `-EINVAL` (the errors of
-// `zsmem_store_recompress`, `out` NULL, or `out_size` not the size of any
-// version of `zsmem_recompress_stat`; nothing is recompressed then).
+// `zsmem_store_recompress`, `out` NULL, or `out_size` neither an earlier
+// version's size of `zsmem_recompress_stat` nor at least this one's, up
+// to 4096; nothing is recompressed then).
 //
 // # Safety
 // `store` may be any value (it is looked up, never dereferenced); `out`
@@ -1087,7 +1091,8 @@ int64_t zsmem_store_recompress_report(struct zsmem_store *store,
 // Fill `*out` with what recompression has done since the store was made
 // (the sums of every call's report); `out_size` is `sizeof *out` as the
 // caller compiled it. Returns 0 or `-EINVAL` (`store` not live, `out`
-// NULL, `out_size` not the size of any version of the struct).
+// NULL, `out_size` neither an earlier version's size of the struct nor
+// at least this one's, up to 4096).
 //
 // # Safety
 // `store` may be any value (it is looked up, never dereferenced); `out`
@@ -1124,8 +1129,9 @@ int64_t zsmem_store_writeback(struct zsmem_store *store, uint32_t which, uint64_
 // `zsmem_store_writeback`, and fill `*out` with what this call did:
 // `out_size` is `sizeof *out` as the caller compiled it. Returns the pages
 // written (`out->written`), or the errors of `zsmem_store_writeback`, or
-// `-EINVAL` for `out` NULL or `out_size` not the size of any version of
-// `zsmem_writeback_report` (nothing is written back then). On `-EIO` the
+// `-EINVAL` for `out` NULL or `out_size` neither an earlier version's
+// size of `zsmem_writeback_report` nor at least this one's, up to 4096
+// (nothing is written back then). On `-EIO` the
 // pages written before the error stay written, and `*out` is not filled.
 //
 // # Safety

@@ -323,22 +323,24 @@ pub(crate) unsafe fn read_sized<T: Copy>(
 }
 
 /// Check a report's out-struct before the call acts (so a bad one leaves
-/// nothing done): `EINVAL` if `out` is NULL or `out_size` is smaller than
-/// the struct's first version, `first` bytes (no header declared a shorter
-/// one, so it is not a `sizeof`), or larger than any struct can be. A
-/// longer struct than this library's gets its extra bytes zeroed by
-/// [`write_sized`].
+/// nothing done): `EINVAL` if `out` is NULL or `out_size` is neither an
+/// earlier version's size (`versions`) nor at least this library's (up to
+/// the largest any struct can be): a size between two versions would end
+/// inside a field. A longer struct than this library's gets its extra bytes
+/// zeroed by [`write_sized`].
 pub(crate) fn out_struct<T>(
     out: *mut T,
     out_size: usize,
-    first: usize,
+    versions: &[usize],
     what: &str,
 ) -> Result<*mut T, Fail> {
     let out = out_ptr(out, what)?;
-    if !(first..=MAX_STRUCT_SIZE).contains(&out_size) {
+    let ours = size_of::<T>();
+    if !versions.contains(&out_size) && !(ours..=MAX_STRUCT_SIZE).contains(&out_size) {
+        let earlier: Vec<String> = versions.iter().map(usize::to_string).collect();
         return Err(Fail::invalid(format!(
-            "{what}_size {out_size} is not that of any version of the struct (this library's is {}, the first's {first}): pass sizeof *{what}",
-            size_of::<T>()
+            "{what}_size {out_size} is not that of any version of the struct (this library's is {ours}, earlier versions' are [{}]): pass sizeof *{what}",
+            earlier.join(", ")
         )));
     }
     Ok(out)

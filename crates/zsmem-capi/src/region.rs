@@ -351,16 +351,25 @@ pub unsafe extern "C" fn zsmem_region_set_budget(
     })
 }
 
-/// The resident budget in bytes (whole units: what
-/// `zsmem_region_set_budget` left, or the configuration's), or `-EINVAL`
-/// (`region` not live).
+/// Write the resident budget in bytes to `*budget` (whole units: what
+/// `zsmem_region_set_budget` left, or the configuration's; any `size_t`
+/// the budget was set to, so it goes out through a pointer rather than the
+/// return value). Returns 0, or `-EINVAL` (`region` not live, `budget`
+/// NULL).
 ///
 /// # Safety
-/// None: the pointer is only looked up.
+/// `region` is only looked up; `budget` is NULL or writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn zsmem_region_get_budget(region: *const zsmem_region) -> i64 {
+pub unsafe extern "C" fn zsmem_region_get_budget(
+    region: *const zsmem_region,
+    budget: *mut usize,
+) -> c_int {
     guard("zsmem_region_get_budget", || {
-        Ok(i64::try_from(region_ref(region)?.budget()).unwrap_or(i64::MAX))
+        let region = region_ref(region)?;
+        let out = out_ptr(budget, "budget")?;
+        // SAFETY: non-NULL and, per the caller, writable.
+        unsafe { out.write(region.budget()) };
+        Ok(0)
     })
 }
 

@@ -607,8 +607,8 @@ pub struct zsmem_recompress_stat {
     pub marked_incompressible: u64,
 }
 
-/// The first (and this) version's size of `zsmem_recompress_stat`.
-const RECOMPRESS_STAT_FIRST: usize = 4 * size_of::<u64>();
+/// The sizes of the earlier versions of `zsmem_recompress_stat` (none yet).
+const RECOMPRESS_STAT_VERSIONS: [usize; 0] = [];
 
 impl From<RecompressStat> for zsmem_recompress_stat {
     fn from(s: RecompressStat) -> Self {
@@ -624,8 +624,9 @@ impl From<RecompressStat> for zsmem_recompress_stat {
 /// `zsmem_store_recompress`, and fill `*out` with what this call did:
 /// `out_size` is `sizeof *out` as the caller compiled it. Returns the slots
 /// recompressed (`out->recompressed`), or `-EINVAL` (the errors of
-/// `zsmem_store_recompress`, `out` NULL, or `out_size` not the size of any
-/// version of `zsmem_recompress_stat`; nothing is recompressed then).
+/// `zsmem_store_recompress`, `out` NULL, or `out_size` neither an earlier
+/// version's size of `zsmem_recompress_stat` nor at least this one's, up
+/// to 4096; nothing is recompressed then).
 ///
 /// # Safety
 /// `store` may be any value (it is looked up, never dereferenced); `out`
@@ -640,7 +641,7 @@ pub unsafe extern "C" fn zsmem_store_recompress_report(
 ) -> i64 {
     guard("zsmem_store_recompress_report", || {
         let store = store_ref(store)?;
-        let out = out_struct(out, out_size, RECOMPRESS_STAT_FIRST, "out")?;
+        let out = out_struct(out, out_size, &RECOMPRESS_STAT_VERSIONS, "out")?;
         let done = zsmem_recompress_stat::from(recompress(&store, which, threshold)?);
         // SAFETY: the caller promises `out_size` writable bytes at `out`.
         unsafe { write_sized(out, out_size, &done) }?;
@@ -651,7 +652,8 @@ pub unsafe extern "C" fn zsmem_store_recompress_report(
 /// Fill `*out` with what recompression has done since the store was made
 /// (the sums of every call's report); `out_size` is `sizeof *out` as the
 /// caller compiled it. Returns 0 or `-EINVAL` (`store` not live, `out`
-/// NULL, `out_size` not the size of any version of the struct).
+/// NULL, `out_size` neither an earlier version's size of the struct nor
+/// at least this one's, up to 4096).
 ///
 /// # Safety
 /// `store` may be any value (it is looked up, never dereferenced); `out`
@@ -664,7 +666,7 @@ pub unsafe extern "C" fn zsmem_store_recompress_stat(
 ) -> c_int {
     guard("zsmem_store_recompress_stat", || {
         let store = store_ref(store)?;
-        let out = out_struct(out, out_size, RECOMPRESS_STAT_FIRST, "out")?;
+        let out = out_struct(out, out_size, &RECOMPRESS_STAT_VERSIONS, "out")?;
         let stat = zsmem_recompress_stat::from(store.recompress_stat());
         // SAFETY: the caller promises `out_size` writable bytes at `out`.
         unsafe { write_sized(out, out_size, &stat) }?;
@@ -747,14 +749,15 @@ pub struct zsmem_writeback_report {
     pub limit_reached: u64,
 }
 
-/// The first (and this) version's size of `zsmem_writeback_report`.
-const WRITEBACK_REPORT_FIRST: usize = 2 * size_of::<u64>();
+/// The sizes of the earlier versions of `zsmem_writeback_report` (none yet).
+const WRITEBACK_REPORT_VERSIONS: [usize; 0] = [];
 
 /// `zsmem_store_writeback`, and fill `*out` with what this call did:
 /// `out_size` is `sizeof *out` as the caller compiled it. Returns the pages
 /// written (`out->written`), or the errors of `zsmem_store_writeback`, or
-/// `-EINVAL` for `out` NULL or `out_size` not the size of any version of
-/// `zsmem_writeback_report` (nothing is written back then). On `-EIO` the
+/// `-EINVAL` for `out` NULL or `out_size` neither an earlier version's
+/// size of `zsmem_writeback_report` nor at least this one's, up to 4096
+/// (nothing is written back then). On `-EIO` the
 /// pages written before the error stay written, and `*out` is not filled.
 ///
 /// # Safety
@@ -770,7 +773,7 @@ pub unsafe extern "C" fn zsmem_store_writeback_report(
 ) -> i64 {
     guard("zsmem_store_writeback_report", || {
         let store = store_ref(store)?;
-        let out = out_struct(out, out_size, WRITEBACK_REPORT_FIRST, "out")?;
+        let out = out_struct(out, out_size, &WRITEBACK_REPORT_VERSIONS, "out")?;
         let done = writeback(&store, which, max_pages)?;
         let report = zsmem_writeback_report {
             written: done.written,

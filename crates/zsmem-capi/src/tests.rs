@@ -1034,3 +1034,53 @@ fn threads_share_one_pool_and_every_byte_survives() {
     pool.check();
     assert_eq!(pool.stats().objects, 0);
 }
+
+/// The header's recipe for the kernel's configuration ("the
+/// defaults with chain_size = 8, ...") gives exactly PoolConfig::kernel().
+#[test]
+fn the_headers_kernel_recipe_is_pool_config_kernel() {
+    let mut c = pool_config();
+    c.chain_size = 8;
+    c.chain_rule = ZSMEM_CHAIN_RULE_MIN_WASTE;
+    c.kernel_handle_header = 1;
+    c.compaction = ZSMEM_COMPACTION_OFF;
+    c.trim_pages = 0;
+    c.return_delay_us = 0;
+    c.class_shards = 1;
+    c.prefault_bytes = 0;
+    c.parked_slots = 0;
+    c.locked_reads = 1;
+    c.class_grid = 1;
+    let got = crate::pool::pool_config(&c, crate::pool::Made::Pool).unwrap();
+    assert_eq!(got, zsmem_core::PoolConfig::kernel());
+    // And the recipe without class_grid (what the old header said) is not.
+    c.class_grid = pool_config().class_grid;
+    let old = crate::pool::pool_config(&c, crate::pool::Made::Pool).unwrap();
+    assert_ne!(old, zsmem_core::PoolConfig::kernel());
+}
+
+/// Each appended zsmem_pool_stats field is the Rust figure it is
+/// named after (a swap of two of them passes every C test).
+#[test]
+#[cfg_attr(miri, ignore = "mmap")]
+fn appended_pool_stats_are_their_rust_fields() {
+    let mut cfg = pool_config();
+    cfg.compaction = ZSMEM_COMPACTION_OFF;
+    let pool = TestPool::new(&cfg);
+    let hs: Vec<u64> = (0..2000).map(|_| pool.store(&[9u8; 200])).collect();
+    for (i, &h) in hs.iter().enumerate() {
+        if i % 4 != 0 {
+            // SAFETY: live pool, live handle.
+            assert_eq!(unsafe { zsmem_pool_free(pool.0, h) }, 0);
+        }
+    }
+    // SAFETY: live pool.
+    assert!(unsafe { zsmem_pool_compact(pool.0) } > 0);
+    let s = pool.stats();
+    let p = crate::pool::pool_ref(pool.0).unwrap();
+    let c = p.compaction_stats();
+    assert_eq!(s.compaction_steps, c.steps);
+    assert_eq!(s.compaction_max_lock_hold_ns, c.max_lock_hold_ns);
+    assert_eq!(s.pages_committed, c.pages_committed);
+    assert_eq!(s.deferred_batches, p.stats().deferred_batches);
+}
