@@ -107,21 +107,21 @@ unsafe fn word<'a>(p: *const u8) -> &'a AtomicU64 {
 #[inline]
 pub(crate) unsafe fn load(src: *const u8, dst: *mut u8, len: usize) {
     let words = len / WORD;
-    let (lead, blocks) = split(src as usize, words);
-    let one = |i: usize| {
-        // SAFETY: word `i` is inside the caller's range, and `dst + 8 * i`
-        // has 8 bytes of `dst`.
-        unsafe {
-            let w = word(src.add(i * WORD)).load(Relaxed);
-            dst.add(i * WORD).cast::<u64>().write_unaligned(w);
-        }
-    };
-    (0..lead).for_each(one);
-    let body = lead * WORD;
-    // SAFETY: the blocks are inside the caller's ranges; `src + body` is
-    // as `split` wants it.
-    unsafe { blocks_from_pool(src.add(body), dst.add(body), blocks) };
-    (lead + blocks * BLOCK / WORD..words).for_each(one);
+    by_words_and_blocks(
+        src as usize,
+        words,
+        |i| {
+            // SAFETY: word `i` is inside the caller's range, and `dst + 8 *
+            // i` has 8 bytes of `dst`.
+            unsafe {
+                let w = word(src.add(i * WORD)).load(Relaxed);
+                dst.add(i * WORD).cast::<u64>().write_unaligned(w);
+            }
+        },
+        // SAFETY: the blocks are inside the caller's ranges, the pool side
+        // aligned by `by_words_and_blocks`; `dst` is no pool memory.
+        |at, n| unsafe { wide::blocks::<true, false>(src.add(at), dst.add(at), n) },
+    );
     let tail = len - words * WORD;
     if tail > 0 {
         // SAFETY: the last word, partly the object's, is inside the range
@@ -133,20 +133,26 @@ pub(crate) unsafe fn load(src: *const u8, dst: *mut u8, len: usize) {
     }
 }
 
-/// How a copy of `words` whole words, whose pool side starts at `pool`
-/// (8-aligned), is made: `lead` words (0 or 1) by atomic words, then
-/// `blocks` 64-byte blocks whole ([`wide`]: its pool side is then
-/// 16-aligned), then the rest by atomic words.
+/// Copy `words` whole words whose pool side starts at `pool` (8-aligned):
+/// whole 64-byte blocks by `blocks(byte offset, count)` ([`wide`]; the
+/// pool side at that offset is [`wide::ALIGN`]-aligned: at most one word
+/// goes ahead by word to make it so), every other word by `word(index)`.
 #[inline]
-fn split(pool: usize, words: usize) -> (usize, usize) {
-    if !wide::usable() {
-        return (0, 0);
-    }
-    let lead = (pool / WORD) % (wide::ALIGN / WORD);
-    if words < lead {
-        return (0, 0);
-    }
-    (lead, (words - lead) * WORD / BLOCK)
+fn by_words_and_blocks(
+    pool: usize,
+    words: usize,
+    mut word: impl FnMut(usize),
+    blocks: impl FnOnce(usize, usize),
+) {
+    let (lead, n) = if wide::usable() {
+        let lead = ((pool / WORD) % (wide::ALIGN / WORD)).min(words);
+        (lead, (words - lead) * WORD / BLOCK)
+    } else {
+        (words, 0)
+    };
+    (0..lead).for_each(&mut word);
+    blocks(lead * WORD, n);
+    (lead + n * BLOCK / WORD..words).for_each(word);
 }
 
 /// Copy `len` bytes from `base + off` into `dst`, where `off` need not be
@@ -198,21 +204,23 @@ pub(crate) unsafe fn store(dst: *mut u8, offset: usize, data: &[u8]) {
     let src = rest.as_ptr();
     // SAFETY: `at` is 8-aligned now (or `rest` is empty).
     let out = unsafe { dst.add(at) };
-    let (lead, blocks) = split(out as usize, words);
-    let one = |i: usize| {
-        // SAFETY: word `i` is inside the caller's range, 8-aligned, and
-        // `src + 8 * i` has 8 bytes of `data`.
-        unsafe {
-            let w = src.add(i * WORD).cast::<u64>().read_unaligned();
-            word(out.add(i * WORD)).store(w, Relaxed);
-        }
-    };
-    (0..lead).for_each(one);
-    let body = lead * WORD;
-    // SAFETY: the blocks are inside the caller's range and `rest`; `out +
-    // body` is as `split` wants it.
-    unsafe { blocks_into_pool(src.add(body), out.add(body), blocks) };
-    (lead + blocks * BLOCK / WORD..words).for_each(one);
+    by_words_and_blocks(
+        out as usize,
+        words,
+        |i| {
+            // SAFETY: word `i` is inside the caller's range, 8-aligned, and
+            // `src + 8 * i` has 8 bytes of `data`.
+            unsafe {
+                let w = src.add(i * WORD).cast::<u64>().read_unaligned();
+                word(out.add(i * WORD)).store(w, Relaxed);
+            }
+        },
+        // SAFETY: the blocks are inside the caller's range and `rest`, the
+        // pool side aligned by `by_words_and_blocks`; `data` is plain
+        // memory, or pool memory that only readers race (a migration's or
+        // cleaning's source, under the lock that keeps its writers out).
+        |at, n| unsafe { wide::blocks::<false, true>(src.add(at), out.add(at), n) },
+    );
     // SAFETY: as for the head.
     unsafe { merge(dst, at + words * WORD, &rest[words * WORD..]) };
 }
@@ -246,12 +254,6 @@ unsafe fn merge(dst: *mut u8, at: usize, data: &[u8]) {
 pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
     crate::sync::atomic::fence(std::sync::atomic::Ordering::Release);
     let words = len.div_ceil(WORD);
-    // Whole blocks only where both sides can be aligned for them at once.
-    let (lead, blocks) = if (src as usize ^ dst as usize).is_multiple_of(wide::ALIGN) {
-        split(src as usize, words)
-    } else {
-        (0, 0)
-    };
     let one = |i: usize| {
         // SAFETY: word `i` of each is inside the caller's ranges.
         unsafe {
@@ -259,12 +261,16 @@ pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
             word(dst.add(i * WORD)).store(w, Relaxed);
         }
     };
-    (0..lead).for_each(one);
-    let body = lead * WORD;
-    // SAFETY: the blocks are inside the caller's ranges; both sides at
-    // `body` are as `split` wants them.
-    unsafe { blocks_within_pool(src.add(body), dst.add(body), blocks) };
-    (lead + blocks * BLOCK / WORD..words).for_each(one);
+    // Whole blocks only where both sides can be aligned for them at once.
+    if (src as usize ^ dst as usize).is_multiple_of(wide::ALIGN) {
+        // SAFETY: the blocks are inside the caller's ranges, both sides
+        // aligned by `by_words_and_blocks` (they are alike mod the
+        // alignment).
+        let blocks = |at, n| unsafe { wide::blocks::<true, true>(src.add(at), dst.add(at), n) };
+        by_words_and_blocks(src as usize, words, one, blocks);
+    } else {
+        (0..words).for_each(one);
+    }
 }
 
 /// Zero `bytes` (a multiple of 8) at `p` (8-aligned), after a `Release`
@@ -281,43 +287,6 @@ pub(crate) unsafe fn zero(p: *mut u8, bytes: usize) {
         // SAFETY: inside the caller's range.
         unsafe { word(p.add(i * WORD)) }.store(0, Relaxed);
     }
-}
-
-/// Copy `blocks` 64-byte blocks from pool memory at `src` to `dst`, which
-/// is no pool memory.
-///
-/// # Safety
-/// The blocks are valid for reads at `src` and writes at `dst`; `src` is
-/// aligned as [`split`] made it; the pool side is accessed concurrently
-/// only through this module.
-#[inline]
-unsafe fn blocks_from_pool(src: *const u8, dst: *mut u8, blocks: usize) {
-    // SAFETY: as the caller promises.
-    unsafe { wide::blocks::<true, false>(src, dst, blocks) }
-}
-
-/// Copy `blocks` 64-byte blocks from `src` (plain memory, or pool memory
-/// that only readers race: a migration's or cleaning's source, read under
-/// the lock that keeps its writers out) into pool memory at `dst`.
-///
-/// # Safety
-/// As for [`blocks_from_pool`], the sides swapped (`dst` aligned as
-/// [`split`] made it); the pool side is written by no one else meanwhile.
-#[inline]
-unsafe fn blocks_into_pool(src: *const u8, dst: *mut u8, blocks: usize) {
-    // SAFETY: as the caller promises.
-    unsafe { wide::blocks::<false, true>(src, dst, blocks) }
-}
-
-/// Copy `blocks` 64-byte blocks from pool memory to pool memory (not
-/// overlapping, both aligned as [`split`] made them).
-///
-/// # Safety
-/// As for [`blocks_into_pool`], both sides pool memory.
-#[inline]
-unsafe fn blocks_within_pool(src: *const u8, dst: *mut u8, blocks: usize) {
-    // SAFETY: as the caller promises.
-    unsafe { wide::blocks::<true, true>(src, dst, blocks) }
 }
 
 /// Whole cache lines by 16-byte `MOVDQA` accesses on the pool side, in
@@ -341,7 +310,7 @@ unsafe fn blocks_within_pool(src: *const u8, dst: *mut u8, blocks: usize) {
 /// Operations") is for `MOVDQA` (and `MOVAPS`, `MOVAPD`, their VEX.128
 /// forms) at 16-byte-aligned addresses on processors that enumerate AVX:
 /// the whole 16 bytes atomically, which is stronger. So the pool side's
-/// blocks start 16-aligned ([`split`] moves one word ahead by word where
+/// blocks start 16-aligned ([`by_words_and_blocks`] moves one word ahead by word where
 /// needed; a copy within the pool whose two sides differ in that alignment
 /// goes by words), and without AVX everything goes by words; the side that
 /// is no pool memory uses `MOVDQU`. The read protocol would refuse a torn
@@ -361,12 +330,39 @@ mod wide {
         std::arch::is_x86_feature_detected!("avx")
     }
 
+    /// One 64-byte line from `$s` to `$t`: four 16-byte loads by `$load`
+    /// into four xmm registers (declared clobbered), four stores by
+    /// `$store`; no stack, no flags.
+    macro_rules! line {
+        ($load:literal, $store:literal, $s:expr, $t:expr) => {
+            std::arch::asm!(
+                concat!($load, " {x0}, xmmword ptr [{s}]"),
+                concat!($load, " {x1}, xmmword ptr [{s} + 16]"),
+                concat!($load, " {x2}, xmmword ptr [{s} + 32]"),
+                concat!($load, " {x3}, xmmword ptr [{s} + 48]"),
+                concat!($store, " xmmword ptr [{t}], {x0}"),
+                concat!($store, " xmmword ptr [{t} + 16], {x1}"),
+                concat!($store, " xmmword ptr [{t} + 32], {x2}"),
+                concat!($store, " xmmword ptr [{t} + 48], {x3}"),
+                s = in(reg) $s,
+                t = in(reg) $t,
+                x0 = out(xmm_reg) _,
+                x1 = out(xmm_reg) _,
+                x2 = out(xmm_reg) _,
+                x3 = out(xmm_reg) _,
+                options(nostack, preserves_flags),
+            )
+        };
+    }
+
     /// Copy `blocks` 64-byte blocks from `src` to `dst`; the pool side(s)
     /// (`SRC_POOL`, `DST_POOL`) by `MOVDQA`, the other by `MOVDQU`.
     ///
     /// # Safety
-    /// As for the callers in the parent module: the pool side(s) 16-aligned
-    /// and [`usable`] true.
+    /// The blocks are valid for reads at `src` and writes at `dst`, which
+    /// do not overlap; the pool side(s) are 16-aligned and accessed
+    /// concurrently only through this module, a pool `dst` written by no
+    /// one else meanwhile; [`usable`] is true.
     #[inline]
     pub(super) unsafe fn blocks<const SRC_POOL: bool, const DST_POOL: bool>(
         src: *const u8,
@@ -383,57 +379,9 @@ mod wide {
             unsafe {
                 let (s, t) = (src.add(k * super::BLOCK), dst.add(k * super::BLOCK));
                 match (SRC_POOL, DST_POOL) {
-                    (true, false) => std::arch::asm!(
-                        "movdqa {x0}, xmmword ptr [{s}]",
-                        "movdqa {x1}, xmmword ptr [{s} + 16]",
-                        "movdqa {x2}, xmmword ptr [{s} + 32]",
-                        "movdqa {x3}, xmmword ptr [{s} + 48]",
-                        "movdqu xmmword ptr [{t}], {x0}",
-                        "movdqu xmmword ptr [{t} + 16], {x1}",
-                        "movdqu xmmword ptr [{t} + 32], {x2}",
-                        "movdqu xmmword ptr [{t} + 48], {x3}",
-                        s = in(reg) s,
-                        t = in(reg) t,
-                        x0 = out(xmm_reg) _,
-                        x1 = out(xmm_reg) _,
-                        x2 = out(xmm_reg) _,
-                        x3 = out(xmm_reg) _,
-                        options(nostack, preserves_flags),
-                    ),
-                    (false, true) => std::arch::asm!(
-                        "movdqu {x0}, xmmword ptr [{s}]",
-                        "movdqu {x1}, xmmword ptr [{s} + 16]",
-                        "movdqu {x2}, xmmword ptr [{s} + 32]",
-                        "movdqu {x3}, xmmword ptr [{s} + 48]",
-                        "movdqa xmmword ptr [{t}], {x0}",
-                        "movdqa xmmword ptr [{t} + 16], {x1}",
-                        "movdqa xmmword ptr [{t} + 32], {x2}",
-                        "movdqa xmmword ptr [{t} + 48], {x3}",
-                        s = in(reg) s,
-                        t = in(reg) t,
-                        x0 = out(xmm_reg) _,
-                        x1 = out(xmm_reg) _,
-                        x2 = out(xmm_reg) _,
-                        x3 = out(xmm_reg) _,
-                        options(nostack, preserves_flags),
-                    ),
-                    _ => std::arch::asm!(
-                        "movdqa {x0}, xmmword ptr [{s}]",
-                        "movdqa {x1}, xmmword ptr [{s} + 16]",
-                        "movdqa {x2}, xmmword ptr [{s} + 32]",
-                        "movdqa {x3}, xmmword ptr [{s} + 48]",
-                        "movdqa xmmword ptr [{t}], {x0}",
-                        "movdqa xmmword ptr [{t} + 16], {x1}",
-                        "movdqa xmmword ptr [{t} + 32], {x2}",
-                        "movdqa xmmword ptr [{t} + 48], {x3}",
-                        s = in(reg) s,
-                        t = in(reg) t,
-                        x0 = out(xmm_reg) _,
-                        x1 = out(xmm_reg) _,
-                        x2 = out(xmm_reg) _,
-                        x3 = out(xmm_reg) _,
-                        options(nostack, preserves_flags),
-                    ),
+                    (true, false) => line!("movdqa", "movdqu", s, t),
+                    (false, true) => line!("movdqu", "movdqa", s, t),
+                    _ => line!("movdqa", "movdqa", s, t),
                 }
             }
         }
@@ -461,7 +409,10 @@ mod wide {
     /// access, the other side plainly.
     ///
     /// # Safety
-    /// As for the callers in the parent module.
+    /// The blocks are valid for reads at `src` and writes at `dst`, which
+    /// do not overlap; the pool side(s) are 8-aligned and accessed
+    /// concurrently only through this module, a pool `dst` written by no
+    /// one else meanwhile.
     #[inline]
     pub(super) unsafe fn blocks<const SRC_POOL: bool, const DST_POOL: bool>(
         src: *const u8,
