@@ -133,22 +133,33 @@ static int test_round_trip_without_copies(void) { return round_trip(0, ZSMEM_FAU
 
 static int test_round_trip_fault_thread(void) { return round_trip(SIZE_MAX, ZSMEM_FAULTS_THREAD); }
 
-/* A page the program drops (madvise) in a resident unit reads as zeros
- * and is counted; reclaim with a target keeps that many bytes; a caller's
- * older zsmem_region_stats (ending at readahead) is not written past. */
-static int test_dropped_page_and_older_stats(void) {
+/* A region of 1 MiB in units of 16 KiB with `budget` bytes resident at
+   most, its memory at *p; NULL (with the reason printed) if it cannot be
+   made. */
+static struct zsmem_region *small_region(size_t budget, void **p) {
     struct zsmem_region_config cfg;
     CHECK(zsmem_region_config_default(&cfg) == 0);
     cfg.bytes = 1 << 20;
-    cfg.budget = 2 << 20; /* beyond the region less headroom: nothing is evicted by itself */
+    cfg.budget = budget;
     cfg.unit = 16384;
     struct zsmem_region *r = NULL;
     if (zsmem_region_new(&cfg, &r) != 0) {
         fprintf(stderr, "  zsmem_region_new: %s\n", zsmem_last_error_message());
-        return 1;
+        return NULL;
     }
+    CHECK(zsmem_region_ptr(r, p, NULL) == 0);
+    return r;
+}
+
+/* A page the program drops (madvise) in a resident unit reads as zeros
+ * and is counted; reclaim with a target keeps that many bytes; a caller's
+ * older zsmem_region_stats (ending at readahead) is not written past. */
+static int test_dropped_page_and_older_stats(void) {
+    /* A budget beyond the region less headroom: nothing is evicted by
+       itself. */
     void *p = NULL;
-    CHECK(zsmem_region_ptr(r, &p, NULL) == 0);
+    struct zsmem_region *r = small_region(2 << 20, &p);
+    if (r == NULL) return 1;
     uint64_t *w = p;
     for (size_t i = 0; i < 2048; i++) w[i] = word(i, 1); /* unit 0 */
     CHECK(madvise((char *)p + 4096, 4096, MADV_DONTNEED) == 0);
@@ -194,18 +205,9 @@ static int test_dropped_page_and_older_stats(void) {
    writer races an eviction of its own unit (tells the counters apart,
    review s28). */
 static int test_one_unit_budget(void) {
-    struct zsmem_region_config cfg;
-    CHECK(zsmem_region_config_default(&cfg) == 0);
-    cfg.bytes = 1 << 20;
-    cfg.budget = 16384;
-    cfg.unit = 16384;
-    struct zsmem_region *r = NULL;
-    if (zsmem_region_new(&cfg, &r) != 0) {
-        fprintf(stderr, "  zsmem_region_new: %s\n", zsmem_last_error_message());
-        return 1;
-    }
     void *p = NULL;
-    CHECK(zsmem_region_ptr(r, &p, NULL) == 0);
+    struct zsmem_region *r = small_region(16384, &p);
+    if (r == NULL) return 1;
     for (size_t u = 0; u < 64; u++) memset((char *)p + u * 16384, (int)u + 1, 16384);
     struct zsmem_region_stats s;
     CHECK(zsmem_region_get_stats(r, &s, sizeof s) == 0);

@@ -238,18 +238,7 @@ pub(crate) unsafe fn init_sized<T: Copy>(
     what: &str,
 ) -> Result<(), Fail> {
     let p = out_ptr(p, what)?;
-    let ours = std::mem::size_of::<T>();
-    let filled = if versions.contains(&size) && size < ours {
-        size
-    } else if (ours..=MAX_STRUCT_SIZE).contains(&size) {
-        ours
-    } else {
-        let earlier: Vec<String> = versions.iter().map(usize::to_string).collect();
-        return Err(Fail::invalid(format!(
-            "{what} size {size} is not that of any version of this struct (this library's is {ours}, earlier versions' are {}): pass sizeof of the struct",
-            earlier.join(", ")
-        )));
-    };
+    let filled = version_bytes::<T>(size, versions, what, " size")?;
     // SAFETY: the caller promises `size` writable, aligned bytes at `p`,
     // and `filled <= size` (an earlier version's size, or ours when the
     // caller's is at least that long); `defaults` is plain integers on
@@ -335,15 +324,33 @@ pub(crate) fn out_struct<T>(
     what: &str,
 ) -> Result<*mut T, Fail> {
     let out = out_ptr(out, what)?;
-    let ours = size_of::<T>();
-    if !versions.contains(&out_size) && !(ours..=MAX_STRUCT_SIZE).contains(&out_size) {
-        let earlier: Vec<String> = versions.iter().map(usize::to_string).collect();
-        return Err(Fail::invalid(format!(
-            "{what}_size {out_size} is not that of any version of the struct (this library's is {ours}, earlier versions' are [{}]): pass sizeof *{what}",
-            earlier.join(", ")
-        )));
-    }
+    version_bytes::<T>(out_size, versions, what, "_size")?;
     Ok(out)
+}
+
+/// How many bytes of this library's `T` a caller's struct of `size` bytes
+/// holds: all of them if it is at least as long (up to
+/// [`MAX_STRUCT_SIZE`]), else `size` if that is an earlier version's
+/// (`versions`); any other size, which would end inside a field, is
+/// `EINVAL`, its message naming `what` and `field` (" size", "_size").
+fn version_bytes<T>(
+    size: usize,
+    versions: &[usize],
+    what: &str,
+    field: &str,
+) -> Result<usize, Fail> {
+    let ours = size_of::<T>();
+    if (ours..=MAX_STRUCT_SIZE).contains(&size) {
+        Ok(ours)
+    } else if versions.contains(&size) && size < ours {
+        Ok(size)
+    } else {
+        let earlier: Vec<String> = versions.iter().map(usize::to_string).collect();
+        Err(Fail::invalid(format!(
+            "{what}{field} {size} is not that of any version of this struct (this library's is {ours}, earlier versions' are [{}]): pass sizeof of the struct",
+            earlier.join(", ")
+        )))
+    }
 }
 
 /// Copy the first `min(out_size, sizeof(T))` bytes of `src`
