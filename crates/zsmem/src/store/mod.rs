@@ -60,6 +60,7 @@ mod idle;
 mod recompress;
 mod slot;
 mod stats;
+mod stripes;
 mod table;
 mod writeback;
 

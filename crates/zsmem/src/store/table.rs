@@ -12,9 +12,11 @@
 //! copy or a swap, never across compression, so neighbours rarely wait. A
 //! slot is an 8-byte word in its stripe, and a slot that does not fit one
 //! keeps the rest in its chunk's side array (see `slot.rs`): with log
-//! placement a chunk of stored pages costs 9 bytes a page, with class
-//! placement (whose handles are wide) 13. (Four slots to a lock made it
-//! 10.5: the lock and its padding were 8 bytes of every 40.)
+//! placement a chunk of stored pages costs 8.5 bytes a page, with class
+//! placement (whose handles are wide) 12.5. The locks are a byte each,
+//! side by side (`stripes.rs`); with `std`'s `Mutex` a stripe, four slots
+//! to a lock made it 10.5 (the lock and its padding were 8 bytes of every
+//! 40) and sixteen 9.
 //!
 //! The presence of [`GROUP`] consecutive chunks is behind one
 //! reader-writer lock: every slot access holds its group's as a reader (so
@@ -31,9 +33,9 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::sync::{RwLock, RwLockReadGuard};
 
 use super::slot::{Kind, Slot, Word};
+use super::stripes::{StripeGuard, Stripes};
 use crate::error::Result;
 use crate::lane::Owners;
-use crate::sync::{Mutex, MutexGuard};
 
 /// Slots per chunk: 1.5 KiB of slots, few enough that the chunks left
 /// partly used where pages were deleted cost little, many enough that the
@@ -42,9 +44,17 @@ pub(crate) const CHUNK_SLOTS: usize = 64;
 
 /// Slots per lock: 16, a quarter of a chunk. At 4 a chunk's locks cost
 /// 1.5 bytes a slot more, 0.1-0.3 points of all-in under churn
-/// (docs/DESIGN.md, "The slot table's locks"); one lock per chunk would
-/// save 0.4 bytes a slot more.
+/// (docs/DESIGN.md, "The slot table's locks"); with one-byte locks
+/// (`stripes.rs`) one lock per chunk would save 3 bytes a chunk.
 pub(crate) const STRIPE: usize = 16;
+
+/// A chunk's stripes: [`STRIPE`] slot words to a lock.
+/// The header beside the locks counts the chunk's slots that are not
+/// empty.
+type ChunkSlots = Stripes<AtomicU32, [Word; STRIPE], { CHUNK_SLOTS / STRIPE }>;
+
+/// A locked stripe of a chunk.
+type StripeWords<'a> = StripeGuard<'a, AtomicU32, [Word; STRIPE], { CHUNK_SLOTS / STRIPE }>;
 
 /// Side entries of a chunk's wide slots (0: the slot is narrow).
 type Side = [AtomicU32; CHUNK_SLOTS];
@@ -53,8 +63,7 @@ type Side = [AtomicU32; CHUNK_SLOTS];
 /// slot of the chunk (under that slot's stripe lock, so writers of two
 /// stripes may race to make it), and freed with the chunk. A pointer, 8
 /// bytes, where a `OnceLock<Box<..>>` took 16 (its `Once` beside the box):
-/// with the chunk 568 bytes instead of 576, the system allocator's chunk
-/// for it is 576 instead of 592, a quarter of a byte a slot.
+/// a quarter of a byte a slot.
 struct SideArray(AtomicPtr<Side>);
 
 impl SideArray {
@@ -111,7 +120,7 @@ impl Drop for SideArray {
 
 /// A chunk of slots, [`STRIPE`] to a lock.
 struct Chunk {
-    slots: [Mutex<[Word; STRIPE]>; CHUNK_SLOTS / STRIPE],
+    slots: ChunkSlots,
     /// The meta of each wide slot, made when the first is written (written
     /// and read under the slot's lock; atomics only so that they sit
     /// apart).
@@ -119,8 +128,6 @@ struct Chunk {
     /// Each slot's last access, if the table tracks it (written and read
     /// under the slot's lock; atomics only so that they sit apart).
     atimes: Option<Box<[AtomicU32; CHUNK_SLOTS]>>,
-    /// Slots that are not empty.
-    live: AtomicU32,
 }
 
 impl Chunk {
@@ -132,6 +139,11 @@ impl Chunk {
             + if self.side.get().is_some() { array } else { 0 }
     }
 
+    /// How many of its slots are not empty (the header beside the locks).
+    fn live(&self) -> &AtomicU32 {
+        self.slots.head()
+    }
+
     /// The side entry of slot `i` (0 if narrow); under the slot's lock.
     fn side(&self, i: usize) -> u32 {
         // Relaxed: written and read under the slot's lock.
@@ -139,7 +151,7 @@ impl Chunk {
     }
 
     /// Store slot `i` in its `stripe`, whose lock the caller holds.
-    fn put(&self, stripe: &mut [Word; STRIPE], i: usize, s: &Slot) {
+    fn put(&self, stripe: &mut StripeWords<'_>, i: usize, s: &Slot) {
         let (word, side) = s.pack();
         stripe[i % STRIPE] = word;
         if side != 0 {
@@ -220,12 +232,11 @@ impl SlotTable {
             let cell = &mut w[c % GROUP];
             if cell.is_none() {
                 *cell = Some(Box::new(Chunk {
-                    slots: std::array::from_fn(|_| Mutex::new([Word::default(); STRIPE])),
+                    slots: Stripes::new(AtomicU32::new(0), |_| [Word::default(); STRIPE]),
                     side: SideArray::new(),
                     atimes: self
                         .atimes
                         .then(|| Box::new(std::array::from_fn(|_| AtomicU32::new(0)))),
-                    live: AtomicU32::new(0),
                 }));
             }
             // Dropped, then taken again as a reader: an access that empties
@@ -264,11 +275,11 @@ impl SlotTable {
             if let Some(chunk) = self.read(c)[c % GROUP].as_ref() {
                 let live = (0..CHUNK_SLOTS)
                     .filter(|&i| {
-                        let word = chunk.slots[i / STRIPE].lock()[i % STRIPE];
+                        let word = chunk.slots.lock(i / STRIPE)[i % STRIPE];
                         Slot::unpack(word, chunk.side(i), 0).kind() != Kind::Empty
                     })
                     .count();
-                let counted = chunk.live.load(Ordering::Relaxed) as usize;
+                let counted = chunk.live().load(Ordering::Relaxed) as usize;
                 if live != counted {
                     return Err(format!(
                         "slot chunk {c} counts {counted} slots in use, holds {live}"
@@ -284,7 +295,7 @@ impl SlotTable {
         if let Ok(mut w) = self.groups[c / GROUP].try_write()
             && w[c % GROUP]
                 .as_ref()
-                .is_some_and(|ch| ch.live.load(Ordering::Relaxed) == 0)
+                .is_some_and(|ch| ch.live().load(Ordering::Relaxed) == 0)
         {
             w[c % GROUP] = None;
         }
@@ -321,7 +332,7 @@ impl Owners for SlotTable {
             return true;
         };
         let i = index % CHUNK_SLOTS;
-        let Some(mut stripe) = chunk.slots[i / STRIPE].try_lock() else {
+        let Some(mut stripe) = chunk.slots.try_lock(i / STRIPE) else {
             return false;
         };
         let mut s = Slot::unpack(stripe[i % STRIPE], chunk.side(i), 0);
@@ -382,12 +393,8 @@ impl SlotTable {
             for (k, chunk) in guard.iter().enumerate() {
                 let Some(chunk) = chunk else { continue };
                 let base = (g * GROUP + k) * CHUNK_SLOTS;
-                for (t, stripe) in chunk.slots.iter().enumerate() {
-                    let words = if wait {
-                        stripe.lock()
-                    } else if let Some(words) = stripe.try_lock() {
-                        words
-                    } else {
+                for (t, words) in chunk.slots.each(wait).enumerate() {
+                    let Some(words) = words else {
                         whole = false;
                         continue;
                     };
@@ -432,7 +439,7 @@ impl SlotRef<'_> {
     /// Lock the slot (and the others of its stripe).
     pub(crate) fn lock(&self) -> SlotGuard<'_> {
         let chunk = self.chunk();
-        let guard = chunk.slots[self.i / STRIPE].lock();
+        let guard = chunk.slots.lock(self.i / STRIPE);
         let atime = chunk.atimes.as_ref().map(|a| &a[self.i]);
         // Relaxed: written and read under the slot's lock.
         let slot = Slot::unpack(
@@ -453,7 +460,7 @@ impl SlotRef<'_> {
 
 impl Drop for SlotRef<'_> {
     fn drop(&mut self) {
-        let empty = self.chunk().live.load(Ordering::Relaxed) == 0;
+        let empty = self.chunk().live().load(Ordering::Relaxed) == 0;
         drop(self.guard.take());
         if empty {
             self.table.try_free(self.c);
@@ -464,7 +471,7 @@ impl Drop for SlotRef<'_> {
 /// A locked slot; keeps its chunk's `live` count as the slot fills or
 /// empties.
 pub(crate) struct SlotGuard<'a> {
-    guard: MutexGuard<'a, [Word; STRIPE]>,
+    guard: StripeWords<'a>,
     /// The slot's place in its chunk.
     i: usize,
     chunk: &'a Chunk,
@@ -499,10 +506,10 @@ impl Drop for SlotGuard<'_> {
         // decide a free under the chunk's write lock, which orders both.
         match (self.was_empty, empty) {
             (true, false) => {
-                self.chunk.live.fetch_add(1, Ordering::Relaxed);
+                self.chunk.live().fetch_add(1, Ordering::Relaxed);
             }
             (false, true) => {
-                self.chunk.live.fetch_sub(1, Ordering::Relaxed);
+                self.chunk.live().fetch_sub(1, Ordering::Relaxed);
             }
             _ => {}
         }
@@ -513,15 +520,15 @@ impl Drop for SlotGuard<'_> {
 mod tests {
     use super::*;
 
-    /// A chunk is its four stripes (a lock and 16 words each) and three
-    /// words more: 568 bytes, which the system allocator serves from a
-    /// 576-byte chunk (8 bytes more would take 592).
+    /// A chunk is its 64 slot words, their four one-byte locks and the
+    /// live count in one word, and two pointers: 536 bytes, which the
+    /// system allocator serves from a 544-byte chunk (with `std`'s
+    /// `Mutex` a stripe it was 568 in 576).
     #[cfg(all(not(loom), target_pointer_width = "64"))]
     #[test]
-    fn a_chunk_is_its_stripes_and_three_words() {
-        let stripe = std::mem::size_of::<Mutex<[Word; STRIPE]>>();
-        assert_eq!(std::mem::size_of::<Chunk>(), 4 * stripe + 24);
-        assert_eq!(std::mem::size_of::<Chunk>(), 568);
+    fn a_chunk_is_its_words_its_locks_and_two_pointers() {
+        assert_eq!(std::mem::size_of::<Chunk>(), CHUNK_SLOTS * 8 + 8 + 16);
+        assert_eq!(std::mem::size_of::<Chunk>(), 536);
     }
 
     #[test]
