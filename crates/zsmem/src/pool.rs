@@ -26,6 +26,7 @@ use crate::deferred::{DRAIN_STEP, Push, Shards};
 use crate::error::{Error, HandleFault, Result};
 use crate::handle::{CLASS_BITS, Directory, Handle, Location, PoolTag};
 use crate::lane::{Lane, Owners, SEGMENT_PAGES};
+use crate::optimistic::Published;
 use crate::os::PageSource;
 use crate::size_class::SizeClassTable;
 use crate::spacing::Spacing;
@@ -89,6 +90,12 @@ pub struct Pool {
     /// physical + the class's rank among the physical classes`.
     dense: Box<[u16]>,
     dense_base: usize,
+    /// Indexed as `dense`: what class or lane publishes for lock-free
+    /// reads, once it does (null before, and for a pool without them).
+    /// The read's first step, two loads from the handle where `dense`,
+    /// the cell and its `OnceLock` took five; each points into the
+    /// `Arc` its cell's `reads` keeps for as long as the pool lives.
+    readers: Box<[crate::sync::atomic::AtomicPtr<Published>]>,
     /// Class shards in use (1 with log placement).
     shards: usize,
     /// The thread number of the first thread to allocate (`usize::MAX`
@@ -292,6 +299,9 @@ impl Pool {
             pages,
             cfg,
             table,
+            readers: (0..dense.len())
+                .map(|_| crate::sync::atomic::AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
             dense,
             dense_base,
             compaction: Counters::default(),
@@ -502,6 +512,14 @@ impl Pool {
         if let (Some(p), Some(cell)) = (published, self.cells.get(d)) {
             // Made under the cell's lock, once: nothing set it before.
             let _ = cell.reads.set(p.clone());
+            if let Some(r) = self.readers.get(index - self.dense_base) {
+                // Release: a read that finds the pointer sees what it
+                // points to as made. The `Arc` in `cell.reads` keeps it.
+                r.store(
+                    Arc::as_ptr(p).cast_mut(),
+                    crate::sync::atomic::Ordering::Release,
+                );
+            }
         }
         space
     }
@@ -606,19 +624,19 @@ impl Pool {
     /// where a free raced a lock-free copy, which then leaves zeros over
     /// the bytes it had copied (at most the object's length).
     pub fn read_uninit(&self, h: Handle, buf: &mut [MaybeUninit<u8>]) -> Result<usize> {
-        let cell = self
-            .cells
-            .get(self.dense_class(h)?)
-            .ok_or_else(|| h.fault(HandleFault::UnknownSlot))?;
         // Without the lock if the class publishes for that and the copy
         // checks out (`optimistic.rs`); else under it.
         let mut written = 0;
-        if let Some(p) = cell.reads.get() {
+        if let Some(p) = self.published(h) {
             match p.read(h, buf) {
                 Ok(len) => return Ok(len),
                 Err(w) => written = w,
             }
         }
+        let cell = self
+            .cells
+            .get(self.dense_class(h)?)
+            .ok_or_else(|| h.fault(HandleFault::UnknownSlot))?;
         let read = Self::read_locked(cell, h, buf);
         if read.is_err() && written > 0 {
             // A refused copy may hold a freed object's bytes, or its
@@ -626,6 +644,20 @@ impl Pool {
             buf[..written].fill(MaybeUninit::new(0));
         }
         read
+    }
+
+    /// What `h`'s class publishes for lock-free reads, if `h` is this
+    /// pool's and its class publishes.
+    #[inline]
+    fn published(&self, h: Handle) -> Option<&Published> {
+        h.check_pool(self.tag.get()).ok()?;
+        let r = self.readers.get(h.class().wrapping_sub(self.dense_base))?;
+        // Acquire: pairs with `make_space`'s Release.
+        let p = r.load(crate::sync::atomic::Ordering::Acquire);
+        // SAFETY: a non-null pointer is `Arc::as_ptr` of the `Arc` that
+        // its cell's `reads` keeps (set once, never taken) for as long as
+        // `self` lives.
+        unsafe { p.as_ref() }
     }
 
     /// The locked half of [`Pool::read_uninit`].
