@@ -91,7 +91,7 @@ pub struct Pool {
     dense: Box<[u16]>,
     dense_base: usize,
     /// Indexed as `dense`: what class or lane publishes for lock-free
-    /// reads, once it does (null before, and for a pool without them).
+    /// reads, once it does (null before; empty in a pool without them).
     /// The read's first step, two loads from the handle where `dense`,
     /// the cell and its `OnceLock` took five; each points into the
     /// `Arc` its cell's `reads` keeps for as long as the pool lives.
@@ -285,6 +285,10 @@ impl Pool {
             .chain(0..lanes)
             .map(|_| pages.sibling())
             .collect();
+        // Empty in a pool without lock-free reads: nothing to find.
+        let readers = (0..if cfg.lock_free_reads { dense.len() } else { 0 })
+            .map(|_| crate::sync::atomic::AtomicPtr::new(std::ptr::null_mut()))
+            .collect();
         Ok(Pool {
             more_pages,
             shards,
@@ -299,9 +303,7 @@ impl Pool {
             pages,
             cfg,
             table,
-            readers: (0..dense.len())
-                .map(|_| crate::sync::atomic::AtomicPtr::new(std::ptr::null_mut()))
-                .collect(),
+            readers,
             dense,
             dense_base,
             compaction: Counters::default(),
@@ -1129,6 +1131,7 @@ impl Pool {
             huge_objects: 0,
             metadata_bytes: self.cells.metadata_bytes()
                 + std::mem::size_of_val(&*self.dense)
+                + std::mem::size_of_val(&*self.readers)
                 + self.spacing.as_ref().map_or(0, Spacing::metadata_bytes),
             waste: Waste::default(),
             pages_compacted: self.compaction.snapshot().pages_compacted,
