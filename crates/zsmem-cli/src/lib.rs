@@ -1,6 +1,25 @@
 //! The `zsmem` command's subcommands, as a library so that benches and tests
 //! can reuse them.
 
+/// `println!` for a command's output: a failed write (a full disk, a
+/// file closed under it) is the command's error, returned with `?`, not
+/// a panic. The calling function returns a [`CliResult`].
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*).map_err($crate::CliError::from)?
+    }};
+}
+
+/// `print!` as [`outln!`] is `println!`.
+#[allow(unused_macros)]
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*).map_err($crate::CliError::from)?
+    }};
+}
+
 pub mod bench;
 pub mod classes;
 pub mod compare;

@@ -112,12 +112,12 @@ pub fn run(a: &ReplayArgs) -> CliResult {
         ]);
     }
     print_table(&t)?;
-    println!(
+    outln!(
         "pool = the pages the allocator holds for objects (for a malloc baseline its heap \
          growth); overhead = (pool - stored) / stored, - where nothing is stored."
     );
     for (name, _, config) in &rows {
-        println!("{name}: {}; {config}", what(name));
+        outln!("{name}: {}; {config}", what(name));
     }
     Ok(())
 }
