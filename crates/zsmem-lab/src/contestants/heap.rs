@@ -492,6 +492,7 @@ impl<A: GlobalAlloc> ObjectContestant for HeapObjects<A> {
         Ok(ObjectMemory {
             held: self.held()?,
             meta: 0,
+            returning: 0,
         })
     }
 }

@@ -253,6 +253,10 @@ pub struct ObjectMemory {
     pub held: u64,
     /// The allocator's metadata where visible (part of the overhead).
     pub meta: u64,
+    /// Of `held`, freed pages waiting to be given back to the OS (zsmem's
+    /// return delay); 0 where an allocator gives them back at once or
+    /// does not say.
+    pub returning: u64,
 }
 
 /// An allocator of objects of 1..=65536 bytes.

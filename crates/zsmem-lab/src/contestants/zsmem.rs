@@ -380,6 +380,7 @@ impl ObjectContestant for PoolObjects {
             // Freed pages waiting to be returned are held too.
             held: (s.bytes_held() + s.cached_pages * s.page_size) as u64,
             meta: s.metadata_bytes as u64,
+            returning: (s.cached_pages * s.page_size) as u64,
         })
     }
 }

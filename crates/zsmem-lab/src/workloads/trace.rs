@@ -257,7 +257,7 @@ impl PageContestant for TraceRecorder<'_> {
 }
 
 /// Memory figures of an object allocator at one point of a replay.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReplayFigures {
     /// Operations replayed so far.
     pub ops: u64,
@@ -271,6 +271,8 @@ pub struct ReplayFigures {
     pub meta: u64,
     /// Highest `held` over the samples so far.
     pub peak_held: u64,
+    /// Of `held`, freed pages waiting to be given back to the OS.
+    pub returning: u64,
 }
 
 fn pattern_byte(id: u64, i: usize) -> u8 {
@@ -337,6 +339,7 @@ pub fn replay(
                 held: m.held,
                 meta: m.meta,
                 peak_held: peak,
+                returning: m.returning,
             });
         }
     }

@@ -461,6 +461,7 @@ impl<P: PeerAllocator> ObjectContestant for PeerObjects<P> {
         Ok(ObjectMemory {
             held: (p.held_pages() * p.page_size()) as u64,
             meta: self.peer.meta_bytes() + self.own.meta_bytes(),
+            returning: 0,
         })
     }
     fn compact(&mut self) -> Result<u64, LabError> {
