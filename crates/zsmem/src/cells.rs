@@ -24,7 +24,8 @@ pub(crate) struct Cell<T> {
     /// frees mark its entries or lock-free reads find them.
     pub(crate) directory: OnceLock<Arc<Directory>>,
     /// Set once, when the class is made, if it publishes for lock-free
-    /// reads (`optimistic.rs`).
+    /// reads (`optimistic.rs`): keeps alive what the pool's `readers`
+    /// points to, which is what reads go through.
     pub(crate) reads: OnceLock<Arc<Published>>,
 }
 

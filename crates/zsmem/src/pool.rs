@@ -513,12 +513,13 @@ impl Pool {
         };
         if let (Some(p), Some(cell)) = (published, self.cells.get(d)) {
             // Made under the cell's lock, once: nothing set it before.
-            let _ = cell.reads.set(p.clone());
+            // `reads` keeps it alive for `readers`, which reads use.
+            let kept = cell.reads.get_or_init(|| p.clone());
             if let Some(r) = self.readers.get(index - self.dense_base) {
                 // Release: a read that finds the pointer sees what it
                 // points to as made. The `Arc` in `cell.reads` keeps it.
                 r.store(
-                    Arc::as_ptr(p).cast_mut(),
+                    Arc::as_ptr(kept).cast_mut(),
                     crate::sync::atomic::Ordering::Release,
                 );
             }

@@ -45,7 +45,8 @@ pub(crate) const CHUNK_SLOTS: usize = 64;
 /// Slots per lock: 16, a quarter of a chunk. At 4 a chunk's locks cost
 /// 1.5 bytes a slot more, 0.1-0.3 points of all-in under churn
 /// (docs/DESIGN.md, "The slot table's locks"); with one-byte locks
-/// (`stripes.rs`) one lock per chunk would save 3 bytes a chunk.
+/// (`stripes.rs`) one lock per chunk would save nothing (the bytes the
+/// locks take are padding before the words either way).
 pub(crate) const STRIPE: usize = 16;
 
 /// A chunk's stripes: [`STRIPE`] slot words to a lock.
