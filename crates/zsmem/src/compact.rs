@@ -81,6 +81,22 @@ pub enum CompactionPolicy {
     },
 }
 
+/// In words, for a reader: `off (on request only)`, or `automatic (...)`.
+impl std::fmt::Display for CompactionPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CompactionPolicy::Off => f.write_str("off (on request only)"),
+            CompactionPolicy::Auto {
+                min_freeable_pages,
+                max_moves,
+            } => write!(
+                f,
+                "automatic (a free that leaves {min_freeable_pages} page(s) to give back moves up to {max_moves} objects)"
+            ),
+        }
+    }
+}
+
 impl Default for CompactionPolicy {
     /// Compact as soon as a class could give back a page (a zspage without
     /// trimming), a few dozen objects (tens of KiB of copying) per free at

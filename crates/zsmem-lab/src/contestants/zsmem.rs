@@ -213,7 +213,7 @@ impl PageContestant for ZsmemContestant {
         let c = self.store.pool().config();
         if let Placement::Log { lanes } = c.placement {
             return format!(
-                "{} KiB pages, log placement ({lanes} lanes, 32-page segments), {}, compaction {:?}{}",
+                "{} KiB pages, log placement ({lanes} lanes, 32-page segments), {}, compaction {}{}",
                 c.page_size / 1024,
                 self.store.codec().name(),
                 c.compaction,
@@ -225,7 +225,7 @@ impl PageContestant for ZsmemContestant {
             );
         }
         format!(
-            "{} KiB pages, chain {}, delta {}, {} chains, {}{}, compaction {:?}{}",
+            "{} KiB pages, chain {}, delta {}, {} chains, {}{}, compaction {}{}",
             c.page_size / 1024,
             c.chain_size,
             c.class_delta,
@@ -339,7 +339,7 @@ impl ObjectContestant for PoolObjects {
     fn config(&self) -> String {
         let c = self.pool.config();
         format!(
-            "zsmem pool: {}, {} KiB pages, chain {}, delta {}{}, compaction {:?}",
+            "zsmem pool: {}, {} KiB pages, chain {}, delta {}{}, compaction {}",
             match c.placement {
                 zsmem::Placement::Log { lanes } => format!("log placement ({lanes} lanes)"),
                 _ => "size classes".to_string(),
