@@ -595,3 +595,37 @@ fn replay_names_the_placements_and_has_no_overhead_of_nothing() {
     assert!(v[0]["overhead_ratio"].is_null(), "{v}");
     assert!(v[0]["pool_bytes"].is_u64(), "{v}");
 }
+
+/// Without the kernel's zram (no root), the verdict's reference is its
+/// allocator simulated in userspace, whatever the order of the
+/// contestants, in the text and the JSON alike.
+#[test]
+fn without_the_kernel_the_simulated_kernel_is_the_reference() {
+    let out = zsmem(&[
+        "compare",
+        "--scale",
+        "0.01",
+        "--contestants",
+        "system,zsmem-kernel,zsmem,zsmem-kernel-compact",
+        "--format",
+        "json",
+        "--no-report",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let verdict = &v["verdict"];
+    assert_eq!(verdict["reference"], "simulated_kernel", "{verdict}");
+    assert_eq!(
+        verdict["references"][0]["other"], "zsmem-kernel-compact",
+        "{verdict}"
+    );
+    let first = verdict["text"][0].as_str().unwrap();
+    assert!(
+        first.starts_with(
+            "Against zsmem-kernel-compact, the kernel's allocator simulated in userspace \
+             (zsmem's kernel() configuration; kernel-zram needs root): "
+        ),
+        "{first}"
+    );
+}

@@ -8,17 +8,18 @@
 //! | `index.html` | the whole report, one page with no external CSS, JS or fonts; the plots below are inlined as `<svg>` elements |
 //! | `overhead.svg` | overhead `(pool - compr) / compr` after each step, one line per contestant, on a log axis when the contestants' overheads differ by orders of magnitude |
 //! | `memory.svg` | all-in memory after each step of zsmem, the reference and the nearest rival, compressed bytes dashed |
-//! | `relative.svg` | all-in memory relative to the kernel's zram after each step, in % |
+//! | `relative.svg` | all-in memory relative to the reference (the kernel's zram, else its simulation, else the nearest rival) after each step, in % |
 //! | `latency.svg` | every contestant's store/load/discard p50 and p99, one plot |
 //! | `latency-<contestant>.svg` | store/load/discard latency, log2 buckets, grouped bars |
 //!
 //! The page holds a header (title, source, workload, command, codec, page
 //! size, zsmem's version, host, kernel, date, contestants skipped and why),
 //! the verdict (zsmem's all-in memory against the kernel's zram, compacted
-//! and not, its nearest rival and its other placement, each at the peak,
+//! and not, or without it its simulation in userspace, else the nearest
+//! rival; its nearest rival and its other placement, each at the peak,
 //! step by step and after the last step, ties called ties: `verdict.rs`),
 //! the summary table `zsmem compare` prints with each contestant's peak
-//! all-in relative to the kernel's zram and the best figure of each column
+//! all-in relative to the reference and the best figure of each column
 //! marked, the compaction costs, the plots, and per contestant, folded
 //! away in `<details>`, its step table (with zsmem's split of the overhead
 //! into rounding, partial, tail and metadata where the contestant can
@@ -64,7 +65,8 @@ use plots::{
 pub use rfc::{RFC_VARIANTS, rfc_text};
 use tables::{compaction_table, step_table, summary_table};
 pub use verdict::{
-    Call, Comparison, Measure, StepTally, TIE_THRESHOLD, VERDICT_NOTE, Verdict, compare, verdict_of,
+    Call, Comparison, Measure, Reference, StepTally, TIE_THRESHOLD, VERDICT_NOTE, Verdict, compare,
+    verdict_of,
 };
 use verdict::{nearest_rival, references, verdict_html};
 
