@@ -629,3 +629,33 @@ fn without_the_kernel_the_simulated_kernel_is_the_reference() {
         "{first}"
     );
 }
+
+/// Slots that would not fit in memory are refused before the fill,
+/// naming --slots (50 million slots grew towards the OOM killer).
+#[test]
+fn slots_beyond_memory_are_refused_before_the_fill() {
+    let out = zsmem(&[
+        "compare",
+        "--workload",
+        "churn",
+        "--scale",
+        "0.01",
+        "--slots",
+        "4294967295",
+        "--ops",
+        "1",
+        "--contestants",
+        "zsmem",
+        "--no-report",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("zsmem: error: --slots 4294967295: holding them takes about"),
+        "{err}"
+    );
+    assert!(!err.contains("zsmem: zsmem:"), "{err}");
+    let help = String::from_utf8(zsmem(&["compare", "--help"]).stdout).unwrap();
+    assert!(help.contains("At most 2^31"), "{help}");
+}

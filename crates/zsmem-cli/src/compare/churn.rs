@@ -79,6 +79,7 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
         .map_err(|e| CliError::Usage(e.to_string()))?;
     let slots = work.slots_for(tree);
     let ops = work.ops_for(tree);
+    super::slots_memory::check(&work, tree, cfg, slots)?;
     eprintln!(
         "workload: churn ({}), {slots} slots of {} KiB filled from {source}, then {ops} calls \
          ({:.0}% discards, {:.0}% zero-filled and {:.0}% incompressible pages written)",
@@ -99,7 +100,7 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
                 skipped.push((name.clone(), why));
                 continue;
             }
-            Err(e) => return Err(CliError::Usage(e.to_string())),
+            Err(e) => return Err(super::contestant_error(name, e)),
         };
         let bar = progress::bar(ops, name, "calls");
         let r = match (&a.record_trace, results.is_empty()) {
@@ -117,7 +118,7 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
             }
             _ => work.run(tree, c.as_mut(), |done| bar.set_position(done)),
         }
-        .map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+        .map_err(|e| super::contestant_error(name, e))?;
         bar.finish_and_clear();
         eprintln!(
             "  {name}: done in {:.1}s, {:.2} µs CPU a call",

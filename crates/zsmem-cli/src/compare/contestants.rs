@@ -118,6 +118,24 @@ pub(super) fn kernel_algorithm(codec: Codec) -> &'static str {
     codec.kernel_name()
 }
 
+/// The error of contestant `name`, as a usage error naming it once: a
+/// zsmem error came out as "zsmem: zsmem: the operating system refused
+/// ...", the contestant's name before the lab's own "zsmem:".
+pub(crate) fn contestant_error(name: &str, e: LabError) -> crate::CliError {
+    let text = match e {
+        LabError::Zsmem(inner) => inner.to_string(),
+        other => other.to_string(),
+    };
+    let named = text
+        .strip_prefix(name)
+        .is_some_and(|rest| rest.starts_with([' ', ':']));
+    if named {
+        crate::CliError::Usage(text)
+    } else {
+        crate::CliError::Usage(format!("{name}: {text}"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,5 +151,31 @@ mod tests {
         for c in DEFAULT_CONTESTANTS {
             assert!(CONTESTANTS.contains(c), "{c}");
         }
+    }
+
+    #[test]
+    fn a_contestant_error_names_the_contestant_once() {
+        let refused = zsmem::Error::OsOutOfMemory {
+            bytes: 268_435_456,
+            reason: "test".into(),
+        };
+        let e = contestant_error("zsmem", LabError::Zsmem(refused));
+        assert_eq!(
+            e.to_string(),
+            "zsmem: the operating system refused 268435456 bytes of memory (test)"
+        );
+        let e = contestant_error(
+            "zbud",
+            LabError::Mismatch {
+                contestant: "zbud".into(),
+                slot: 3,
+            },
+        );
+        assert_eq!(e.to_string(), "zbud returned wrong data for slot 3");
+        let e = contestant_error("system", LabError::Usage("no child".into()));
+        assert_eq!(e.to_string(), "system: no child");
+        // Another contestant's name is no prefix of this one's.
+        let e = contestant_error("zsmem", LabError::Usage("zsmem-classes: x".into()));
+        assert_eq!(e.to_string(), "zsmem: zsmem-classes: x");
     }
 }

@@ -23,10 +23,11 @@ use crate::{CliError, CliResult, progress};
 pub mod churn;
 pub mod contestants;
 pub mod fs;
+mod slots_memory;
 pub mod swap;
 
 pub use contestants::{CONTESTANTS, DEFAULT_CONTESTANTS};
-use contestants::{kernel_algorithm, make};
+use contestants::{contestant_error, kernel_algorithm, make};
 
 /// Arguments of `zsmem compare`.
 #[derive(clap::Args, Debug, Clone)]
@@ -128,6 +129,10 @@ pub struct CompareArgs {
     #[arg(long, default_value = "uniform", value_parser = churn::parse_variant)]
     pub variant: zsmem_lab::workloads::churn::Variant,
     /// With --workload churn: slots (default: one per page of the input).
+    /// At most 2^31 (2147483648) for zsmem's log placement (the `zsmem`
+    /// contestant; size classes have no such limit); refused before the
+    /// fill when holding them would take more than half the memory
+    /// available.
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=u64::from(u32::MAX)))]
     pub slots: Option<usize>,
     /// With --workload churn: calls after the fill (default: 4 per slot).
@@ -443,7 +448,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
                 skipped.push((name.clone(), why));
                 continue;
             }
-            Err(e) => return Err(CliError::Usage(e.to_string())),
+            Err(e) => return Err(contestant_error(name, e)),
         };
         // Untar and the deletions alike: every page stored, then discarded.
         let bar = progress::bar(2 * total * a.rounds as u64, name, "pages");
@@ -456,7 +461,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
             }
             _ => work.run(&tree, c.as_mut(), |done| bar.set_position(done)),
         }
-        .map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+        .map_err(|e| contestant_error(name, e))?;
         bar.finish_and_clear();
         eprintln!("  {name}: done in {:.1}s", r.wall.as_secs_f64());
         results.push(r);
