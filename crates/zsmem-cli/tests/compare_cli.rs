@@ -630,6 +630,47 @@ fn without_the_kernel_the_simulated_kernel_is_the_reference() {
     );
 }
 
+/// The churn's CPU table: its calls are the header's calls plus the
+/// checking loads, and it says so; no column or caveat for the kernel's
+/// zram when it did not run.
+#[test]
+fn the_churn_cpu_table_says_what_it_counts() {
+    let out = zsmem(&[
+        "compare",
+        "--workload",
+        "churn",
+        "--scale",
+        "0.01",
+        "--ops",
+        "1000",
+        "--contestants",
+        "zsmem,zsmem-classes",
+        "--no-report",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("then 1000 calls") && err.contains("every 64th also loading a slot back"),
+        "{err}"
+    );
+    let t = String::from_utf8(out.stdout).unwrap();
+    let flat = t.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("calls made: the 1000 calls after the fill, the loads that check a slot"),
+        "{t}"
+    );
+    for gone in ["kernel zram", "BLKDISCARD", "O_DIRECT"] {
+        assert!(!flat.contains(gone), "{gone} in\n{t}");
+    }
+    // Each run's calls made: the 1000 and at most one load per 64 calls.
+    let cpu = &t[t.find("calls").unwrap()..];
+    for name in ["zsmem ", "zsmem-classes "] {
+        let row = cpu.lines().find(|l| l.starts_with(name)).unwrap();
+        let calls: u64 = row.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert!((1000..=1000 + 1000 / 64).contains(&calls), "{row}");
+    }
+}
+
 /// Slots that would not fit in memory are refused before the fill,
 /// naming --slots (50 million slots grew towards the OOM killer).
 #[test]

@@ -94,7 +94,7 @@ pub struct ReportContext {
     pub page_size: usize,
     /// Contestants that did not run: `(name, reason)`.
     pub skipped: Vec<(String, String)>,
-    /// CPU time a call of each contestant, `(name, calls, ns a call)`, for
+    /// CPU time a call of each contestant, `(name, calls made, ns a call)`, for
     /// a workload that measures it (churn), with how it was measured;
     /// empty otherwise.
     pub cpu: Vec<(String, u64, f64)>,
@@ -333,27 +333,38 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
     Ok(index)
 }
 
-/// The CPU time a call of each contestant and its ratio to the kernel's
-/// zram of the same run.
+/// The CPU time a call of each contestant and, where the kernel's zram
+/// ran, its ratio to the kernel's.
 fn cpu_table(out: &mut String, ctx: &ReportContext) {
     let kernel = ctx
         .cpu
         .iter()
         .find(|(n, _, _)| n == "kernel-zram")
-        .map(|&(_, _, ns)| ns)
-        .filter(|&ns| ns > 0.0);
+        .map(|&(_, _, ns)| ns);
     out.push_str(
-        "<h3>CPU a call</h3>\n<table>\n<thead><tr><th>contestant</th><th>calls</th>\
-         <th>CPU a call (µs)</th><th>x kernel-zram</th></tr></thead>\n<tbody>\n",
+        "<h3>CPU a call</h3>\n<table>\n<thead><tr><th>contestant</th><th>calls made</th>\
+         <th>CPU a call (µs)</th>",
     );
+    if kernel.is_some() {
+        out.push_str("<th>x kernel-zram</th>");
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
     for (name, calls, ns) in &ctx.cpu {
-        let ratio = kernel.map_or("-".to_string(), |k| format!("{:.2}", ns / k));
-        let _ = writeln!(
+        let _ = write!(
             out,
-            "<tr><td>{}</td><td>{calls}</td><td>{:.2}</td><td>{ratio}</td></tr>",
+            "<tr><td>{}</td><td>{calls}</td><td>{:.2}</td>",
             esc(name),
             ns / 1000.0
         );
+        if let Some(k) = kernel {
+            let ratio = if k > 0.0 {
+                format!("{:.2}", ns / k)
+            } else {
+                "-".to_string()
+            };
+            let _ = write!(out, "<td>{ratio}</td>");
+        }
+        out.push_str("</tr>\n");
     }
     out.push_str("</tbody>\n</table>\n");
     let _ = writeln!(out, "<p class=\"note\">{}</p>", esc(&ctx.cpu_note));
