@@ -596,6 +596,67 @@ fn replay_names_the_placements_and_has_no_overhead_of_nothing() {
     assert!(v[0]["pool_bytes"].is_u64(), "{v}");
 }
 
+/// A full stdout is the command's error, one line, not a panic.
+#[test]
+fn a_full_stdout_is_an_error_not_a_panic() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return;
+    };
+    let bin = std::env::var_os("ZSMEM_BIN").unwrap_or(env!("CARGO_BIN_EXE_zsmem").into());
+    for workload in ["untar-rm", "churn"] {
+        let out = std::process::Command::new(&bin)
+            .args([
+                "compare",
+                "--workload",
+                workload,
+                "--scale",
+                "0.01",
+                "--contestants",
+                "zsmem",
+                "--no-report",
+            ])
+            .stdout(full.try_clone().unwrap())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{workload}: {err}");
+        assert!(!err.contains("panicked"), "{workload}: {err}");
+        let last = err.lines().last().unwrap_or_default();
+        assert!(last.starts_with("zsmem: error: I/O: "), "{workload}: {err}");
+    }
+}
+
+/// The CSV's ratios are empty where nothing is stored, as the table's `-`
+/// (they were 0.000000: "glibc holds 1.13 MiB for nothing, overhead 0").
+#[test]
+fn compare_csv_has_no_ratio_of_nothing() {
+    let out = zsmem(&[
+        "compare",
+        "--scale",
+        "0.01",
+        "--contestants",
+        "zsmem",
+        "--format",
+        "csv",
+        "--no-report",
+    ]);
+    assert!(out.status.success());
+    let csv = String::from_utf8(out.stdout).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let mut empty = 0;
+    for line in lines {
+        let cells: Vec<&str> = line.split(',').collect();
+        let nothing = cells[col("compr")] == "0";
+        for ratio in ["overhead_ratio", "all_in_ratio"] {
+            assert_eq!(cells[col(ratio)].is_empty(), nothing, "{line}");
+        }
+        empty += usize::from(nothing);
+    }
+    assert!(empty > 0, "no step without data in\n{csv}");
+}
+
 /// Without the kernel's zram (no root), the verdict's reference is its
 /// allocator simulated in userspace, whatever the order of the
 /// contestants, in the text and the JSON alike.
@@ -628,6 +689,40 @@ fn without_the_kernel_the_simulated_kernel_is_the_reference() {
         ),
         "{first}"
     );
+}
+
+/// The legend says what the overhead's parts add up to, the breakdown has
+/// a heading, the columns are defined, the verdict's note names the
+/// estimated terms, and the kernel's latency caveat is left out where
+/// neither it nor --fs ran.
+#[test]
+fn the_legend_defines_the_columns_and_the_overhead_parts() {
+    let out = zsmem(&[
+        "compare",
+        "--scale",
+        "0.01",
+        "--contestants",
+        "zsmem,system",
+        "--no-report",
+    ]);
+    assert!(out.status.success());
+    let t = String::from_utf8(out.stdout).unwrap();
+    let flat = t.split_whitespace().collect::<Vec<_>>().join(" ");
+    for needle in [
+        "-- zsmem: where the overhead goes, in % of compr",
+        "overhead = (pool - compr)/compr = rounding + partial + tail",
+        "meta = the allocator's metadata, beyond pool; overhead with meta = their sum",
+        "orig = the pages stored, before compression; compr = their compressed bytes",
+        "huge = pages stored uncompressed, at or above the contestant's own threshold",
+        "for zsmem, its peers and the malloc baselines the page tables",
+        "for the kernel's zram its table, a zs_handle per object and a struct zspage",
+        "Latencies are each an in-process call",
+    ] {
+        assert!(flat.contains(needle), "missing {needle} in\n{t}");
+    }
+    for gone in ["split for zsmem into", "O_DIRECT", "--fs ext4"] {
+        assert!(!flat.contains(gone), "{gone} in\n{t}");
+    }
 }
 
 /// The churn's CPU table: its calls are the header's calls plus the

@@ -179,8 +179,8 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
                         f.compr.to_string(),
                         f.pool.to_string(),
                         f.all_in.to_string(),
-                        format!("{:.6}", f.overhead_ratio()),
-                        format!("{:.6}", f.all_in_ratio()),
+                        super::ratio_csv(f, f.overhead_ratio()),
+                        super::ratio_csv(f, f.all_in_ratio()),
                         format!("{:.1}", r.cpu_ns_per_call()),
                     ]
                 })
@@ -202,7 +202,7 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
         }
         Format::Table => {
             let runs: Vec<_> = results.iter().map(|r| r.run.clone()).collect();
-            print_tables(&runs, &skipped, cfg.page_size, a.explain)?;
+            print_tables(&runs, &skipped, cfg.page_size, a.explain, false)?;
             print_cpu(&results, &work, ops)?;
         }
     }
