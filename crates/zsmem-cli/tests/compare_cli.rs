@@ -491,6 +491,13 @@ fn options_a_workload_would_ignore_are_refused() {
             &["--workload", "untar-rm", "--variant", "phase"],
             "--variant",
         ),
+        // The input brings its own pages: --scale and --seed did nothing
+        // (checked before the input is read, so it need not exist).
+        (&["--input", "/nonexistent", "--scale", "0.5"], "--scale"),
+        (&["--input", "/nonexistent", "--seed", "7"], "--seed"),
+        (&["--pid", "1", "--scale", "0.5"], "--scale"),
+        (&["--scale", "0.01", "--max-mib", "5"], "--max-mib"),
+        (&["--scale", "0.01", "--report", "elsewhere"], "--report"),
     ] {
         let mut all = vec!["compare", "--no-report"];
         all.extend_from_slice(args);
@@ -594,6 +601,48 @@ fn replay_names_the_placements_and_has_no_overhead_of_nothing() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v[0]["overhead_ratio"].is_null(), "{v}");
     assert!(v[0]["pool_bytes"].is_u64(), "{v}");
+}
+
+/// The churn's calls are seeded by --seed: with --input it is not ignored.
+#[test]
+fn the_churn_takes_a_seed_with_an_input() {
+    let dir = common::test_dir("churn-seed");
+    std::fs::write(dir.join("a.txt"), "some text to store, ".repeat(2000)).unwrap();
+    let out = zsmem(&[
+        "compare",
+        "--workload",
+        "churn",
+        "--input",
+        dir.to_str().unwrap(),
+        "--seed",
+        "7",
+        "--ops",
+        "100",
+        "--contestants",
+        "zsmem",
+        "--no-report",
+    ]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+}
+
+/// `--contestants zsmem,zsmem` ran zsmem twice, and the verdict said it
+/// ran alone.
+#[test]
+fn a_contestant_named_twice_is_refused() {
+    let out = zsmem(&[
+        "compare",
+        "--scale",
+        "0.01",
+        "--contestants",
+        "zsmem,system,zsmem",
+        "--no-report",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("names zsmem twice"), "{err}");
+    assert!(out.stdout.is_empty());
 }
 
 /// A full stdout is the command's error, one line, not a panic.

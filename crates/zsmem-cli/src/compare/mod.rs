@@ -40,13 +40,16 @@ pub struct CompareArgs {
     /// (needs ptrace permission); at most --max-mib of it.
     #[arg(long, conflicts_with = "input")]
     pub pid: Option<u32>,
-    /// With --pid: most MiB of the process's memory to take (1..=2^24).
+    /// With --pid: most MiB of the process's memory to take (1..=2^24);
+    /// an error without --pid.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
     pub max_mib: u64,
-    /// Seed of the embedded corpus.
+    /// Seed of the embedded corpus (and of the churn's calls); an error
+    /// with --input or --pid, except for the churn.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Size of the embedded corpus (1.0 is about 300 MiB of files).
+    /// Size of the embedded corpus (1.0 is about 300 MiB of files); an
+    /// error with --input or --pid, which bring their own pages.
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
     /// Top-level directories to delete one by one, in order, before the
@@ -95,7 +98,7 @@ pub struct CompareArgs {
     /// DIR/latest at it.
     #[arg(long, default_value = "zsmem-report")]
     pub report: std::path::PathBuf,
-    /// Write no report.
+    /// Write no report (an error with --report).
     #[arg(long)]
     pub no_report: bool,
     /// Print the log2 latency histograms of every contestant too.
@@ -203,10 +206,11 @@ impl Default for CompareArgs {
     }
 }
 
-/// Options given that the workload would ignore are refused, each named:
+/// Options given that the run would ignore are refused, each named:
 /// `--workload swap` ran with `--input`, `--rounds`, `--contestants` and
 /// the like silently left out, and the swap options silently did nothing
-/// without it.
+/// without it; `--scale` with `--input` ran the whole input, `--max-mib`
+/// without `--pid` and `--report` with `--no-report` did nothing.
 fn check_options_apply(a: &CompareArgs) -> CliResult {
     let d = CompareArgs::default();
     let mut ignored = Vec::new();
@@ -252,16 +256,83 @@ fn check_options_apply(a: &CompareArgs) -> CliResult {
             "--incompressible-share",
         );
     }
-    if ignored.is_empty() {
+    let mut clauses = Vec::new();
+    if !ignored.is_empty() {
+        clauses.push(format!(
+            "--workload {}: {} would be ignored",
+            clap::ValueEnum::to_possible_value(&a.workload)
+                .map_or_else(String::new, |v| v.get_name().to_string()),
+            ignored.join(", ")
+        ));
+    }
+    clauses.extend(source_options_ignored(a));
+    if a.no_report && a.report != d.report {
+        clauses.push("--report would be ignored (--no-report writes no report)".into());
+    }
+    if clauses.is_empty() {
         return Ok(());
     }
+    let options = ignored.len() + clauses.len() - usize::from(!ignored.is_empty());
     Err(CliError::Usage(format!(
-        "--workload {}: {} would be ignored; leave {} out",
-        clap::ValueEnum::to_possible_value(&a.workload)
-            .map_or_else(String::new, |v| v.get_name().to_string()),
-        ignored.join(", "),
-        if ignored.len() == 1 { "it" } else { "them" }
+        "{}; leave {} out",
+        clauses.join("; "),
+        if options > 1 { "them" } else { "it" }
     )))
+}
+
+/// The options of the pages' source given where they do nothing, each in
+/// words: `--scale` and `--seed` size and seed the embedded corpus (and
+/// `--seed` the churn's calls too), `--max-mib` caps `--pid`. (The swap
+/// workload takes none of them, and says so with its own.)
+fn source_options_ignored(a: &CompareArgs) -> Vec<String> {
+    let d = CompareArgs::default();
+    let source = match (&a.input, a.pid) {
+        _ if a.workload == Workload::Swap => None,
+        (_, Some(_)) => Some("--pid"),
+        (Some(_), None) => Some("--input"),
+        (None, None) => None,
+    };
+    let mut out = Vec::new();
+    if let Some(source) = source {
+        if a.scale != d.scale {
+            out.push(format!(
+                "--scale would be ignored (it sizes the embedded corpus; the pages come from \
+                 {source})"
+            ));
+        }
+        if a.seed != d.seed && a.workload != Workload::Churn {
+            out.push(format!(
+                "--seed would be ignored (it seeds the embedded corpus; the pages come from \
+                 {source})"
+            ));
+        }
+    }
+    if a.max_mib != d.max_mib && a.pid.is_none() {
+        out.push("--max-mib would be ignored (it caps what --pid takes)".into());
+    }
+    out
+}
+
+/// Every contestant known (those built with `Default`, with no
+/// subcommand, or by a test skip clap's check) and named once: a
+/// contestant named twice ran twice, and the verdict found zsmem alone.
+fn check_contestants(names: &[String]) -> CliResult {
+    for (i, c) in names.iter().enumerate() {
+        if !CONTESTANTS.contains(&c.as_str()) {
+            return Err(CliError::Usage(format!(
+                "unknown contestant `{}`: use {}",
+                shown(c),
+                CONTESTANTS.join(", ")
+            )));
+        }
+        if names[..i].contains(c) {
+            return Err(CliError::Usage(format!(
+                "--contestants names {} twice: name each contestant once",
+                shown(c)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `--page-size`: 4K, 16K, 64K or a number of bytes.
@@ -336,17 +407,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
             a.scale
         )));
     }
-    // Contestants built with `Default` (no subcommand) or by a test skip
-    // clap's check.
-    for c in &a.contestants {
-        if !CONTESTANTS.contains(&c.as_str()) {
-            return Err(CliError::Usage(format!(
-                "unknown contestant `{}`: use {}",
-                shown(c),
-                CONTESTANTS.join(", ")
-            )));
-        }
-    }
+    check_contestants(&a.contestants)?;
     if let Some(fs) = &a.fs {
         fs::check_fs(fs)?;
         if a.record_trace.is_some() || a.pid.is_some() {
