@@ -491,6 +491,13 @@ fn options_a_workload_would_ignore_are_refused() {
             &["--workload", "untar-rm", "--variant", "phase"],
             "--variant",
         ),
+        // The input brings its own pages: --scale and --seed did nothing
+        // (checked before the input is read, so it need not exist).
+        (&["--input", "/nonexistent", "--scale", "0.5"], "--scale"),
+        (&["--input", "/nonexistent", "--seed", "7"], "--seed"),
+        (&["--pid", "1", "--scale", "0.5"], "--scale"),
+        (&["--scale", "0.01", "--max-mib", "5"], "--max-mib"),
+        (&["--scale", "0.01", "--report", "elsewhere"], "--report"),
     ] {
         let mut all = vec!["compare", "--no-report"];
         all.extend_from_slice(args);
@@ -599,4 +606,246 @@ fn replay_names_the_placements_and_has_no_overhead_of_nothing() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v[0]["overhead_ratio"].is_null(), "{v}");
     assert!(v[0]["pool_bytes"].is_u64(), "{v}");
+}
+
+/// The churn's calls are seeded by --seed: with --input it is not ignored.
+#[test]
+fn the_churn_takes_a_seed_with_an_input() {
+    let dir = common::test_dir("churn-seed");
+    std::fs::write(dir.join("a.txt"), "some text to store, ".repeat(2000)).unwrap();
+    let out = zsmem(&[
+        "compare",
+        "--workload",
+        "churn",
+        "--input",
+        dir.to_str().unwrap(),
+        "--seed",
+        "7",
+        "--ops",
+        "100",
+        "--contestants",
+        "zsmem",
+        "--no-report",
+    ]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+}
+
+/// `--contestants zsmem,zsmem` ran zsmem twice, and the verdict said it
+/// ran alone.
+#[test]
+fn a_contestant_named_twice_is_refused() {
+    let out = zsmem(&[
+        "compare",
+        "--scale",
+        "0.01",
+        "--contestants",
+        "zsmem,system,zsmem",
+        "--no-report",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("names zsmem twice"), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+/// A full stdout is the command's error, one line, not a panic.
+#[test]
+fn a_full_stdout_is_an_error_not_a_panic() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return;
+    };
+    let bin = std::env::var_os("ZSMEM_BIN").unwrap_or(env!("CARGO_BIN_EXE_zsmem").into());
+    for workload in ["untar-rm", "churn"] {
+        let out = std::process::Command::new(&bin)
+            .args([
+                "compare",
+                "--workload",
+                workload,
+                "--scale",
+                "0.01",
+                "--contestants",
+                "zsmem",
+                "--no-report",
+            ])
+            .stdout(full.try_clone().unwrap())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{workload}: {err}");
+        assert!(!err.contains("panicked"), "{workload}: {err}");
+        let last = err.lines().last().unwrap_or_default();
+        assert!(last.starts_with("zsmem: error: I/O: "), "{workload}: {err}");
+    }
+}
+
+/// The CSV's ratios are empty where nothing is stored, as the table's `-`
+/// (they were 0.000000: "glibc holds 1.13 MiB for nothing, overhead 0").
+#[test]
+fn compare_csv_has_no_ratio_of_nothing() {
+    let out = zsmem(&[
+        "compare",
+        "--scale",
+        "0.01",
+        "--contestants",
+        "zsmem",
+        "--format",
+        "csv",
+        "--no-report",
+    ]);
+    assert!(out.status.success());
+    let csv = String::from_utf8(out.stdout).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let mut empty = 0;
+    for line in lines {
+        let cells: Vec<&str> = line.split(',').collect();
+        let nothing = cells[col("compr")] == "0";
+        for ratio in ["overhead_ratio", "all_in_ratio"] {
+            assert_eq!(cells[col(ratio)].is_empty(), nothing, "{line}");
+        }
+        empty += usize::from(nothing);
+    }
+    assert!(empty > 0, "no step without data in\n{csv}");
+}
+
+/// Without the kernel's zram (no root), the verdict's reference is its
+/// allocator simulated in userspace, whatever the order of the
+/// contestants, in the text and the JSON alike.
+#[test]
+fn without_the_kernel_the_simulated_kernel_is_the_reference() {
+    let out = zsmem(&[
+        "compare",
+        "--scale",
+        "0.01",
+        "--contestants",
+        "system,zsmem-kernel,zsmem,zsmem-kernel-compact",
+        "--format",
+        "json",
+        "--no-report",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let verdict = &v["verdict"];
+    assert_eq!(verdict["reference"], "simulated_kernel", "{verdict}");
+    assert_eq!(
+        verdict["references"][0]["other"], "zsmem-kernel-compact",
+        "{verdict}"
+    );
+    let first = verdict["text"][0].as_str().unwrap();
+    assert!(
+        first.starts_with(
+            "Against zsmem-kernel-compact, the kernel's allocator simulated in userspace \
+             (zsmem's kernel() configuration; kernel-zram needs root): "
+        ),
+        "{first}"
+    );
+}
+
+/// The legend says what the overhead's parts add up to, the breakdown has
+/// a heading, the columns are defined, the verdict's note names the
+/// estimated terms, and the kernel's latency caveat is left out where
+/// neither it nor --fs ran.
+#[test]
+fn the_legend_defines_the_columns_and_the_overhead_parts() {
+    let out = zsmem(&[
+        "compare",
+        "--scale",
+        "0.01",
+        "--contestants",
+        "zsmem,system",
+        "--no-report",
+    ]);
+    assert!(out.status.success());
+    let t = String::from_utf8(out.stdout).unwrap();
+    let flat = t.split_whitespace().collect::<Vec<_>>().join(" ");
+    for needle in [
+        "-- zsmem: where the overhead goes, in % of compr",
+        "overhead = (pool - compr)/compr = rounding + partial + tail",
+        "meta = the allocator's metadata, beyond pool; overhead with meta = their sum",
+        "orig = the pages stored, before compression; compr = their compressed bytes",
+        "huge = pages stored uncompressed, at or above the contestant's own threshold",
+        "for zsmem, its peers and the malloc baselines the page tables",
+        "for the kernel's zram its table, a zs_handle per object and a struct zspage",
+        "Latencies are each an in-process call",
+    ] {
+        assert!(flat.contains(needle), "missing {needle} in\n{t}");
+    }
+    for gone in ["split for zsmem into", "O_DIRECT", "--fs ext4"] {
+        assert!(!flat.contains(gone), "{gone} in\n{t}");
+    }
+}
+
+/// The churn's CPU table: its calls are the header's calls plus the
+/// checking loads, and it says so; no column or caveat for the kernel's
+/// zram when it did not run.
+#[test]
+fn the_churn_cpu_table_says_what_it_counts() {
+    let out = zsmem(&[
+        "compare",
+        "--workload",
+        "churn",
+        "--scale",
+        "0.01",
+        "--ops",
+        "1000",
+        "--contestants",
+        "zsmem,zsmem-classes",
+        "--no-report",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("then 1000 calls") && err.contains("every 64th also loading a slot back"),
+        "{err}"
+    );
+    let t = String::from_utf8(out.stdout).unwrap();
+    let flat = t.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("calls made: the 1000 calls after the fill, the loads that check a slot"),
+        "{t}"
+    );
+    for gone in ["kernel zram", "BLKDISCARD", "O_DIRECT"] {
+        assert!(!flat.contains(gone), "{gone} in\n{t}");
+    }
+    // Each run's calls made: the 1000 and at most one load per 64 calls.
+    let cpu = &t[t.find("calls").unwrap()..];
+    for name in ["zsmem ", "zsmem-classes "] {
+        let row = cpu.lines().find(|l| l.starts_with(name)).unwrap();
+        let calls: u64 = row.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert!((1000..=1000 + 1000 / 64).contains(&calls), "{row}");
+    }
+}
+
+/// Slots that would not fit in memory are refused before the fill,
+/// naming --slots (50 million slots grew towards the OOM killer).
+#[test]
+fn slots_beyond_memory_are_refused_before_the_fill() {
+    let out = zsmem(&[
+        "compare",
+        "--workload",
+        "churn",
+        "--scale",
+        "0.01",
+        "--slots",
+        "4294967295",
+        "--ops",
+        "1",
+        "--contestants",
+        "zsmem",
+        "--no-report",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("zsmem: error: --slots 4294967295: holding them takes about"),
+        "{err}"
+    );
+    assert!(!err.contains("zsmem: zsmem:"), "{err}");
+    let help = String::from_utf8(zsmem(&["compare", "--help"]).stdout).unwrap();
+    assert!(help.contains("At most 2^31"), "{help}");
 }

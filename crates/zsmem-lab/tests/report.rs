@@ -179,12 +179,16 @@ fn full_report_has_everything() {
         assert!(html.contains(fact), "{fact}");
     }
     // The verdict comes first, computed: the kernel's zram did not run, so
-    // zsmem is measured against the one allocator that is not zsmem's,
-    // which is also the nearest rival.
+    // zsmem is measured against its allocator simulated in userspace,
+    // then against the nearest rival, the one allocator not zsmem's.
     let verdict = html.find("id=\"verdict\"").unwrap();
     assert!(verdict < html.find("id=\"summary\"").unwrap());
-    assert!(html.contains("Against a&lt;b&amp;&quot;c&quot;: "));
-    assert!(html.contains("a&lt;b&amp;&quot;c&quot; is also the nearest rival"));
+    assert!(html.contains(
+        "Against zsmem-kernel, the kernel&#39;s allocator simulated in userspace (zsmem&#39;s \
+         kernel() configuration; kernel-zram needs root): "
+    ));
+    assert!(html.contains("Against the nearest rival, a&lt;b&amp;&quot;c&quot; ("));
+    assert!(html.contains("all-in vs zsmem-kernel</th>"));
     // Each measure is named, and every comparison is made by all three.
     assert!(html.contains("At the peak, zsmem holds"));
     assert!(html.contains("Step by step, zsmem holds"));

@@ -16,12 +16,17 @@ use crate::{CliError, CliResult, progress};
 
 /// How the CPU time a call is measured.
 const CPU_NOTE: &str = "CPU a call: the process's user + system time (every thread, zsmem's \
-page returner included; the kernel's zram compresses in the calling thread) over the churn's \
-calls, readings included, divided by the calls; for system, jemalloc and mimalloc the sum of \
-the calls' times inside their child process. The kernel's zram is reached through a system \
-call per call (pwrite or pread with O_DIRECT, a BLKDISCARD ioctl per discard): its figure \
-includes that path, about 1 us a call here, which an in-process store has no need of; a \
-ratio to it compares a store with its access path, not two allocators alone.";
+page returner included) over the churn's calls made, readings included, divided by the calls \
+made; for system, jemalloc and mimalloc the sum of the calls' times inside their child process.";
+
+/// What the kernel's zram's CPU a call holds, said where it ran.
+const KERNEL_CPU_NOTE: &str = "The kernel's zram compresses in the calling thread and is \
+reached through a system call per call (pwrite or pread with O_DIRECT, a BLKDISCARD ioctl per \
+discard): its figure includes that path, about 1 us a call here, which an in-process store has \
+no need of; a ratio to it compares a store with its access path, not two allocators alone.";
+
+/// The kernel's zram, the contestant the CPU table sets the others against.
+const KERNEL: &str = "kernel-zram";
 
 /// `--variant`'s value.
 pub fn parse_variant(s: &str) -> Result<Variant, String> {
@@ -79,14 +84,16 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
         .map_err(|e| CliError::Usage(e.to_string()))?;
     let slots = work.slots_for(tree);
     let ops = work.ops_for(tree);
+    super::slots_memory::check(&work, tree, cfg, slots)?;
     eprintln!(
         "workload: churn ({}), {slots} slots of {} KiB filled from {source}, then {ops} calls \
-         ({:.0}% discards, {:.0}% zero-filled and {:.0}% incompressible pages written)",
+         ({:.0}% discards, {:.0}% zero-filled and {:.0}% incompressible pages written){}",
         work.variant.name(),
         cfg.page_size / 1024,
         work.discard_share * 100.0,
         work.zero_share * 100.0,
         work.incompressible_share * 100.0,
+        checking_loads(&work),
     );
     let mut results: Vec<ChurnResult> = Vec::new();
     let mut skipped: Vec<(String, String)> = Vec::new();
@@ -99,7 +106,7 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
                 skipped.push((name.clone(), why));
                 continue;
             }
-            Err(e) => return Err(CliError::Usage(e.to_string())),
+            Err(e) => return Err(super::contestant_error(name, e)),
         };
         let bar = progress::bar(ops, name, "calls");
         let r = match (&a.record_trace, results.is_empty()) {
@@ -117,7 +124,7 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
             }
             _ => work.run(tree, c.as_mut(), |done| bar.set_position(done)),
         }
-        .map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+        .map_err(|e| super::contestant_error(name, e))?;
         bar.finish_and_clear();
         eprintln!(
             "  {name}: done in {:.1}s, {:.2} µs CPU a call",
@@ -172,8 +179,8 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
                         f.compr.to_string(),
                         f.pool.to_string(),
                         f.all_in.to_string(),
-                        format!("{:.6}", f.overhead_ratio()),
-                        format!("{:.6}", f.all_in_ratio()),
+                        super::ratio_csv(f, f.overhead_ratio()),
+                        super::ratio_csv(f, f.all_in_ratio()),
                         format!("{:.1}", r.cpu_ns_per_call()),
                     ]
                 })
@@ -195,8 +202,8 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
         }
         Format::Table => {
             let runs: Vec<_> = results.iter().map(|r| r.run.clone()).collect();
-            print_tables(&runs, &skipped, cfg.page_size, a.explain)?;
-            print_cpu(&results)?;
+            print_tables(&runs, &skipped, cfg.page_size, a.explain, false)?;
+            print_cpu(&results, &work, ops)?;
         }
     }
     if !a.no_report {
@@ -216,7 +223,7 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
                 .iter()
                 .map(|r| (r.run.contestant.clone(), r.calls, r.cpu_ns_per_call()))
                 .collect(),
-            cpu_note: CPU_NOTE.into(),
+            cpu_note: cpu_note(&results, &work, ops),
         };
         let runs: Vec<_> = results.iter().map(|r| r.run.clone()).collect();
         report(&a.report, &ctx, &runs)?;
@@ -224,43 +231,88 @@ pub fn run(a: &CompareArgs, tree: &FileTree, source: &str, cfg: &PageConfig) -> 
     Ok(())
 }
 
-/// CPU per call, each contestant's and its ratio to the kernel's zram of
-/// the same run.
-fn print_cpu(results: &[ChurnResult]) -> CliResult {
+/// ", every Nth also loading a slot back to check it" (the loads are
+/// calls made too), or nothing when no call checks.
+fn checking_loads(work: &Churn) -> String {
+    match work.verify_every {
+        0 => String::new(),
+        1 => ", each also loading a slot back to check it".into(),
+        n => format!(", every {}th also loading a slot back to check it", n),
+    }
+}
+
+/// Whether the kernel's zram ran.
+fn kernel_ran(results: &[ChurnResult]) -> bool {
+    results.iter().any(|r| r.run.contestant == KERNEL)
+}
+
+/// What "calls made" counts, what the CPU a call is, and the kernel's
+/// caveat where it ran.
+fn cpu_note(results: &[ChurnResult], work: &Churn, ops: u64) -> String {
+    let phase = if work.variant == Variant::Phase {
+        ", the burst's discards and the writes that refill them"
+    } else {
+        ""
+    };
+    let mut note = format!(
+        "calls made: the {ops} calls after the fill, the loads that check a slot (where the \
+         slot drawn holds a page){phase}. {CPU_NOTE}"
+    );
+    if kernel_ran(results) {
+        note.push(' ');
+        note.push_str(KERNEL_CPU_NOTE);
+    }
+    note
+}
+
+/// CPU per call, each contestant's and, where the kernel's zram ran, its
+/// ratio to the kernel's.
+fn print_cpu(results: &[ChurnResult], work: &Churn, ops: u64) -> CliResult {
     let kernel = results
         .iter()
-        .find(|r| r.run.contestant == "kernel-zram")
+        .find(|r| r.run.contestant == KERNEL)
         .map(ChurnResult::cpu_ns_per_call);
-    let mut t = table(
-        &[
-            "contestant",
-            "calls",
-            "CPU\ns",
-            "CPU a\ncall µs",
-            "x kernel\nzram",
-            "waiting\nafter burst",
-        ],
-        1,
-    );
+    let mut head = vec!["contestant", "calls\nmade", "CPU\ns", "CPU a\ncall µs"];
+    if kernel.is_some() {
+        head.push("x kernel\nzram");
+    }
+    head.push("waiting\nafter burst");
+    let mut t = table(&head, 1);
     for r in results {
         let per = r.cpu_ns_per_call();
-        t.add_row(vec![
+        let mut row = vec![
             r.run.contestant.clone(),
             r.calls.to_string(),
             format!("{:.2}", r.cpu.as_secs_f64()),
             format!("{:.2}", per / 1000.0),
-            kernel
-                .filter(|&k| k > 0.0)
-                .map_or("-".into(), |k| format!("{:.2}", per / k)),
+        ];
+        if let Some(k) = kernel {
+            row.push(if k > 0.0 {
+                format!("{:.2}", per / k)
+            } else {
+                "-".into()
+            });
+        }
+        row.push(
             r.waiting_after_burst
                 .map_or("-".into(), |p| format!("{p} pages")),
-        ]);
+        );
+        t.add_row(row);
     }
-    println!();
+    outln!();
     print_table(&t)?;
-    println!(
-        "{CPU_NOTE} waiting after burst: pages freed and not yet given back right after the \
-         phase variant's burst of discards, before any delay."
+    let width = crate::output::terminal_width().unwrap_or(100);
+    out!(
+        "{}",
+        crate::output::wrap(
+            &format!(
+                "{} waiting after burst: pages freed and not yet given back right after the \
+                 phase variant's burst of discards, before any delay.",
+                cpu_note(results, work, ops)
+            ),
+            width,
+            ""
+        )
     );
     Ok(())
 }

@@ -23,10 +23,11 @@ use crate::{CliError, CliResult, progress};
 pub mod churn;
 pub mod contestants;
 pub mod fs;
+mod slots_memory;
 pub mod swap;
 
 pub use contestants::{CONTESTANTS, DEFAULT_CONTESTANTS};
-use contestants::{kernel_algorithm, make};
+use contestants::{contestant_error, kernel_algorithm, make};
 
 /// Arguments of `zsmem compare`.
 #[derive(clap::Args, Debug, Clone)]
@@ -39,13 +40,16 @@ pub struct CompareArgs {
     /// (needs ptrace permission); at most --max-mib of it.
     #[arg(long, conflicts_with = "input")]
     pub pid: Option<u32>,
-    /// With --pid: most MiB of the process's memory to take (1..=2^24).
+    /// With --pid: most MiB of the process's memory to take (1..=2^24);
+    /// an error without --pid.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1 << 24))]
     pub max_mib: u64,
-    /// Seed of the embedded corpus.
+    /// Seed of the embedded corpus (and of the churn's calls); an error
+    /// with --input or --pid, except for the churn.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Size of the embedded corpus (1.0 is about 300 MiB of files).
+    /// Size of the embedded corpus (1.0 is about 300 MiB of files); an
+    /// error with --input or --pid, which bring their own pages.
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
     /// Top-level directories to delete one by one, in order, before the
@@ -94,7 +98,7 @@ pub struct CompareArgs {
     /// DIR/latest at it.
     #[arg(long, default_value = "zsmem-report")]
     pub report: std::path::PathBuf,
-    /// Write no report.
+    /// Write no report (an error with --report).
     #[arg(long)]
     pub no_report: bool,
     /// Print the log2 latency histograms of every contestant too.
@@ -128,6 +132,10 @@ pub struct CompareArgs {
     #[arg(long, default_value = "uniform", value_parser = churn::parse_variant)]
     pub variant: zsmem_lab::workloads::churn::Variant,
     /// With --workload churn: slots (default: one per page of the input).
+    /// At most 2^31 (2147483648) for zsmem's log placement (the `zsmem`
+    /// contestant; size classes have no such limit); refused before the
+    /// fill when holding them would take more than half the memory
+    /// available.
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=u64::from(u32::MAX)))]
     pub slots: Option<usize>,
     /// With --workload churn: calls after the fill (default: 4 per slot).
@@ -198,10 +206,11 @@ impl Default for CompareArgs {
     }
 }
 
-/// Options given that the workload would ignore are refused, each named:
+/// Options given that the run would ignore are refused, each named:
 /// `--workload swap` ran with `--input`, `--rounds`, `--contestants` and
 /// the like silently left out, and the swap options silently did nothing
-/// without it.
+/// without it; `--scale` with `--input` ran the whole input, `--max-mib`
+/// without `--pid` and `--report` with `--no-report` did nothing.
 fn check_options_apply(a: &CompareArgs) -> CliResult {
     let d = CompareArgs::default();
     let mut ignored = Vec::new();
@@ -247,16 +256,83 @@ fn check_options_apply(a: &CompareArgs) -> CliResult {
             "--incompressible-share",
         );
     }
-    if ignored.is_empty() {
+    let mut clauses = Vec::new();
+    if !ignored.is_empty() {
+        clauses.push(format!(
+            "--workload {}: {} would be ignored",
+            clap::ValueEnum::to_possible_value(&a.workload)
+                .map_or_else(String::new, |v| v.get_name().to_string()),
+            ignored.join(", ")
+        ));
+    }
+    clauses.extend(source_options_ignored(a));
+    if a.no_report && a.report != d.report {
+        clauses.push("--report would be ignored (--no-report writes no report)".into());
+    }
+    if clauses.is_empty() {
         return Ok(());
     }
+    let options = ignored.len() + clauses.len() - usize::from(!ignored.is_empty());
     Err(CliError::Usage(format!(
-        "--workload {}: {} would be ignored; leave {} out",
-        clap::ValueEnum::to_possible_value(&a.workload)
-            .map_or_else(String::new, |v| v.get_name().to_string()),
-        ignored.join(", "),
-        if ignored.len() == 1 { "it" } else { "them" }
+        "{}; leave {} out",
+        clauses.join("; "),
+        if options > 1 { "them" } else { "it" }
     )))
+}
+
+/// The options of the pages' source given where they do nothing, each in
+/// words: `--scale` and `--seed` size and seed the embedded corpus (and
+/// `--seed` the churn's calls too), `--max-mib` caps `--pid`. (The swap
+/// workload takes none of them, and says so with its own.)
+fn source_options_ignored(a: &CompareArgs) -> Vec<String> {
+    let d = CompareArgs::default();
+    let source = match (&a.input, a.pid) {
+        _ if a.workload == Workload::Swap => None,
+        (_, Some(_)) => Some("--pid"),
+        (Some(_), None) => Some("--input"),
+        (None, None) => None,
+    };
+    let mut out = Vec::new();
+    if let Some(source) = source {
+        if a.scale != d.scale {
+            out.push(format!(
+                "--scale would be ignored (it sizes the embedded corpus; the pages come from \
+                 {source})"
+            ));
+        }
+        if a.seed != d.seed && a.workload != Workload::Churn {
+            out.push(format!(
+                "--seed would be ignored (it seeds the embedded corpus; the pages come from \
+                 {source})"
+            ));
+        }
+    }
+    if a.max_mib != d.max_mib && a.pid.is_none() {
+        out.push("--max-mib would be ignored (it caps what --pid takes)".into());
+    }
+    out
+}
+
+/// Every contestant known (those built with `Default`, with no
+/// subcommand, or by a test skip clap's check) and named once: a
+/// contestant named twice ran twice, and the verdict found zsmem alone.
+fn check_contestants(names: &[String]) -> CliResult {
+    for (i, c) in names.iter().enumerate() {
+        if !CONTESTANTS.contains(&c.as_str()) {
+            return Err(CliError::Usage(format!(
+                "unknown contestant `{}`: use {}",
+                shown(c),
+                CONTESTANTS.join(", ")
+            )));
+        }
+        if names[..i].contains(c) {
+            return Err(CliError::Usage(format!(
+                "--contestants names {} twice: name each contestant once",
+                shown(c)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `--page-size`: 4K, 16K, 64K or a number of bytes.
@@ -331,17 +407,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
             a.scale
         )));
     }
-    // Contestants built with `Default` (no subcommand) or by a test skip
-    // clap's check.
-    for c in &a.contestants {
-        if !CONTESTANTS.contains(&c.as_str()) {
-            return Err(CliError::Usage(format!(
-                "unknown contestant `{}`: use {}",
-                shown(c),
-                CONTESTANTS.join(", ")
-            )));
-        }
-    }
+    check_contestants(&a.contestants)?;
     if let Some(fs) = &a.fs {
         fs::check_fs(fs)?;
         if a.record_trace.is_some() || a.pid.is_some() {
@@ -443,7 +509,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
                 skipped.push((name.clone(), why));
                 continue;
             }
-            Err(e) => return Err(CliError::Usage(e.to_string())),
+            Err(e) => return Err(contestant_error(name, e)),
         };
         // Untar and the deletions alike: every page stored, then discarded.
         let bar = progress::bar(2 * total * a.rounds as u64, name, "pages");
@@ -456,7 +522,7 @@ pub fn run(a: &CompareArgs) -> CliResult {
             }
             _ => work.run(&tree, c.as_mut(), |done| bar.set_position(done)),
         }
-        .map_err(|e| CliError::Usage(format!("{name}: {e}")))?;
+        .map_err(|e| contestant_error(name, e))?;
         bar.finish_and_clear();
         eprintln!("  {name}: done in {:.1}s", r.wall.as_secs_f64());
         results.push(r);
@@ -504,8 +570,8 @@ pub fn run(a: &CompareArgs) -> CliResult {
                         f.compr.to_string(),
                         f.pool.to_string(),
                         f.all_in.to_string(),
-                        format!("{:.6}", f.overhead_ratio()),
-                        format!("{:.6}", f.all_in_ratio()),
+                        ratio_csv(f, f.overhead_ratio()),
+                        ratio_csv(f, f.all_in_ratio()),
                         f.same_pages.to_string(),
                         f.huge_pages.to_string(),
                         f.pages_compacted.to_string(),
@@ -531,18 +597,18 @@ pub fn run(a: &CompareArgs) -> CliResult {
             )?;
         }
         Format::Table => {
-            print_tables(&results, &skipped, cfg.page_size, a.explain)?;
-            print!("{}", rfc_text(&results, cfg.page_size));
+            print_tables(&results, &skipped, cfg.page_size, a.explain, a.fs.is_some())?;
+            out!("{}", rfc_text(&results, cfg.page_size));
             if a.histograms {
                 for r in &results {
-                    println!("\n== {} latency (ns)", r.contestant);
-                    println!("{}", latency_note(&r.contestant));
+                    outln!("\n== {} latency (ns)", r.contestant);
+                    outln!("{}", latency_note(&r.contestant));
                     for (what, h) in [
                         ("store", &r.latency.store),
                         ("load", &r.latency.load),
                         ("discard", &r.latency.discard),
                     ] {
-                        println!("@{what}_ns:\n{}", log2_histogram(h, 52));
+                        outln!("@{what}_ns:\n{}", log2_histogram(h, 52));
                     }
                 }
             }
@@ -649,90 +715,138 @@ fn probe_report_dir(dir: &std::path::Path) -> CliResult {
     std::fs::remove_file(&probe).map_err(fail)
 }
 
-/// One table per contestant (its steps), the legend of the columns (the
-/// all-in terms of the contestants that ran in full with `explain`), the
-/// summary, the verdict, the latencies and the compaction costs; all sizes
-/// in MiB.
+/// One table per contestant (its steps, and where the overhead goes), the
+/// legend of the columns (the all-in terms of the contestants that ran in
+/// full with `explain`), the summary, the verdict, the latencies (with the
+/// caveat on the kernel's and `--fs`'s when they ran) and the compaction
+/// costs; all sizes in MiB.
 pub(crate) fn print_tables(
     results: &[RunResult],
     skipped: &[(String, String)],
     page_size: usize,
     explain: bool,
+    fs: bool,
 ) -> CliResult {
     let width = crate::output::terminal_width().unwrap_or(100);
-    let pct = |x: f64| format!("{:.2}%", x * 100.0);
     for r in results {
-        println!("\n== {}: {}", r.contestant, r.config);
-        let mut t = table(
-            &[
-                "step",
-                "orig\nMiB",
-                "compr\nMiB",
-                "pool\nMiB",
-                "overhead",
-                "all-in\nMiB",
-                "all-in\noverhead",
-                "same",
-                "huge",
-                "pages\ncompacted\n(total)",
-            ],
-            1,
-        );
-        for s in &r.steps {
-            let f = &s.figures;
-            let ratio = |x: f64| {
-                if f.compr == 0 {
-                    "-".to_string()
-                } else {
-                    pct(x)
-                }
-            };
-            t.add_row(vec![
-                format!("r{}:{}", s.round, s.label),
-                format!("{:.2}", mib(f.orig)),
-                format!("{:.2}", mib(f.compr)),
-                format!("{:.2}", mib(f.pool)),
-                ratio(f.overhead_ratio()),
-                format!("{:.2}", mib(f.all_in)),
-                ratio(f.all_in_ratio()),
-                f.same_pages.to_string(),
-                f.huge_pages.to_string(),
-                f.pages_compacted.to_string(),
-            ]);
-        }
-        print_table(&t)?;
-        // zsmem's split of the overhead, where the contestant can tell.
-        if r.steps.iter().any(|s| s.figures.waste.is_some()) {
-            let mut t = table(
-                &[
-                    "step",
-                    "rounding",
-                    "partial",
-                    "tail",
-                    "meta",
-                    "overhead\nwith meta",
-                ],
-                1,
-            );
-            for s in &r.steps {
-                let f = &s.figures;
-                let Some(w) = f.waste.filter(|_| f.compr > 0) else {
-                    continue;
-                };
-                let share = |b: u64| pct(b as f64 / f.compr as f64);
-                t.add_row(vec![
-                    format!("r{}:{}", s.round, s.label),
-                    share(w.rounding_bytes as u64),
-                    share(w.partial_bytes as u64),
-                    share(w.tail_bytes as u64),
-                    share(f.meta),
-                    pct(f.meta_ratio()),
-                ]);
-            }
-            print_table(&t)?;
-        }
+        outln!("\n== {}: {}", r.contestant, r.config);
+        print_steps(r)?;
+        print_breakdown(r)?;
     }
-    println!();
+    outln!();
+    print_legend(results, explain, width)?;
+    outln!();
+    print_summary(results, skipped)?;
+    print_verdict(results, width)?;
+    outln!();
+    print_latencies(results, fs, width)?;
+    print_compaction(results, page_size)
+}
+
+/// A share in %, two decimals.
+fn pct(x: f64) -> String {
+    format!("{:.2}%", x * 100.0)
+}
+
+/// The ratio `x` of figures `f` in %, or `-` where nothing is stored.
+fn ratio_cell(f: &Figures, x: f64) -> String {
+    if f.compr == 0 {
+        "-".to_string()
+    } else {
+        pct(x)
+    }
+}
+
+/// The ratio `x` of figures `f` for the CSV: empty where nothing is
+/// stored (the table's `-`), as `replay`'s CSV does.
+fn ratio_csv(f: &Figures, x: f64) -> String {
+    if f.compr == 0 {
+        String::new()
+    } else {
+        format!("{x:.6}")
+    }
+}
+
+/// The table of `r`'s steps.
+fn print_steps(r: &RunResult) -> CliResult {
+    let mut t = table(
+        &[
+            "step",
+            "orig\nMiB",
+            "compr\nMiB",
+            "pool\nMiB",
+            "overhead",
+            "all-in\nMiB",
+            "all-in\noverhead",
+            "same",
+            "huge",
+            "pages\ncompacted\n(total)",
+        ],
+        1,
+    );
+    for s in &r.steps {
+        let f = &s.figures;
+        t.add_row(vec![
+            format!("r{}:{}", s.round, s.label),
+            format!("{:.2}", mib(f.orig)),
+            format!("{:.2}", mib(f.compr)),
+            format!("{:.2}", mib(f.pool)),
+            ratio_cell(f, f.overhead_ratio()),
+            format!("{:.2}", mib(f.all_in)),
+            ratio_cell(f, f.all_in_ratio()),
+            f.same_pages.to_string(),
+            f.huge_pages.to_string(),
+            f.pages_compacted.to_string(),
+        ]);
+    }
+    print_table(&t)
+}
+
+/// Where `r`'s overhead goes, step by step, where the contestant can tell
+/// (zsmem's configurations): rounding + partial + tail is the overhead;
+/// the metadata comes on top of the pool.
+fn print_breakdown(r: &RunResult) -> CliResult {
+    if !r.steps.iter().any(|s| s.figures.waste.is_some()) {
+        return Ok(());
+    }
+    outln!(
+        "-- {}: where the overhead goes, in % of compr (rounding + partial + tail = overhead; \
+         meta is beyond pool)",
+        r.contestant
+    );
+    let mut t = table(
+        &[
+            "step",
+            "rounding",
+            "partial",
+            "tail",
+            "meta",
+            "overhead\nwith meta",
+        ],
+        1,
+    );
+    for s in &r.steps {
+        let f = &s.figures;
+        let Some(w) = f.waste.filter(|_| f.compr > 0) else {
+            continue;
+        };
+        let share = |b: u64| pct(b as f64 / f.compr as f64);
+        t.add_row(vec![
+            format!("r{}:{}", s.round, s.label),
+            share(w.rounding_bytes as u64),
+            share(w.partial_bytes as u64),
+            share(w.tail_bytes as u64),
+            share(f.meta),
+            pct(f.meta_ratio()),
+        ]);
+    }
+    print_table(&t)
+}
+
+/// What the columns hold: the tables' words, and the all-in terms of the
+/// contestants that ran (in full, each with its formula and source, with
+/// `explain`).
+fn print_legend(results: &[RunResult], explain: bool, width: usize) -> CliResult {
     let terms = zsmem_lab::allin::explain_used(
         results
             .iter()
@@ -740,16 +854,19 @@ pub(crate) fn print_tables(
             .map(|s| s.figures.all_in_terms.as_slice()),
     );
     let names: Vec<&str> = terms.iter().map(|t| t.name).collect();
-    print!(
+    out!("{}", crate::output::wrap(COLUMNS_NOTE, width, ""));
+    out!(
         "{}",
         crate::output::wrap(
             &format!(
                 "pool = the pages the allocator holds for objects (zram's mem_used_total; for \
-                 a malloc baseline its heap growth); overhead = (pool - compr) / compr, split \
-                 for zsmem into rounding, partial (free slots in held zspages), tail and meta \
-                 (its metadata), in % of compr; pages compacted: the total since the start. \
-                 all-in = everything held for the data, the same way for every contestant, \
-                 here the sum of: {}; all-in overhead = (all-in - compr) / compr.{}",
+                 a malloc baseline its heap growth); overhead = (pool - compr)/compr = \
+                 rounding + partial + tail (for zsmem: slots larger than their objects, free \
+                 slots in held zspages, zspage ends no slot can use); meta = the allocator's \
+                 metadata, beyond pool; overhead with meta = their sum; all in % of compr. \
+                 pages compacted: the total since the start. all-in = everything held for the \
+                 data, the same way for every contestant, here the sum of: {}; all-in \
+                 overhead = (all-in - compr) / compr.{}",
                 names.join(", "),
                 if explain {
                     ""
@@ -763,7 +880,7 @@ pub(crate) fn print_tables(
     );
     if explain {
         for t in &terms {
-            print!(
+            out!(
                 "{}",
                 crate::output::wrap(
                     &format!("- {}: {} [{}]", t.name, t.formula, t.source),
@@ -773,7 +890,18 @@ pub(crate) fn print_tables(
             );
         }
     }
-    println!();
+    Ok(())
+}
+
+/// The step tables' first columns in words.
+const COLUMNS_NOTE: &str = "orig = the pages stored, before compression; compr = their \
+compressed bytes; same = same-filled pages (one value repeated, kept as that value, no object); \
+huge = pages stored uncompressed, at or above the contestant's own threshold (zsmem's is its \
+pool's huge class size), so compr can differ a little between contestants.";
+
+/// One row per contestant: peak pool and all-in, highest and last
+/// overheads; the skipped contestants with their reasons.
+fn print_summary(results: &[RunResult], skipped: &[(String, String)]) -> CliResult {
     let mut t = table(
         &[
             "contestant",
@@ -802,9 +930,13 @@ pub(crate) fn print_tables(
     for (name, why) in skipped {
         t.add_row(vec![name.clone(), format!("skipped: {why}")]);
     }
-    print_table(&t)?;
-    print_verdict(results, width);
-    println!();
+    print_table(&t)
+}
+
+/// Store, load and discard latencies and wall time, and what the
+/// latencies measure: the caveat on the kernel's zram and `--fs` only
+/// where one of them ran.
+fn print_latencies(results: &[RunResult], fs: bool, width: usize) -> CliResult {
     let mut t = table(
         &[
             "contestant",
@@ -832,7 +964,28 @@ pub(crate) fn print_tables(
         ]);
     }
     print_table(&t)?;
-    println!("{LATENCY_NOTE}");
+    let kernel_ran = results
+        .iter()
+        .any(|r| r.contestant.starts_with("kernel-zram"));
+    if kernel_ran || fs {
+        outln!("{LATENCY_NOTE}");
+    } else {
+        out!(
+            "{}",
+            crate::output::wrap(IN_PROCESS_LATENCY_NOTE, width, "")
+        );
+    }
+    Ok(())
+}
+
+/// What the latencies measure when neither the kernel's zram nor `--fs`
+/// ran ([`LATENCY_NOTE`] otherwise).
+const IN_PROCESS_LATENCY_NOTE: &str = "Latencies are each an in-process call (compression and \
+the allocator; the malloc baselines' timed inside their child process, the socket round trip \
+left out).";
+
+/// What compaction cost the contestants that report it.
+fn print_compaction(results: &[RunResult], page_size: usize) -> CliResult {
     let costs: Vec<_> = results
         .iter()
         .filter_map(|r| {
@@ -840,39 +993,40 @@ pub(crate) fn print_tables(
             Some((&r.contestant, c))
         })
         .collect();
-    if !costs.is_empty() {
-        let mut t = table(
-            &[
-                "compaction",
-                "objects\nmoved",
-                "MiB\ncopied",
-                "pages\nreturned",
-                "copied\nper freed",
-                "max lock\nhold µs",
-            ],
-            1,
-        );
-        for (name, c) in costs {
-            t.add_row(vec![
-                name.clone(),
-                c.objects_moved.to_string(),
-                format!("{:.2}", mib(c.bytes_copied)),
-                c.pages_compacted.to_string(),
-                format!("{:.3}", c.copy_per_freed_byte(page_size)),
-                format!("{:.1}", us(c.max_lock_hold_ns)),
-            ]);
-        }
-        println!();
-        print_table(&t)?;
+    if costs.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    let mut t = table(
+        &[
+            "compaction",
+            "objects\nmoved",
+            "MiB\ncopied",
+            "pages\nreturned",
+            "copied\nper freed",
+            "max lock\nhold µs",
+        ],
+        1,
+    );
+    for (name, c) in costs {
+        t.add_row(vec![
+            name.clone(),
+            c.objects_moved.to_string(),
+            format!("{:.2}", mib(c.bytes_copied)),
+            c.pages_compacted.to_string(),
+            format!("{:.3}", c.copy_per_freed_byte(page_size)),
+            format!("{:.1}", us(c.max_lock_hold_ns)),
+        ]);
+    }
+    outln!();
+    print_table(&t)
 }
 
 /// The verdict in words, after the summary table.
-fn print_verdict(results: &[RunResult], width: usize) {
-    println!("\nVerdict:");
+fn print_verdict(results: &[RunResult], width: usize) -> CliResult {
+    outln!("\nVerdict:");
     for p in verdict_of(results).text {
-        print!("{}", crate::output::wrap(&p, width, "  "));
+        out!("{}", crate::output::wrap(&p, width, "  "));
     }
-    print!("{}", crate::output::wrap(VERDICT_NOTE, width, "  "));
+    out!("{}", crate::output::wrap(VERDICT_NOTE, width, "  "));
+    Ok(())
 }

@@ -422,15 +422,15 @@ fn print_tables(
     histograms: bool,
 ) -> CliResult {
     let width = crate::output::terminal_width().unwrap_or(100);
-    println!(
+    outln!(
         "\n== swap: {}",
         zsmem_lab::text::shown(&exp.program.describe())
     );
     if let Some(l) = exp.limit {
-        println!("memory limit of the program's cgroup: {:.0} MiB", mib(l));
+        outln!("memory limit of the program's cgroup: {:.0} MiB", mib(l));
     }
     for (name, config) in configs {
-        print!(
+        out!(
             "{}",
             crate::output::wrap(&format!("- {name}: {config}"), width, "  ")
         );
@@ -469,7 +469,7 @@ fn print_tables(
     for (name, why) in skipped {
         t.add_row(vec![name.clone(), format!("skipped: {why}")]);
     }
-    println!();
+    outln!();
     print_table(&t)?;
     let mut t = table(
         &[
@@ -504,9 +504,9 @@ fn print_tables(
             lat(s.latency.as_ref().map(|l| &l.load)),
         ]);
     }
-    println!();
+    outln!();
     print_table(&t)?;
-    print!(
+    out!(
         "{}",
         crate::output::wrap(
             &format!(
@@ -528,9 +528,9 @@ fn print_tables(
     if histograms {
         for s in summaries {
             if let Some(l) = &s.latency {
-                println!("\n== {} latency (ns)", s.contestant);
+                outln!("\n== {} latency (ns)", s.contestant);
                 for (what, h) in [("store", &l.store), ("load", &l.load)] {
-                    println!("@{what}_ns:\n{}", log2_histogram(h, 52));
+                    outln!("@{what}_ns:\n{}", log2_histogram(h, 52));
                 }
             }
         }

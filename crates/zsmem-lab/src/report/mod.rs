@@ -8,17 +8,18 @@
 //! | `index.html` | the whole report, one page with no external CSS, JS or fonts; the plots below are inlined as `<svg>` elements |
 //! | `overhead.svg` | overhead `(pool - compr) / compr` after each step, one line per contestant, on a log axis when the contestants' overheads differ by orders of magnitude |
 //! | `memory.svg` | all-in memory after each step of zsmem, the reference and the nearest rival, compressed bytes dashed |
-//! | `relative.svg` | all-in memory relative to the kernel's zram after each step, in % |
+//! | `relative.svg` | all-in memory relative to the reference (the kernel's zram, else its simulation, else the nearest rival) after each step, in % |
 //! | `latency.svg` | every contestant's store/load/discard p50 and p99, one plot |
 //! | `latency-<contestant>.svg` | store/load/discard latency, log2 buckets, grouped bars |
 //!
 //! The page holds a header (title, source, workload, command, codec, page
 //! size, zsmem's version, host, kernel, date, contestants skipped and why),
 //! the verdict (zsmem's all-in memory against the kernel's zram, compacted
-//! and not, its nearest rival and its other placement, each at the peak,
+//! and not, or without it its simulation in userspace, else the nearest
+//! rival; its nearest rival and its other placement, each at the peak,
 //! step by step and after the last step, ties called ties: `verdict.rs`),
 //! the summary table `zsmem compare` prints with each contestant's peak
-//! all-in relative to the kernel's zram and the best figure of each column
+//! all-in relative to the reference and the best figure of each column
 //! marked, the compaction costs, the plots, and per contestant, folded
 //! away in `<details>`, its step table (with zsmem's split of the overhead
 //! into rounding, partial, tail and metadata where the contestant can
@@ -64,7 +65,8 @@ use plots::{
 pub use rfc::{RFC_VARIANTS, rfc_text};
 use tables::{compaction_table, step_table, summary_table};
 pub use verdict::{
-    Call, Comparison, Measure, StepTally, TIE_THRESHOLD, VERDICT_NOTE, Verdict, compare, verdict_of,
+    Call, Comparison, Measure, Reference, StepTally, TIE_THRESHOLD, VERDICT_NOTE, Verdict, compare,
+    verdict_of,
 };
 use verdict::{nearest_rival, references, verdict_html};
 
@@ -92,7 +94,7 @@ pub struct ReportContext {
     pub page_size: usize,
     /// Contestants that did not run: `(name, reason)`.
     pub skipped: Vec<(String, String)>,
-    /// CPU time a call of each contestant, `(name, calls, ns a call)`, for
+    /// CPU time a call of each contestant, `(name, calls made, ns a call)`, for
     /// a workload that measures it (churn), with how it was measured;
     /// empty otherwise.
     pub cpu: Vec<(String, u64, f64)>,
@@ -331,27 +333,38 @@ pub fn write_report(dir: &Path, ctx: &ReportContext, runs: &[RunResult]) -> io::
     Ok(index)
 }
 
-/// The CPU time a call of each contestant and its ratio to the kernel's
-/// zram of the same run.
+/// The CPU time a call of each contestant and, where the kernel's zram
+/// ran, its ratio to the kernel's.
 fn cpu_table(out: &mut String, ctx: &ReportContext) {
     let kernel = ctx
         .cpu
         .iter()
         .find(|(n, _, _)| n == "kernel-zram")
-        .map(|&(_, _, ns)| ns)
-        .filter(|&ns| ns > 0.0);
+        .map(|&(_, _, ns)| ns);
     out.push_str(
-        "<h3>CPU a call</h3>\n<table>\n<thead><tr><th>contestant</th><th>calls</th>\
-         <th>CPU a call (µs)</th><th>x kernel-zram</th></tr></thead>\n<tbody>\n",
+        "<h3>CPU a call</h3>\n<table>\n<thead><tr><th>contestant</th><th>calls made</th>\
+         <th>CPU a call (µs)</th>",
     );
+    if kernel.is_some() {
+        out.push_str("<th>x kernel-zram</th>");
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
     for (name, calls, ns) in &ctx.cpu {
-        let ratio = kernel.map_or("-".to_string(), |k| format!("{:.2}", ns / k));
-        let _ = writeln!(
+        let _ = write!(
             out,
-            "<tr><td>{}</td><td>{calls}</td><td>{:.2}</td><td>{ratio}</td></tr>",
+            "<tr><td>{}</td><td>{calls}</td><td>{:.2}</td>",
             esc(name),
             ns / 1000.0
         );
+        if let Some(k) = kernel {
+            let ratio = if k > 0.0 {
+                format!("{:.2}", ns / k)
+            } else {
+                "-".to_string()
+            };
+            let _ = write!(out, "<td>{ratio}</td>");
+        }
+        out.push_str("</tr>\n");
     }
     out.push_str("</tbody>\n</table>\n");
     let _ = writeln!(out, "<p class=\"note\">{}</p>", esc(&ctx.cpu_note));

@@ -679,7 +679,8 @@ pub(super) fn memory_plot(
 }
 
 /// Plot 2b: each contestant's all-in memory relative to the reference's
-/// (the kernel's zram) after each step, in %: the verdict step by step.
+/// (the kernel's zram, else its simulation, else the nearest rival: see
+/// `verdict::references`) after each step, in %: the verdict step by step.
 /// Steps where either holds no data are left out, and the runs
 /// [`off_scale`] left out and noted.
 pub(super) fn relative_plot(

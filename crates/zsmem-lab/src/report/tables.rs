@@ -44,7 +44,8 @@ fn quantile_us(h: &Histogram<u64>, q: f64) -> Option<f64> {
 
 /// The summary: one row per run, the best (smallest) figure of each column
 /// marked, each run's peak all-in relative to the references (the kernel's
-/// zram, or the first run; see [`super::verdict::references`]).
+/// zram, else its simulation, else the nearest rival; see
+/// [`super::verdict::references`]).
 pub(super) fn summary_table(
     out: &mut String,
     runs: &[RunResult],

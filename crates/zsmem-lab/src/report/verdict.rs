@@ -15,8 +15,12 @@
 //! the run-to-run spread, and their range is given.
 //!
 //! The reference is the kernel's zram (`kernel-zram`, and
-//! `kernel-zram-compact` when it ran too), or the first contestant when the
-//! kernel's zram did not run. The [`Verdict`] is plain data: the report
+//! `kernel-zram-compact` when it ran too). Without it (it needs root), the
+//! kernel's allocator simulated in userspace stands in for it
+//! (`zsmem-kernel-compact`, else `zsmem-kernel`: zsmem's `kernel()`
+//! configuration); without that, the nearest rival. Never the order of the
+//! contestants: "the first listed" made the headline whichever allocator
+//! came first, even the worst. The [`Verdict`] is plain data: the report
 //! writes it as HTML, `zsmem compare` prints it after its summary table and
 //! puts it in its JSON.
 
@@ -37,28 +41,64 @@ const ZSMEM_CLASSES: &str = "zsmem-classes";
 /// The kernel's zram, as `zsmem compare` names it, uncompacted then compacted.
 const KERNEL: [&str; 2] = ["kernel-zram", "kernel-zram-compact"];
 
+/// The kernel's allocator simulated in userspace (zsmem's `kernel()`
+/// configuration), the stand-in for the kernel's zram: compacted after
+/// every step first (like-for-like with zsmem, which compacts as it
+/// frees), then as it is.
+const SIMULATED_KERNEL: [&str; 2] = ["zsmem-kernel-compact", "zsmem-kernel"];
+
+/// How the stand-in is named in the verdict's words.
+const SIMULATED_KERNEL_WORDS: &str = "the kernel's allocator simulated in userspace (zsmem's \
+kernel() configuration; kernel-zram needs root)";
+
+/// What the verdict's references are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reference {
+    /// Nothing to compare zsmem with.
+    #[default]
+    None,
+    /// The kernel's zram (`kernel-zram`, `kernel-zram-compact`).
+    KernelZram,
+    /// Its allocator simulated in userspace (`zsmem-kernel-compact`, else
+    /// `zsmem-kernel`), the kernel's zram not having run.
+    SimulatedKernel,
+    /// The nearest rival, neither of those having run.
+    NearestRival,
+    /// Another of zsmem's configurations, for want of any other allocator.
+    ZsmemConfiguration,
+}
+
 /// Below this relative difference (0.1%) two figures of one run tie.
 pub const TIE_THRESHOLD: f64 = 0.001;
 
-/// The runs the others are measured against: the kernel's zram runs that
-/// are present, else the first run of another allocator (not one of
-/// zsmem's configurations: with `zsmem,zsmem-classes,system` the headline
-/// was zsmem against its own size classes, printed twice), else the first
-/// run that is not zsmem (else zsmem's). Indices into `runs`.
-pub(super) fn references(runs: &[RunResult]) -> Vec<usize> {
-    let kernel: Vec<usize> = KERNEL
-        .iter()
-        .filter_map(|k| runs.iter().position(|r| r.contestant == *k))
-        .collect();
+/// The runs the others are measured against, and what they are: the
+/// kernel's zram runs that are present; else its simulation
+/// ([`SIMULATED_KERNEL`], the first of the two that ran); else the nearest
+/// rival; else the other zsmem configuration with the smallest peak (with
+/// `zsmem,zsmem-classes` alone). Never chosen by the order of `runs`.
+/// Indices into `runs`.
+pub(super) fn reference_runs(runs: &[RunResult]) -> (Reference, Vec<usize>) {
+    let position = |name: &str| runs.iter().position(|r| r.contestant == name);
+    let kernel: Vec<usize> = KERNEL.iter().filter_map(|k| position(k)).collect();
     if !kernel.is_empty() {
-        return kernel;
+        return (Reference::KernelZram, kernel);
     }
-    runs.iter()
-        .position(|r| !r.contestant.starts_with(ZSMEM))
-        .or_else(|| runs.iter().position(|r| r.contestant != ZSMEM))
-        .or((!runs.is_empty()).then_some(0))
-        .into_iter()
-        .collect()
+    if let Some(i) = SIMULATED_KERNEL.iter().find_map(|k| position(k)) {
+        return (Reference::SimulatedKernel, vec![i]);
+    }
+    if let Some(i) = nearest_rival(runs) {
+        return (Reference::NearestRival, vec![i]);
+    }
+    match nearest(runs, |name| name != ZSMEM) {
+        Some(i) => (Reference::ZsmemConfiguration, vec![i]),
+        None => (Reference::None, Vec::new()),
+    }
+}
+
+/// The reference runs of [`reference_runs`], indices into `runs`.
+pub(super) fn references(runs: &[RunResult]) -> Vec<usize> {
+    reference_runs(runs).1
 }
 
 /// A step that holds data: compressed bytes present, not the final
@@ -70,10 +110,16 @@ fn holds_data(s: &Step) -> bool {
 /// The nearest rival: the other allocator with the smallest peak all-in
 /// (zsmem's own configurations are zsmem, not rivals). An index into `runs`.
 pub(super) fn nearest_rival(runs: &[RunResult]) -> Option<usize> {
+    nearest(runs, |name| !name.starts_with(ZSMEM))
+}
+
+/// The run with the smallest peak all-in among those holding data whose
+/// name `keep` accepts; of equal peaks, the first by name (not by order).
+fn nearest(runs: &[RunResult], keep: impl Fn(&str) -> bool) -> Option<usize> {
     runs.iter()
         .enumerate()
-        .filter(|(_, r)| !r.contestant.starts_with(ZSMEM) && r.peak_all_in() > 0)
-        .min_by_key(|(_, r)| r.peak_all_in())
+        .filter(|(_, r)| keep(&r.contestant) && r.peak_all_in() > 0)
+        .min_by_key(|&(_, r)| (r.peak_all_in(), r.contestant.as_str()))
         .map(|(i, _)| i)
 }
 
@@ -260,9 +306,12 @@ pub struct Verdict {
     pub tie_threshold: f64,
     /// Whether zsmem ran.
     pub zsmem_ran: bool,
-    /// zsmem against the kernel's zram, compacted and not (or the first
-    /// contestant when the kernel's zram did not run).
+    /// zsmem against the kernel's zram, compacted and not; without it,
+    /// against its simulation in userspace, else the nearest rival (see
+    /// `reference`).
     pub references: Vec<Comparison>,
+    /// What `references` are.
+    pub reference: Reference,
     /// Whether the references are the kernel's zram.
     pub kernel_ran: bool,
     /// zsmem against the other allocator with the smallest peak (zsmem's
@@ -389,6 +438,59 @@ fn comparison_words(c: &Comparison) -> String {
     )
 }
 
+/// The reference `name` as the headline names it: with what it is, where
+/// that is not plain from its name.
+fn reference_name(kind: Reference, name: &str) -> String {
+    match kind {
+        Reference::SimulatedKernel => format!("{name}, {SIMULATED_KERNEL_WORDS}"),
+        Reference::NearestRival => {
+            format!("{name}, the nearest rival (the other allocator with the smallest peak)")
+        }
+        Reference::ZsmemConfiguration if name == ZSMEM_CLASSES => format!(
+            "{name} (zsmem placing by size class, as zsmalloc does; zsmem places by log, the \
+             page store's default)"
+        ),
+        _ => name.to_string(),
+    }
+}
+
+/// Why the reference is `name` when it is not the kernel's zram.
+fn reference_note(kind: Reference, name: &str) -> Option<String> {
+    let absent = "The kernel's zram is not among these runs (not asked for, or skipped: see the \
+                  skipped contestants)";
+    match kind {
+        Reference::KernelZram | Reference::None => None,
+        Reference::SimulatedKernel => Some(format!(
+            "{absent}, so the figures are relative to its allocator simulated in userspace, \
+             {name} (the kernel's size classes, chain lengths and class merging, as zsmem's \
+             kernel() configuration reproduces them)."
+        )),
+        Reference::NearestRival => Some(format!(
+            "{absent}, nor its simulation in userspace ({}), so the figures are relative to \
+             the nearest rival, {name}.",
+            SIMULATED_KERNEL.join(", ")
+        )),
+        Reference::ZsmemConfiguration => Some(format!(
+            "{absent}, nor any other allocator, so the figures are relative to another of \
+             zsmem's configurations, {name}."
+        )),
+    }
+}
+
+/// The note that `plain` (the kernel's zram, or its simulation) ran
+/// uncompacted while zsmem compacts as it frees.
+fn never_compacted(plain: &str, compacted: &str) -> String {
+    let why = if KERNEL.contains(&plain) {
+        "the kernel compacts a zram device only when asked"
+    } else {
+        "it runs with compaction off, as the kernel's zram does until asked"
+    };
+    format!(
+        "{plain} was never compacted in this run ({why}), while zsmem compacts as it frees: \
+         add {compacted} (compacted after every step) for a like-for-like reference."
+    )
+}
+
 /// The verdict of `runs`.
 pub fn verdict_of(runs: &[RunResult]) -> Verdict {
     let mut v = Verdict {
@@ -405,9 +507,14 @@ pub fn verdict_of(runs: &[RunResult]) -> Verdict {
     };
     v.zsmem_ran = true;
     let zs = &runs[z];
-    let refs: Vec<usize> = references(runs).into_iter().filter(|&i| i != z).collect();
-    v.kernel_ran = runs.iter().any(|r| KERNEL.contains(&r.contestant.as_str()));
-    v.references = refs.iter().filter_map(|&i| compare(zs, &runs[i])).collect();
+    let (kind, refs) = reference_runs(runs);
+    v.reference = kind;
+    v.kernel_ran = kind == Reference::KernelZram;
+    v.references = refs
+        .iter()
+        .filter(|&&i| i != z)
+        .filter_map(|&i| compare(zs, &runs[i]))
+        .collect();
     v.rival = nearest_rival(runs).and_then(|i| compare(zs, &runs[i]));
     v.classes = runs
         .iter()
@@ -419,28 +526,29 @@ pub fn verdict_of(runs: &[RunResult]) -> Verdict {
             .push("zsmem ran alone: there is nothing to compare it with.".into());
     }
     for c in &v.references {
-        v.text
-            .push(format!("Against {}: {}", c.other, comparison_words(c)));
-    }
-    if !v.kernel_ran
-        && let Some(c) = v.references.first()
-    {
         v.text.push(format!(
-            "The kernel's zram is not among these runs (not asked for, or skipped: see \
-             the skipped contestants), so the figures are relative to {}.",
-            c.other
+            "Against {}: {}",
+            reference_name(kind, &c.other),
+            comparison_words(c)
         ));
+    }
+    if let Some(c) = v.references.first()
+        && let Some(why) = reference_note(kind, &c.other)
+    {
+        v.text.push(why);
     }
     let ran = |name: &str| runs.iter().any(|r| r.contestant == name);
-    if ran(KERNEL[0]) && !ran(KERNEL[1]) {
-        v.text.push(format!(
-            "{} was never compacted in this run (the kernel compacts a zram device only when \
-             asked), while zsmem compacts as it frees: add {} (the kernel compacted after \
-             every step) for a like-for-like reference.",
-            KERNEL[0], KERNEL[1]
-        ));
+    for (plain, compacted) in [
+        (KERNEL[0], KERNEL[1]),
+        (SIMULATED_KERNEL[1], SIMULATED_KERNEL[0]),
+    ] {
+        if ran(plain) && !ran(compacted) && v.references.iter().any(|c| c.other == plain) {
+            v.text.push(never_compacted(plain, compacted));
+        }
     }
-    if let Some(r) = &v.rival {
+    if let Some(r) = &v.rival
+        && kind != Reference::NearestRival
+    {
         if v.references.iter().any(|c| c.other == r.other) {
             v.text.push(format!(
                 "{} is also the nearest rival: the other allocator with the smallest peak.",
@@ -455,11 +563,12 @@ pub fn verdict_of(runs: &[RunResult]) -> Verdict {
             ));
         }
     }
-    if let Some(c) = &v.classes {
+    if let Some(c) = &v.classes
+        && !v.references.iter().any(|r| r.other == c.other)
+    {
         v.text.push(format!(
-            "Against {} (zsmem placing by size class, as zsmalloc does; zsmem places by \
-             log, the page store's default): {}",
-            c.other,
+            "Against {}: {}",
+            reference_name(Reference::ZsmemConfiguration, &c.other),
             comparison_words(c)
         ));
     }
@@ -482,11 +591,14 @@ pub(super) fn verdict_html(out: &mut String, v: &Verdict) {
 /// What the verdict's words mean, under it in the report and the terminal.
 pub const VERDICT_NOTE: &str = "All-in memory counts everything held for the data, the same \
 way for every contestant: measured where the contestant's memory can be read, estimated from \
-its sizes where it cannot (the kernel's page tables and zram's own table, named in the all-in \
-terms). The verdict is about memory; CPU and latency are in the tables. At the peak: each \
-one's highest all-in over the run. Step by step: the steps where both hold data, the final compaction left out. A tie: a difference under 0.1%, \
-or, with rounds, one whose rounds do not all lie on the same side of that (the range over the \
-rounds is given).";
+published structure sizes where it cannot, each estimate marked (est.) in the all-in terms: for \
+zsmem, its peers and the malloc baselines the page tables mapping their pool or heap (8 bytes a \
+4 KiB page; the kernel's pool pages sit in its direct map and need none); for the kernel's \
+zram its table, a zs_handle per object and a struct zspage per zspage. The verdict is about \
+memory; CPU and latency are in the tables. At the peak: each one's highest all-in over the \
+run. Step by step: the steps where both hold data, the final compaction left out. A tie: a \
+difference under 0.1%, or, with rounds, one whose rounds do not all lie on the same side of \
+that (the range over the rounds is given).";
 
 #[cfg(test)]
 mod tests {
@@ -697,12 +809,14 @@ mod tests {
     }
 
     #[test]
-    fn without_the_kernel_the_first_contestant_is_the_reference() {
+    fn without_the_kernel_or_its_simulation_the_nearest_rival_is_the_reference() {
         let runs = [run("jemalloc", &[300]), run("zsmem", &[100])];
-        assert_eq!(references(&runs), vec![0]);
+        assert_eq!(reference_runs(&runs), (Reference::NearestRival, vec![0]));
         let t = text(&runs);
         assert!(t.contains("is not among these runs"), "{t}");
-        assert!(t.contains("Against jemalloc:"), "{t}");
+        assert!(t.contains("Against jemalloc, the nearest rival"), "{t}");
+        // Said once: the rival is the reference.
+        assert_eq!(t.matches("nearest rival").count(), 2, "{t}");
         // Another allocator, not one of zsmem's configurations, whatever
         // the order (zsmem-classes was the headline, printed twice).
         let runs = [
@@ -713,22 +827,123 @@ mod tests {
         assert_eq!(references(&runs), vec![2]);
         let t = text(&runs);
         assert_eq!(t.matches("Against zsmem-classes").count(), 1, "{t}");
-        // Only zsmem's configurations: one of them, for want of another.
+        // Only zsmem's configurations: one of them, for want of another,
+        // said once.
+        let only = [run("zsmem", &[1]), run("zsmem-classes", &[1])];
         assert_eq!(
-            references(&[run("zsmem", &[1]), run("zsmem-classes", &[1])]),
-            vec![1]
+            reference_runs(&only),
+            (Reference::ZsmemConfiguration, vec![1])
         );
+        assert_eq!(text(&only).matches("Against zsmem-classes").count(), 1);
         assert!(text(&[run("kernel-zram", &[1])]).contains("zsmem did not run"));
         assert!(text(&[run("zsmem", &[1])]).contains("ran alone"));
-        // zsmem first: the reference is the first other contestant.
+        assert_eq!(
+            reference_runs(&[run("zsmem", &[1])]),
+            (Reference::None, vec![])
+        );
         let runs = [run("zsmem", &[100]), run("system", &[700])];
         assert_eq!(references(&runs), vec![1]);
         let t = text(&runs);
         assert!(t.contains("85.7% less"), "{t}");
-        assert!(t.contains("relative to system"), "{t}");
+        assert!(t.contains("relative to the nearest rival, system"), "{t}");
         // No shared step with data: no comparison, no panic.
         let runs = [run("zsmem", &[]), run("system", &[700])];
         assert!(verdict_of(&runs).references.is_empty());
+    }
+
+    /// Every order of the same runs.
+    fn orders(runs: &[RunResult]) -> Vec<Vec<RunResult>> {
+        (0..runs.len())
+            .map(|k| {
+                let mut v = runs.to_vec();
+                v.rotate_left(k);
+                v
+            })
+            .chain(std::iter::once(runs.iter().rev().cloned().collect()))
+            .collect()
+    }
+
+    /// The review's case: zbud listed first made it the headline (26.7%
+    /// less than zbud, the worst in the table, against 5.9% less than the
+    /// nearest rival). The order of the runs no longer changes it.
+    #[test]
+    fn the_order_of_the_runs_does_not_change_the_headline() {
+        let runs = [
+            run("zbud", &[1700, 900]),
+            run("zsmem", &[1248, 600]),
+            run("zsmem-classes", &[1260, 610]),
+            run("z3fold", &[1500, 800]),
+            run("system", &[1326, 650]),
+        ];
+        for order in orders(&runs) {
+            let (kind, refs) = reference_runs(&order);
+            assert_eq!(kind, Reference::NearestRival);
+            assert_eq!(order[refs[0]].contestant, "system");
+            let v = verdict_of(&order);
+            assert!(
+                v.text[0].starts_with("Against system, the nearest rival"),
+                "{:?}",
+                v.text
+            );
+            assert!(!v.text.join("\n").contains("than zbud"), "{:?}", v.text);
+        }
+    }
+
+    /// Without the kernel's zram (no root), its allocator simulated in
+    /// userspace is the reference: compacted if it ran, else as it is;
+    /// listed anywhere, and never ahead of the kernel's zram.
+    #[test]
+    fn the_simulated_kernel_stands_in_for_the_kernels_zram() {
+        let runs = [
+            run("system", &[1180]),
+            run("zsmem-kernel", &[1240]),
+            run("zsmem", &[1178]),
+            run("zsmem-kernel-compact", &[1239]),
+        ];
+        for order in orders(&runs) {
+            let (kind, refs) = reference_runs(&order);
+            assert_eq!(kind, Reference::SimulatedKernel);
+            assert_eq!(refs.len(), 1);
+            assert_eq!(order[refs[0]].contestant, "zsmem-kernel-compact");
+            let v = verdict_of(&order);
+            assert_eq!(v.reference, Reference::SimulatedKernel);
+            assert!(!v.kernel_ran);
+            assert!(
+                v.text[0].starts_with(
+                    "Against zsmem-kernel-compact, the kernel's allocator simulated in \
+                     userspace (zsmem's kernel() configuration; kernel-zram needs root): At \
+                     the peak, zsmem holds 4.9% less than zsmem-kernel-compact"
+                ),
+                "{:?}",
+                v.text
+            );
+            let t = v.text.join("\n");
+            // The nearest rival is still given, after the reference.
+            assert!(t.contains("Against the nearest rival, system"), "{t}");
+            assert!(!t.contains("never compacted"), "{t}");
+        }
+        // Uncompacted alone: the reference, and said to be uncompacted.
+        let runs = [
+            run("system", &[1180]),
+            run("zsmem", &[1178]),
+            run("zsmem-kernel", &[1240]),
+        ];
+        assert_eq!(reference_runs(&runs), (Reference::SimulatedKernel, vec![2]));
+        let t = text(&runs);
+        assert!(
+            t.contains("zsmem-kernel was never compacted in this run")
+                && t.contains("add zsmem-kernel-compact"),
+            "{t}"
+        );
+        // The kernel's zram, when it ran, is the reference, not its
+        // simulation.
+        let runs = [
+            run("zsmem-kernel-compact", &[1239]),
+            run("zsmem", &[1178]),
+            run("kernel-zram-compact", &[1300]),
+        ];
+        assert_eq!(reference_runs(&runs), (Reference::KernelZram, vec![2]));
+        assert!(!text(&runs).contains("simulated"), "{}", text(&runs));
     }
 
     #[test]
@@ -737,6 +952,11 @@ mod tests {
         let j = serde_json::to_value(verdict_of(&runs)).unwrap();
         assert_eq!(j["references"][0]["peak"]["call"], "less");
         assert_eq!(j["references"][0]["other"], "kernel-zram");
+        assert_eq!(j["reference"], "kernel_zram");
+        let runs = [run("zsmem", &[90]), run("zsmem-kernel", &[100])];
+        let j = serde_json::to_value(verdict_of(&runs)).unwrap();
+        assert_eq!(j["reference"], "simulated_kernel");
+        assert_eq!(j["references"][0]["other"], "zsmem-kernel");
         assert!(j["text"].as_array().is_some_and(|t| !t.is_empty()));
     }
 }
