@@ -21,10 +21,11 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// The untar/rm experiment of reference 004 side by side on eight
+    /// The untar/rm experiment of reference 004 side by side on nine
     /// contestants by default: zsmem (log placement), zsmem-classes,
-    /// zsmem-kernel, the kernel's zram as it is (kernel-zram) and compacted
-    /// after every step (kernel-zram-compact), and the malloc baselines
+    /// zsmem-kernel as it is and compacted after every step
+    /// (zsmem-kernel-compact), the kernel's zram as it is (kernel-zram) and
+    /// compacted after every step (kernel-zram-compact), and the malloc baselines
     /// system, jemalloc and mimalloc; a verdict, tables and an HTML report.
     Compare(compare::CompareArgs),
     /// A compressed RAM disk backed by zsmem, ext4 on it, mounted at a
