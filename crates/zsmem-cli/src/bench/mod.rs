@@ -36,9 +36,12 @@ pub enum BenchCommand {
     /// zram with the same codec: throughput, per-page p50/p99/p99.9,
     /// memory held, the allocator's share of store time.
     Store(store::StoreBenchArgs),
-    /// N threads store objects, then all free at once: Base (pool-wide
-    /// lock), ClassIdx-only and Deferred free side by side, with scaling,
-    /// throughput and per-free latency.
+    /// N threads store objects, then all free at once, in four modes side
+    /// by side: Base (a pool-wide lock before the class lock),
+    /// ClassIdx-only (the class lock alone, zsmem's default free mode),
+    /// Deferred (a lock-free hand-off, drained in batches) and Log (log
+    /// placement, the page store's default: a lane per thread); free time
+    /// and speed-up over Base, scaling, throughput and per-free latency.
     Free(free::FreeBenchArgs),
 }
 
