@@ -79,7 +79,8 @@ struct Report {
     stored: usize,
     freed: usize,
     totals: PoolStats,
-    overhead_ratio: f64,
+    /// `null` when nothing is stored: a share of nothing.
+    overhead_ratio: Option<f64>,
     classes: Vec<ClassStats>,
 }
 
@@ -91,6 +92,45 @@ fn object_len(rng: &mut StdRng, page: usize) -> usize {
         10..80 => rng.random_range(page / 8..=page * 3 / 4),
         80..95 => rng.random_range(page * 3 / 4..page),
         _ => page,
+    }
+}
+
+/// The mean of [`object_len`] at `page` bytes, rounded up: 10% of about
+/// 136 bytes, 70% of about 7/16 of a page, 15% of about 7/8, 5% of a page.
+fn mean_object_len(page: usize) -> usize {
+    (10 * 136 + 70 * (page * 7 / 16) + 15 * (page * 7 / 8) + 5 * page).div_ceil(100)
+}
+
+/// Refuse `--objects` that would need more than `limit` bytes (the
+/// objects' mean size, plus a handle each), before anything is allocated:
+/// an absurd count is an error, not an abort or the OOM killer.
+fn check_objects(objects: usize, page: usize, limit: u64) -> CliResult {
+    let need =
+        (objects as u128) * (mean_object_len(page) + std::mem::size_of::<zsmem::Handle>()) as u128;
+    if need > u128::from(limit) {
+        return Err(CliError::Usage(format!(
+            "--objects {objects}: about {} MiB of objects, more than the {} MiB allowed (half the memory available)",
+            need >> 20,
+            limit >> 20
+        )));
+    }
+    Ok(())
+}
+
+/// A vector for `n` handles, or an error if the memory cannot be had.
+fn handle_vec(n: usize) -> CliResult<Vec<zsmem::Handle>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| CliError::Usage(format!("--objects {n}: no memory for {n} handles")))?;
+    Ok(v)
+}
+
+/// `part` as a percentage of `stored`, or `-` when nothing is stored.
+fn percent_of(part: usize, stored: usize) -> String {
+    if stored == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.2}%", 100.0 * part as f64 / stored as f64)
     }
 }
 
@@ -128,9 +168,14 @@ pub fn run(a: &StatsArgs) -> CliResult {
         ..PoolConfig::default()
     };
     let pool = Pool::new(cfg.clone())?;
+    check_objects(
+        a.objects,
+        a.page_size,
+        zsmem_lab::corpus::default_input_limit(),
+    )?;
     let mut rng = StdRng::seed_from_u64(a.seed);
     let mut buf = vec![0u8; a.page_size];
-    let mut handles = Vec::with_capacity(a.objects);
+    let mut handles = handle_vec(a.objects)?;
     let bar = crate::progress::bar(a.objects as u64, "storing", "objects");
     for i in 0..a.objects {
         let len = object_len(&mut rng, a.page_size);
@@ -198,16 +243,19 @@ pub fn run(a: &StatsArgs) -> CliResult {
             kernel_header: a.kernel_header,
             stored: a.objects,
             freed,
-            overhead_ratio: totals.overhead_ratio(),
+            overhead_ratio: (totals.bytes_stored > 0).then(|| totals.overhead_ratio()),
             totals,
             classes,
         };
         return print_json(&report);
     }
     let width = crate::output::terminal_width();
-    let say = |text: &str| match width {
-        Some(w) => print!("{}", crate::output::wrap(text, w, "")),
-        None => println!("{text}"),
+    let say = |text: &str| -> CliResult {
+        match width {
+            Some(w) => out!("{}", crate::output::wrap(text, w, "")),
+            None => outln!("{text}"),
+        }
+        Ok(())
     };
     say(&format!(
         "pool: {} KiB pages, chain {}, delta {}, rule {}{}; stored {} objects, freed {freed} at random (seed {})",
@@ -222,18 +270,18 @@ pub fn run(a: &StatsArgs) -> CliResult {
         },
         a.objects,
         a.seed
-    ));
-    println!("(classes with no zspage are left out)\n");
+    ))?;
+    outln!("(classes with no zspage are left out)\n");
     let layout = format_kernel_classes(&classes);
     let widest = layout.lines().map(|l| l.chars().count()).max().unwrap_or(0);
     match width {
         // The kernel's layout is 184 columns wide: folded in two tables
         // on a narrower terminal.
-        Some(w) if widest > w => print!("{}", folded(&classes, w)),
-        _ => print!("{layout}"),
+        Some(w) if widest > w => out!("{}", folded(&classes, w)),
+        _ => out!("{layout}"),
     }
     let mib = |b: usize| crate::output::mib(b as u64);
-    println!();
+    outln!();
     say(&format!(
         "objects {}  stored {:.2} MiB  pool {} pages ({:.2} MiB)  huge objects {}  pages compacted (total) {}  cached pages {}  parked slots {}",
         totals.objects,
@@ -244,20 +292,25 @@ pub fn run(a: &StatsArgs) -> CliResult {
         totals.pages_compacted,
         totals.cached_pages,
         classes.iter().map(|c| c.parked).sum::<usize>()
-    ));
-    let pct = |b: usize| 100.0 * b as f64 / totals.bytes_stored.max(1) as f64;
+    ))?;
+    say(&overhead_line(&totals))
+}
+
+/// The totals' overhead line: each share of the bytes stored, `-` where
+/// nothing is stored.
+fn overhead_line(totals: &PoolStats) -> String {
+    let pct = |b: usize| percent_of(b, totals.bytes_stored);
     let w = totals.waste;
-    say(&format!(
-        "overhead {:.2}% of stored = rounding {:.2}% + partly used zspages {:.2}% + zspage tails {:.2}%; metadata {:.2} MiB ({:.2}%); with metadata {:.2}%",
-        totals.overhead_ratio() * 100.0,
+    format!(
+        "overhead {} of stored = rounding {} + partly used zspages {} + zspage tails {}; metadata {:.2} MiB ({}); with metadata {}",
+        pct(w.total()),
         pct(w.rounding_bytes),
         pct(w.partial_bytes),
         pct(w.tail_bytes),
-        mib(totals.metadata_bytes),
+        crate::output::mib(totals.metadata_bytes as u64),
         pct(totals.metadata_bytes),
-        totals.overhead_ratio_with_metadata() * 100.0
-    ));
-    Ok(())
+        pct(w.total() + totals.metadata_bytes)
+    )
 }
 
 /// The kernel's `classes` layout folded to `width` columns: the zspages
@@ -305,6 +358,24 @@ fn folded(classes: &[ClassStats], width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shares_of_nothing_stored_are_a_dash() {
+        assert_eq!(percent_of(10, 0), "-");
+        assert_eq!(percent_of(0, 0), "-");
+        assert_eq!(percent_of(1, 4), "25.00%");
+        let pool = Pool::new(PoolConfig::default()).unwrap();
+        let line = overhead_line(&pool.stats());
+        assert!(!line.contains('%'), "{line}");
+    }
+
+    #[test]
+    fn objects_beyond_the_limit_are_refused() {
+        assert!(check_objects(1000, 4096, 1 << 30).is_ok());
+        assert!(check_objects(1 << 20, 4096, 1 << 30).is_err());
+        assert!(check_objects(usize::MAX, 65536, u64::MAX).is_err());
+        assert!(handle_vec(usize::MAX).is_err());
+    }
 
     #[test]
     fn the_classes_fold_to_the_width() {

@@ -16,9 +16,9 @@ fn bench_compact_prints_cost_per_mode() {
     );
     let t = String::from_utf8(out.stdout).unwrap();
     let labels = [
-        "kernel: off, then compact()",
-        "kernel: auto",
-        "kernel: auto, then compact()",
+        "zsmem-kernel: off, then compact()",
+        "zsmem-kernel: auto",
+        "zsmem-kernel: auto, then compact()",
         "zsmem: off, then compact()",
         "zsmem: auto (default)",
         "zsmem: auto, then compact()",
@@ -29,6 +29,10 @@ fn bench_compact_prints_cost_per_mode() {
             "no row {label:?} in\n{t}"
         );
     }
+    // zsmem's pool in the kernel's configuration is not labelled as the
+    // kernel itself.
+    assert!(!t.lines().any(|l| l.starts_with("kernel:")), "{t}");
+    assert!(t.contains("not the running kernel"), "{t}");
     assert!(t.contains("copied per freed: object bytes copied per byte of memory returned"));
     // The figures, from the json.
     let out = zsmem(&["bench", "compact", "--scale", "0.02", "--format", "json"]);

@@ -39,6 +39,43 @@ fn bench_free_prints_the_three_modes() {
     }
 }
 
+/// The first table's ratio columns showed Base's time over the mode's
+/// under headers reading "ClassIdx/Base", and left out Log, which the
+/// second table and the JSON have; `--help` named three modes of four.
+#[test]
+fn the_first_table_has_every_mode_and_says_speed_up() {
+    let out = zsmem(&[
+        "bench",
+        "free",
+        "--mib",
+        "1",
+        "--repeats",
+        "1",
+        "--threads",
+        "1",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = String::from_utf8(out.stdout).unwrap();
+    let first: String = t
+        .lines()
+        .skip_while(|l| !l.starts_with("time until the last thread's frees return"))
+        .take_while(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(first.contains("Log"), "no Log in the first table:\n{first}");
+    assert!(first.contains("speed-up"), "{first}");
+    assert!(!first.contains("/Base"), "{first}");
+    let help = zsmem(&["bench", "free", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout);
+    for mode in ["Base", "ClassIdx-only", "Deferred", "Log"] {
+        assert!(help.contains(mode), "{mode} not in --help:\n{help}");
+    }
+}
+
 #[test]
 fn bench_free_json_has_every_cell() {
     let out = zsmem(&[

@@ -28,12 +28,24 @@ fn bench_store_prints_the_table() {
         "store MB/s",
         "store p99.9 µs",
         "load p50 µs",
-        "mem_used_total MiB",
+        "pool MiB",
+        "pool + metadata MiB",
         "allocator share",
         "kernel-zram: skipped (--no-kernel)",
     ] {
         assert!(t.contains(needle), "missing {needle} in\n{t}");
     }
+    // `pool`, as in `compare`; the caveats of contestants that did not run
+    // are not printed.
+    for gone in [
+        "mem_used_total",
+        "malloc baselines",
+        "--fs",
+        "floor under both stores",
+    ] {
+        assert!(!t.contains(gone), "`{gone}` in\n{t}");
+    }
+    assert!(t.contains("the floor under zsmem's store"), "{t}");
     // No internal goals, and µs everywhere.
     let words: Vec<&str> = t.split_whitespace().collect();
     for gone in ["target", "us"] {
@@ -73,6 +85,77 @@ fn bench_store_json_on_a_file() {
     assert!(v["zsmem"]["store"]["p50_us"].as_f64().unwrap() > 0.0);
     assert!(v["kernel"].is_null());
     assert!(v["allocator_share"].as_f64().unwrap() >= 0.0);
+    // The pool is `pool_bytes`, as in compare's and replay's JSON.
+    assert!(v["zsmem"]["pool_bytes"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["zsmem"].get("mem_used_total").is_none(), "{v}");
+}
+
+#[test]
+fn bench_store_csv_names_the_pool_and_metadata_alone() {
+    let args = [
+        "bench",
+        "store",
+        "--scale",
+        "0.01",
+        "--pages",
+        "300",
+        "--no-kernel",
+        "--format",
+    ];
+    let mut csv = args.to_vec();
+    csv.push("csv");
+    let out = zsmem(&csv);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert!(
+        head.contains(&"pool_bytes") && !head.contains(&"used_bytes"),
+        "{text}"
+    );
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| -> u64 {
+        row[head.iter().position(|h| *h == name).unwrap()]
+            .parse()
+            .unwrap()
+    };
+    // metadata_bytes is the metadata alone, below the pool.
+    assert!(col("metadata_bytes") < col("pool_bytes"), "{text}");
+}
+
+#[test]
+fn bench_store_page_size_help_names_every_size_it_takes() {
+    let out = zsmem(&["bench", "store", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for size in ["4K", "8K", "16K", "32K", "64K"] {
+        assert!(flat.contains(size), "{size} not in\n{help}");
+    }
+    // And each is taken.
+    for size in ["8K", "32K"] {
+        let out = zsmem(&[
+            "bench",
+            "store",
+            "--scale",
+            "0.01",
+            "--pages",
+            "20",
+            "--no-kernel",
+            "--page-size",
+            size,
+            "--format",
+            "json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{size}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[test]

@@ -212,3 +212,134 @@ fn keep_copies_none_holds_no_copies() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("all, none, a size"), "{err}");
 }
+
+/// Run `zsmem args`, killed if it is still running after `secs` seconds
+/// (an absurd value that is not refused runs without end).
+fn zsmem_within(args: &[&str], secs: u64) -> std::process::Output {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let bin = std::env::var_os("ZSMEM_BIN").unwrap_or(env!("CARGO_BIN_EXE_zsmem").into());
+    let mut child = Command::new(bin)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run zsmem");
+    let end = Instant::now() + Duration::from_secs(secs);
+    while child.try_wait().expect("wait for zsmem").is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?} still ran after {secs} s: not refused");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("zsmem's output")
+}
+
+/// Out-of-range options used to run (`--write-percent 200` printed "200%
+/// updates", `--zipf nan` "zipf NaN", `--ops 2^64-1` ran without end), and
+/// a bad `--fault-units` was refused only after the whole table; now each
+/// is refused before anything is measured or printed.
+#[test]
+fn bad_options_are_refused_before_anything_runs() {
+    let base = [
+        "region",
+        "--no-kernel",
+        "--data",
+        "4M",
+        "--ops",
+        "1000",
+        "--budgets",
+        "1/2",
+    ];
+    for (extra, names) in [
+        (
+            &["--write-percent", "200", "--fault-units", ""][..],
+            "--write-percent",
+        ),
+        (
+            &["--write-percent", "101", "--fault-units", ""][..],
+            "--write-percent",
+        ),
+        (&["--zipf", "nan", "--fault-units", ""][..], "--zipf"),
+        (&["--zipf", "inf", "--fault-units", ""][..], "--zipf"),
+        (&["--zipf=-1", "--fault-units", ""][..], "--zipf"),
+        (
+            &["--ops", "18446744073709551615", "--fault-units", ""][..],
+            "--ops",
+        ),
+        (&["--fault-units", "4K,3K"][..], "--fault-units"),
+        (&["--fault-units", "128K"][..], "--fault-units"),
+        (&["--unit", "3K", "--fault-units", ""][..], "--unit"),
+    ] {
+        let mut args = base.to_vec();
+        args.extend(extra);
+        let out = zsmem_within(&args, 20);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(names), "{extra:?}: {err}");
+        assert!(out.stdout.is_empty(), "{extra:?} printed a table first");
+    }
+    // The edges are taken.
+    let mut args = base.to_vec();
+    args.extend([
+        "--write-percent",
+        "100",
+        "--zipf",
+        "0",
+        "--fault-units",
+        "",
+        "--json",
+    ]);
+    let out = common::zsmem(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The evictions a fault made itself were "by the fault thread" under
+/// `--faults signal` too, where no fault thread exists.
+#[test]
+fn evictions_at_a_fault_name_who_made_them() {
+    for (faults, who, not) in [
+        (
+            "signal",
+            "by faulting threads in their SIGBUS handler",
+            "by the fault thread",
+        ),
+        (
+            "thread",
+            "by the fault thread",
+            "by faulting threads in their SIGBUS handler",
+        ),
+    ] {
+        let out = common::zsmem(&[
+            "region",
+            "--no-kernel",
+            "--data",
+            "2M",
+            "--ops",
+            "2000",
+            "--budgets",
+            "1/4",
+            "--fault-units",
+            "",
+            "--faults",
+            faults,
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{faults}: {err}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("budget 1/4:"))
+            .unwrap_or_else(|| panic!("{faults}: no budget line in\n{text}"));
+        assert!(
+            line.contains(who) && !line.contains(not),
+            "{faults}: {line}"
+        );
+    }
+}

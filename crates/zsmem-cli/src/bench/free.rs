@@ -4,13 +4,16 @@
 //! Each of N threads stores `--mib` MiB of objects whose sizes are drawn
 //! from the lz4 sizes of real compressed pages (the embedded corpus), then
 //! all N free everything at once. The time from the start of the frees until
-//! the last thread is done is taken for three free modes:
+//! the last thread is done is taken for three free modes of size-class
+//! placement and for log placement:
 //! - Base: every free takes a pool-wide lock as a reader before its class
 //!   lock (the kernel before the class index went into the handle);
-//! - ClassIdx-only: the class lock alone (zsmem's default);
+//! - ClassIdx-only: the class lock alone (zsmem's default free mode);
 //! - Deferred: a lock-free hand-off to per-thread shards, drained in batches
 //!   sorted by class; the time until `flush()` has returned all memory is
-//!   printed too.
+//!   printed too;
+//! - Log: log placement (the page store's default: no classes, a lane per
+//!   thread), each free under its lane's lock.
 //!
 //! Freed pages go back to the OS as the pool's default says (after a
 //! bounded delay, by the returner thread, off the freeing threads): the
@@ -337,57 +340,74 @@ pub fn bench_free(a: &FreeBenchArgs) -> CliResult {
     match a.format {
         crate::output::Format::Json => crate::output::print_json(&result)?,
         crate::output::Format::Csv => crate::output::print_serialized(&result.figures)?,
-        crate::output::Format::Table => print_table(&result, a, &threads, sizes.len()),
+        crate::output::Format::Table => print_table(&result, a, &threads, sizes.len())?,
     }
     Ok(())
 }
 
-fn print_table(r: &FreeBench, a: &FreeBenchArgs, threads: &[usize], nsizes: usize) {
-    let cell = |mode: &str, n: usize| {
-        r.figures
+/// `mode`'s cell at `n` threads.
+fn cell<'a>(r: &'a FreeBench, mode: &str, n: usize) -> &'a FreeFigure {
+    r.figures
+        .iter()
+        .find(|f| f.mode == mode && f.threads == n)
+        .expect("every cell was measured")
+}
+
+/// How many times faster than Base a mode freed: Base's time over the
+/// mode's (above 1x the mode is faster).
+fn speed_up(base_ms: f64, mode_ms: f64) -> f64 {
+    base_ms / mode_ms
+}
+
+/// The first table: each mode's free time at each thread count, and each
+/// mode's speed-up over Base.
+fn free_time_table(r: &FreeBench, threads: &[usize]) -> comfy_table::Table {
+    let mut head = vec!["threads".to_string()];
+    head.extend(MODES.iter().map(|(name, ..)| format!("{name}\nms")));
+    head.extend(
+        MODES[1..]
             .iter()
-            .find(|f| f.mode == mode && f.threads == n)
-            .expect("every cell was measured")
-    };
-    println!(
-        "bench free: each thread stores {} MiB of objects (lz4 sizes of {nsizes} corpus pages), \
-         then all free at once; median of {} runs, compaction off",
-        a.mib, a.repeats
+            .map(|(name, ..)| format!("{name}\nspeed-up\nvs Base")),
     );
-    println!("time until the last thread's frees return:");
-    let mut t = crate::output::table(
-        &[
-            "threads",
-            "Base\nms",
-            "ClassIdx-only\nms",
-            "Deferred\nms",
-            "ClassIdx\n/Base",
-            "Deferred\n/Base",
-        ],
-        1,
-    );
+    let head: Vec<&str> = head.iter().map(String::as_str).collect();
+    let mut t = crate::output::table(&head, 1);
     for &n in threads {
-        let (b, c, d) = (
-            cell("Base", n),
-            cell("ClassIdx-only", n),
-            cell("Deferred", n),
-        );
+        let base = cell(r, MODES[0].0, n).free_ms;
         let label = if n == 1 {
             "single".to_string()
         } else {
             format!("multi {n}p")
         };
-        t.add_row(vec![
-            label,
-            format!("{:.1}", b.free_ms),
-            format!("{:.1}", c.free_ms),
-            format!("{:.1}", d.free_ms),
-            format!("{:.2}x", b.free_ms / c.free_ms),
-            format!("{:.2}x", b.free_ms / d.free_ms),
-        ]);
+        let mut row = vec![label];
+        row.extend(
+            MODES
+                .iter()
+                .map(|(name, ..)| format!("{:.1}", cell(r, name, n).free_ms)),
+        );
+        row.extend(
+            MODES[1..]
+                .iter()
+                .map(|(name, ..)| format!("{:.2}x", speed_up(base, cell(r, name, n).free_ms))),
+        );
+        t.add_row(row);
     }
-    println!("{t}");
-    println!();
+    t
+}
+
+fn print_table(r: &FreeBench, a: &FreeBenchArgs, threads: &[usize], nsizes: usize) -> CliResult {
+    let cell = |mode: &str, n: usize| cell(r, mode, n);
+    outln!(
+        "bench free: each thread stores {} MiB of objects (lz4 sizes of {nsizes} corpus pages), \
+         then all free at once; median of {} runs, compaction off",
+        a.mib,
+        a.repeats
+    );
+    outln!(
+        "time until the last thread's frees return (speed-up vs Base: Base's time over the \
+         mode's; above 1x the mode frees faster):"
+    );
+    outln!("{}", free_time_table(r, threads));
+    outln!();
     let mut t = crate::output::table(
         &[
             "mode",
@@ -418,16 +438,66 @@ fn print_table(r: &FreeBench, a: &FreeBenchArgs, threads: &[usize], nsizes: usiz
             format!("{:.2}", f.alloc_free_mops),
         ]);
     }
-    println!("{t}");
-    println!();
-    println!(
+    outln!("{t}");
+    outln!();
+    outln!(
         "per-free latency, 1 thread, {} MiB (clock reading included):",
         a.mib
     );
     for l in &r.latency {
-        println!(
+        outln!(
             "  {:<14} p50 {:>6} ns  p99 {:>6} ns  p99.9 {:>7} ns   (clock pair: {} ns)",
-            l.mode, l.p50_ns, l.p99_ns, l.p999_ns, l.clock_ns
+            l.mode,
+            l.p50_ns,
+            l.p99_ns,
+            l.p999_ns,
+            l.clock_ns
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figure(mode: &str, free_ms: f64) -> FreeFigure {
+        FreeFigure {
+            mode: mode.into(),
+            threads: 1,
+            objects_per_thread: 1,
+            free_ms,
+            until_flushed_ms: None,
+            until_os_ms: 0.0,
+            store_ms: 1.0,
+            alloc_free_mops: 1.0,
+        }
+    }
+
+    /// ClassIdx-only freeing in half Base's time is a 2x speed-up (the
+    /// column used to be headed "ClassIdx/Base" over Base/ClassIdx), and
+    /// Log has its columns too.
+    #[test]
+    fn the_first_table_shows_each_mode_s_speed_up_over_base() {
+        let r = FreeBench {
+            figures: vec![
+                figure("Base", 2.0),
+                figure("ClassIdx-only", 1.0),
+                figure("Deferred", 4.0),
+                figure("Log", 0.5),
+            ],
+            latency: Vec::new(),
+        };
+        let text = free_time_table(&r, &[1]).to_string();
+        assert!(text.contains("speed-up") && text.contains("Log"), "{text}");
+        let row = text.lines().find(|l| l.starts_with("single")).unwrap();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            cells,
+            [
+                "single", "2.0", "1.0", "4.0", "0.5", "2.00x", "0.50x", "4.00x"
+            ],
+            "{text}"
         );
     }
 }

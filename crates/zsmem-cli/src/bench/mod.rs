@@ -36,9 +36,12 @@ pub enum BenchCommand {
     /// zram with the same codec: throughput, per-page p50/p99/p99.9,
     /// memory held, the allocator's share of store time.
     Store(store::StoreBenchArgs),
-    /// N threads store objects, then all free at once: Base (pool-wide
-    /// lock), ClassIdx-only and Deferred free side by side, with scaling,
-    /// throughput and per-free latency.
+    /// N threads store objects, then all free at once, in four modes side
+    /// by side: Base (a pool-wide lock before the class lock),
+    /// ClassIdx-only (the class lock alone, zsmem's default free mode),
+    /// Deferred (a lock-free hand-off, drained in batches) and Log (log
+    /// placement, the page store's default: a lane per thread); free time
+    /// and speed-up over Base, scaling, throughput and per-free latency.
     Free(free::FreeBenchArgs),
 }
 
@@ -89,8 +92,8 @@ pub struct PoolBenchArgs {
     /// Live objects kept while measuring (a ring: each op frees the oldest).
     #[arg(long, default_value_t = 4096)]
     pub live: usize,
-    /// Operations per measurement.
-    #[arg(long, default_value_t = 1_000_000)]
+    /// Operations per measurement (at most 2^40).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_OPS))]
     pub ops: usize,
     /// Measurements per figure; the median is reported.
     #[arg(long, default_value_t = 5)]
@@ -102,6 +105,30 @@ pub struct PoolBenchArgs {
     /// and the system allocator at each, per-thread rings.
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
     pub threads: Vec<usize>,
+}
+
+/// The most `--ops` of `bench pool`, as `compare --ops`: 2^40.
+pub const MAX_OPS: u64 = 1 << 40;
+
+/// Bytes a heap contestant spends beside each object, at most (its
+/// allocation's header and rounding, the id's entry): for the estimate of
+/// [`check_live`].
+const OBJECT_EXTRA: usize = 64;
+
+/// Refuse a ring of `live` objects of up to `largest` bytes on each of
+/// `threads` threads when it would take more than `limit` bytes, before
+/// anything is stored: an absurd `--live` is an error, not an abort or the
+/// OOM killer.
+fn check_live(live: usize, largest: usize, threads: usize, limit: u64) -> CliResult {
+    let need = live as u128 * threads as u128 * (largest + OBJECT_EXTRA) as u128;
+    if need > u128::from(limit) {
+        return Err(CliError::Usage(format!(
+            "--live {live}: about {} MiB of objects at once, more than the {} MiB allowed (half the memory available)",
+            need >> 20,
+            limit >> 20
+        )));
+    }
+    Ok(())
 }
 
 /// Run a benchmark.
@@ -178,21 +205,24 @@ fn bench_pool(a: &PoolBenchArgs) -> CliResult {
             "object size {bad} must be 1..=4096 (the pools use 4 KiB pages)"
         )));
     }
+    check_live(
+        a.live,
+        sizes.iter().copied().max().unwrap_or(0),
+        threads.iter().copied().max().unwrap_or(1),
+        zsmem_lab::corpus::default_input_limit(),
+    )?;
     if !threads.is_empty() {
         let figures = pool_threads::pool_threads(&sizes, &threads, a.live, a.ops, a.repeats)?;
         return match a.format {
             crate::output::Format::Json => crate::output::print_json(&figures),
             crate::output::Format::Csv => crate::output::print_serialized(&figures),
-            crate::output::Format::Table => {
-                pool_threads::print(&figures, a.live, a.ops, a.repeats);
-                Ok(())
-            }
+            crate::output::Format::Table => pool_threads::print(&figures, a.live, a.ops, a.repeats),
         };
     }
     let mut figures = Vec::new();
     for &size in &sizes {
         for mut store in contestants()? {
-            let mut ring = Ring::fill(store.as_mut(), a.live, size);
+            let mut ring = Ring::try_fill(store.as_mut(), a.live, size)?;
             let mut buf = Vec::with_capacity(size);
             // Warm up, then time.
             ring.churn(store.as_mut(), a.live);
@@ -221,9 +251,11 @@ fn bench_pool(a: &PoolBenchArgs) -> CliResult {
         crate::output::Format::Csv => return crate::output::print_serialized(&figures),
         crate::output::Format::Table => {}
     }
-    println!(
+    outln!(
         "bench pool: {} live objects, {} ops per run, median of {} runs (lower is better)",
-        a.live, a.ops, a.repeats
+        a.live,
+        a.ops,
+        a.repeats
     );
     let mut t = crate::output::table(
         &[
@@ -272,8 +304,11 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
     let pages: Vec<&zsmem_lab::corpus::Page> = tree.pages().map(|(_, _, p)| p).collect();
     let bar = crate::progress::bar(6 * 2 * pages.len() as u64, "bench compact", "pages");
     let mut rows: Vec<CompactFigure> = Vec::new();
-    // The kernel's zspages (chain 8, all or nothing) and zsmem's (chain 32,
-    // trimmed page by page), each compacted on request and automatically.
+    // zsmem's pool in the kernel's configuration (`PoolConfig::kernel()`:
+    // the kernel's zspages, chain 8, all or nothing; labelled
+    // `zsmem-kernel`, as `compare` names it, not the running kernel) and
+    // zsmem's own (chain 32, trimmed page by page), each compacted on
+    // request and automatically.
     let kernel = |compaction| PoolConfig {
         compaction,
         ..PoolConfig::kernel()
@@ -284,13 +319,17 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
     };
     for (label, pool, explicit) in [
         (
-            "kernel: off, then compact()",
+            "zsmem-kernel: off, then compact()",
             kernel(CompactionPolicy::Off),
             true,
         ),
-        ("kernel: auto", kernel(CompactionPolicy::default()), false),
         (
-            "kernel: auto, then compact()",
+            "zsmem-kernel: auto",
+            kernel(CompactionPolicy::default()),
+            false,
+        ),
+        (
+            "zsmem-kernel: auto, then compact()",
             kernel(CompactionPolicy::default()),
             true,
         ),
@@ -354,7 +393,7 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
         crate::output::Format::Csv => return crate::output::print_serialized(&rows),
         crate::output::Format::Table => {}
     }
-    println!(
+    outln!(
         "bench compact: {} pages of the embedded corpus (seed {}, scale {}), {}% discarded at random",
         pages.len(),
         a.seed,
@@ -388,9 +427,11 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
         ]);
     }
     crate::output::print_table(&t)?;
-    println!(
+    outln!(
         "copied per freed: object bytes copied per byte of memory returned; max hold: the \
-         longest time one compaction step held a class lock"
+         longest time one compaction step held a class lock; zsmem-kernel: zsmem's pool in the \
+         kernel's configuration (PoolConfig::kernel(): chain 8, zspages all or nothing), not \
+         the running kernel's zsmalloc"
     );
     Ok(())
 }
@@ -398,6 +439,14 @@ fn bench_compact(a: &CompactBenchArgs) -> CliResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rings_beyond_the_limit_are_refused() {
+        assert!(check_live(4096, 3072, 1, 1 << 30).is_ok());
+        assert!(check_live(1 << 20, 4096, 1, 1 << 30).is_err());
+        assert!(check_live(1 << 16, 4096, 256, 1 << 30).is_err());
+        assert!(check_live(usize::MAX, 4096, 256, u64::MAX).is_err());
+    }
 
     #[test]
     fn every_contestant_keeps_bytes() {

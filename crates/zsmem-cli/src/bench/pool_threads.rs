@@ -233,7 +233,7 @@ pub fn pool_threads(
                 let (c, r) = measure(n, repeats, ops, || {
                     let mut store =
                         make_object_contestant(name).map_err(|e| CliError::Usage(e.to_string()))?;
-                    let ring = Ring::fill(store.as_mut(), live, size);
+                    let ring = Ring::try_fill(store.as_mut(), live, size)?;
                     Ok(HeapWorker {
                         store,
                         ring,
@@ -256,22 +256,28 @@ pub fn pool_threads(
 
 /// The figures as a table, with ratios to mimalloc at the same size and
 /// thread count.
-pub fn print(figures: &[ThreadFigure], live: usize, ops: usize, repeats: usize) {
-    println!(
+pub fn print(figures: &[ThreadFigure], live: usize, ops: usize, repeats: usize) -> CliResult {
+    outln!(
         "bench pool --threads: {live} live objects and {ops} ops per thread per run, median of \
          {repeats} runs; ns per op per thread (wall time x threads / ops: equal figures at every \
          thread count mean perfect scaling)"
     );
-    println!(
+    outln!(
         "{:>6} {:>7}  {:<13} {:>14} {:>8} {:>10} {:>8}",
-        "size", "threads", "contestant", "alloc+wr+free", "vs mi", "read", "vs mi"
+        "size",
+        "threads",
+        "contestant",
+        "alloc+wr+free",
+        "vs mi",
+        "read",
+        "vs mi"
     );
     for f in figures {
         let mi = figures
             .iter()
             .find(|m| m.contestant == "mimalloc" && m.size == f.size && m.threads == f.threads)
             .expect("mimalloc runs at every cell");
-        println!(
+        outln!(
             "{:>6} {:>7}  {:<13} {:>11.1} ns {:>7.2}x {:>7.1} ns {:>7.2}x",
             f.size,
             f.threads,
@@ -282,4 +288,5 @@ pub fn print(figures: &[ThreadFigure], live: usize, ops: usize, repeats: usize) 
             f.read_ns / mi.read_ns
         );
     }
+    Ok(())
 }

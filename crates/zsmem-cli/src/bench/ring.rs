@@ -6,6 +6,8 @@ use std::hint::black_box;
 
 use zsmem_lab::contestants::ObjectContestant;
 
+use crate::{CliError, CliResult};
+
 /// A ring of live objects: each `churn` frees the oldest and stores a new one.
 pub struct Ring {
     pub(super) ids: Vec<u64>,
@@ -14,13 +16,27 @@ pub struct Ring {
 }
 
 impl Ring {
-    /// Fill `store` with `live` objects of `size` bytes.
+    /// Fill `store` with `live` objects of `size` bytes; panics where
+    /// [`Ring::try_fill`] returns an error (the criterion bench's sizes are
+    /// fixed and small).
     pub fn fill(store: &mut dyn ObjectContestant, live: usize, size: usize) -> Ring {
+        Ring::try_fill(store, live, size).expect("benchmark fill")
+    }
+
+    /// Fill `store` with `live` objects of `size` bytes; an error, not an
+    /// abort, when the ring's ids or an object cannot be had.
+    pub fn try_fill(store: &mut dyn ObjectContestant, live: usize, size: usize) -> CliResult<Ring> {
         let data: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
-        let ids = (0..live)
-            .map(|_| store.alloc(&data).expect("benchmark store"))
-            .collect();
-        Ring { ids, next: 0, data }
+        let mut ids = Vec::new();
+        ids.try_reserve_exact(live)
+            .map_err(|_| CliError::Usage(format!("--live {live}: no memory for its ids")))?;
+        for _ in 0..live {
+            let id = store
+                .alloc(&data)
+                .map_err(|e| CliError::Usage(format!("{}: {e}", store.name())))?;
+            ids.push(id);
+        }
+        Ok(Ring { ids, next: 0, data })
     }
 
     /// `n` times: free the oldest object, store a new one (alloc + write).

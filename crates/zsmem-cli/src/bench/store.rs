@@ -25,7 +25,6 @@ use zsmem_lab::contestants::zsmem::{ZsmemContestant, variant_pool};
 use zsmem_lab::contestants::{LabError, PageContestant};
 use zsmem_lab::corpus::{FileEntry, FileTree, Page};
 use zsmem_lab::text::shown_path;
-use zsmem_lab::workloads::untar_rm::LATENCY_NOTE;
 
 use crate::{CliError, CliResult};
 
@@ -55,8 +54,10 @@ pub struct StoreBenchArgs {
     /// first patch) or `kernel-rfc` (both of its patches).
     #[arg(long, default_value = "best", value_parser = ["best", "log", "classes", "kernel", "kernel-d16", "kernel-rfc"])]
     pub pool: String,
-    /// Page size: 4K (default), 16K or 64K; the input is cut into pages of
-    /// this size, each compressed as a unit.
+    /// Page size: a power of two from 4K to 64K (4K, 8K, 16K, 32K or 64K;
+    /// or in bytes, 16384); the input is cut into pages of this size, each
+    /// compressed as a unit. The kernel's zram runs only at the kernel's
+    /// own page size.
     #[arg(long, default_value = "4K", value_parser = parse_page_size)]
     pub page_size: usize,
     /// Do not run the kernel's zram even where it is available.
@@ -96,7 +97,7 @@ fn parse_churn(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `--page-size`: 4K, 16K, 64K or a number of bytes.
+/// `--page-size`: a power of two from 4K to 64K, with a K or in bytes.
 fn parse_page_size(s: &str) -> Result<usize, String> {
     zsmem_lab::corpus::parse_page_size(s).map_err(|e| e.to_string())
 }
@@ -133,8 +134,9 @@ pub struct StoreFigures {
     pub load: Latency,
     /// Compressed bytes held (`compr_data_size`).
     pub compr_bytes: u64,
-    /// Pool pages held (`mem_used_total`).
-    pub mem_used_total: u64,
+    /// The pool: the pages the allocator holds for objects (zram's
+    /// `mem_used_total`), bytes; `pool` in the table, as in `compare`.
+    pub pool_bytes: u64,
     /// Metadata beside the pool pages (zsmem: slot table, handle tables,
     /// zspage descriptors; the kernel's is not visible here).
     pub metadata_bytes: Option<u64>,
@@ -161,8 +163,8 @@ pub struct StoreBench {
     /// Per-page time of the codec alone (compress into a buffer), the
     /// floor under both contestants' store time.
     pub compress_only: Latency,
-    /// zsmem over kernel: store throughput, load throughput, memory
-    /// (`mem_used_total`), memory with zsmem's metadata.
+    /// zsmem over kernel: store throughput, load throughput, pool, pool
+    /// with zsmem's metadata.
     pub ratios: Option<Ratios>,
 }
 
@@ -173,11 +175,11 @@ pub struct Ratios {
     pub store_throughput: f64,
     /// Load throughput ratio.
     pub load_throughput: f64,
-    /// `mem_used_total` ratio.
-    pub memory: f64,
-    /// zsmem's `mem_used_total` plus its metadata over the kernel's
-    /// `mem_used_total`.
-    pub memory_with_metadata: f64,
+    /// Pool ratio.
+    pub pool: f64,
+    /// zsmem's pool plus its metadata over the kernel's pool (its
+    /// metadata is not visible here).
+    pub pool_with_metadata: f64,
 }
 
 /// One line per contestant, in plain units (MB/s, µs, bytes).
@@ -194,7 +196,7 @@ fn print_csv_rows(r: &StoreBench) -> CliResult {
             format!("{:.3}", f.load.p50_us),
             format!("{:.3}", f.load.p99_us),
             f.compr_bytes.to_string(),
-            f.mem_used_total.to_string(),
+            f.pool_bytes.to_string(),
             f.metadata_bytes.map_or(String::new(), |m| m.to_string()),
         ]
     });
@@ -210,7 +212,7 @@ fn print_csv_rows(r: &StoreBench) -> CliResult {
             "load_p50_us",
             "load_p99_us",
             "compr_bytes",
-            "used_bytes",
+            "pool_bytes",
             "metadata_bytes",
         ],
         rows,
@@ -287,7 +289,7 @@ fn figures(
     page_size: usize,
     (store, store_wall, load, load_wall): (Histogram<u64>, Duration, Histogram<u64>, Duration),
     compr_bytes: u64,
-    mem_used_total: u64,
+    pool_bytes: u64,
     metadata_bytes: Option<u64>,
 ) -> StoreFigures {
     let mb_s = |d: Duration| (pages * page_size) as f64 / 1e6 / d.as_secs_f64().max(1e-9);
@@ -300,7 +302,7 @@ fn figures(
         store: latency(&store),
         load: latency(&load),
         compr_bytes,
-        mem_used_total,
+        pool_bytes,
         metadata_bytes,
     }
 }
@@ -430,9 +432,9 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
             Format::Json => print_json(&result),
             Format::Csv => crate::output::print_serialized(&result.rows),
             Format::Table => {
-                super::threads::print_rows(&result.rows);
+                super::threads::print_rows(&result.rows)?;
                 if let Some(calls) = churn_calls {
-                    super::threads::print_churn_rows(&result.rows, calls);
+                    super::threads::print_churn_rows(&result.rows, calls)?;
                 }
                 Ok(())
             }
@@ -516,9 +518,9 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
     let ratios = kernel.as_ref().map(|k| Ratios {
         store_throughput: zsmem.store_mb_s / k.store_mb_s,
         load_throughput: zsmem.load_mb_s / k.load_mb_s,
-        memory: zsmem.mem_used_total as f64 / k.mem_used_total.max(1) as f64,
-        memory_with_metadata: (zsmem.mem_used_total + zsmem.metadata_bytes.unwrap_or(0)) as f64
-            / k.mem_used_total.max(1) as f64,
+        pool: zsmem.pool_bytes as f64 / k.pool_bytes.max(1) as f64,
+        pool_with_metadata: (zsmem.pool_bytes + zsmem.metadata_bytes.unwrap_or(0)) as f64
+            / k.pool_bytes.max(1) as f64,
     });
     let result = StoreBench {
         source,
@@ -534,16 +536,45 @@ pub fn bench_store(a: &StoreBenchArgs) -> CliResult {
     match a.format {
         Format::Json => print_json(&result)?,
         Format::Csv => print_csv_rows(&result)?,
-        Format::Table => print_table(&result),
+        Format::Table => print_table(&result)?,
     }
     Ok(())
 }
 
-fn print_table(r: &StoreBench) {
+/// The caveats under the table, only those that apply: what the codec
+/// alone is the floor under, what the latencies measure when the kernel's
+/// zram ran beside zsmem, and what its pool + metadata cell holds.
+fn caveats(r: &StoreBench) -> Vec<String> {
+    let floor = if r.kernel.is_some() {
+        "the floor under both stores"
+    } else {
+        "the floor under zsmem's store"
+    };
+    let mut notes = vec![format!(
+        "{} alone: p50 {:.2} µs, mean {:.2} µs per page ({floor})",
+        r.codec, r.compress_only.p50_us, r.compress_only.mean_us
+    )];
+    notes.push(format!(
+        "allocator share of zsmem's store time: {:.2}% (Pool::store and frees timed inside PageStore::write in a separate pass)",
+        r.allocator_share * 100.0
+    ));
+    if r.kernel.is_some() {
+        notes.push(
+            "Latencies are not the same measure: the kernel's zram is timed around a syscall \
+             plus O_DIRECT I/O per page (pwrite/pread of the zram device), zsmem around an \
+             in-process call. pool + metadata: the kernel's metadata is not visible here, so \
+             its cell is its pool alone."
+                .to_string(),
+        );
+    }
+    notes
+}
+
+fn print_table(r: &StoreBench) -> CliResult {
     let mib = crate::output::mib;
     let mut cols: Vec<&StoreFigures> = vec![&r.zsmem];
     cols.extend(r.kernel.as_ref());
-    println!(
+    outln!(
         "bench store: {} pages of {} KiB of {}, {}",
         r.zsmem.pages,
         r.page_size / 1024,
@@ -578,30 +609,21 @@ fn print_table(r: &StoreBench) {
     row("load p99 µs", &|c| c.load.p99_us, None);
     row("load p99.9 µs", &|c| c.load.p999_us, None);
     row("compr MiB", &|c| mib(c.compr_bytes), None);
+    row("pool MiB", &|c| mib(c.pool_bytes), ratio(|q| q.pool));
     row(
-        "mem_used_total MiB",
-        &|c| mib(c.mem_used_total),
-        ratio(|q| q.memory),
+        "pool + metadata MiB",
+        &|c| mib(c.pool_bytes + c.metadata_bytes.unwrap_or(0)),
+        ratio(|q| q.pool_with_metadata),
     );
-    row(
-        "+ metadata MiB",
-        &|c| mib(c.mem_used_total + c.metadata_bytes.unwrap_or(0)),
-        ratio(|q| q.memory_with_metadata),
-    );
-    println!("{}", t.borrow());
-    println!(
-        "{} alone: p50 {:.2} µs, mean {:.2} µs per page (the floor under both stores)",
-        r.codec, r.compress_only.p50_us, r.compress_only.mean_us
-    );
-    println!(
-        "allocator share of zsmem's store time: {:.2}% (Pool::store and frees timed inside PageStore::write in a separate pass)",
-        r.allocator_share * 100.0
-    );
-    println!("{LATENCY_NOTE}");
+    outln!("{}", t.borrow());
+    for note in caveats(r) {
+        outln!("{note}");
+    }
     for c in &cols {
-        println!("  {}: {}", c.contestant, c.config);
+        outln!("  {}: {}", c.contestant, c.config);
     }
     if let Some(why) = &r.kernel_skipped {
-        println!("  kernel-zram: skipped ({why})");
+        outln!("  kernel-zram: skipped ({why})");
     }
+    Ok(())
 }

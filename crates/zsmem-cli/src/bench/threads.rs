@@ -548,9 +548,9 @@ pub struct ThreadBench {
 
 /// The rows as a table, with each contestant's scaling over its first
 /// thread count and zsmem's ratios to the others.
-pub fn print_rows(rows: &[ThreadRow]) {
+pub fn print_rows(rows: &[ThreadRow]) -> CliResult {
     let find = |c: &str, n: usize| rows.iter().find(|r| r.contestant == c && r.threads == n);
-    println!(
+    outln!(
         "{:<14} {:>7} {:>11} {:>11} {:>10} {:>10} {:>12} {:>12}",
         "contestant",
         "threads",
@@ -567,7 +567,7 @@ pub fn print_rows(rows: &[ThreadRow]) {
             .find(|x| x.contestant == r.contestant)
             .expect("r itself");
         let z = find("zsmem", r.threads).expect("zsmem runs at every count");
-        println!(
+        outln!(
             "{:<14} {:>7} {:>11.1} {:>11.1} {:>9.2}x {:>9.2}x {:>12.2}x {:>12.2}x",
             r.contestant,
             r.threads,
@@ -579,27 +579,35 @@ pub fn print_rows(rows: &[ThreadRow]) {
             z.load_mb_s / r.load_mb_s,
         );
     }
+    Ok(())
 }
 
 /// The churn phase's rows (`--churn`): each contestant's MB/s of pages
 /// written and its ratio to the codec alone at the same thread count.
-pub fn print_churn_rows(rows: &[ThreadRow], calls: u64) {
-    println!();
-    println!(
+pub fn print_churn_rows(rows: &[ThreadRow], calls: u64) -> CliResult {
+    outln!();
+    outln!(
         "churn phase: {calls} calls after the fill at each thread count (80% writes of a random \
          page, 20% discards, rewritten later); MB/s of pages written"
     );
-    println!(
+    outln!(
         "{:<14} {:>7} {:>11} {:>14}",
-        "contestant", "threads", "churn MB/s", "x codec-alone"
+        "contestant",
+        "threads",
+        "churn MB/s",
+        "x codec-alone"
     );
     for r in rows {
         let (Some(mb_s), Some(x)) = (r.churn_mb_s, r.churn_x_codec) else {
             continue;
         };
-        println!(
+        outln!(
             "{:<14} {:>7} {:>11.1} {:>13.2}x",
-            r.contestant, r.threads, mb_s, x
+            r.contestant,
+            r.threads,
+            mb_s,
+            x
         );
     }
+    Ok(())
 }

@@ -30,24 +30,27 @@ pub struct RegionArgs {
     /// Budgets as fractions of the data, comma-separated (1/3 is a third).
     #[arg(long, default_value = "1/2,1/3,1/4,1/6")]
     pub budgets: String,
-    /// Unit of the cache's region: 4K, 16K or 64K.
-    #[arg(long, default_value = "4K", value_parser = parse_size)]
+    /// Unit of the cache's region: a power of two from the system's page
+    /// size to 64K (4K, 8K, 16K, 32K or 64K with 4 KiB pages).
+    #[arg(long, default_value = "4K", value_parser = unit_value)]
     pub unit: usize,
     /// Codec: lz4, or zstd / zstd:LEVEL.
     #[arg(long, default_value = "lz4")]
     pub codec: String,
-    /// Measured requests per run.
-    #[arg(long, default_value_t = 400_000)]
+    /// Measured requests per run (at most 2^40).
+    #[arg(long, default_value_t = 400_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_OPS))]
     pub ops: usize,
-    /// Zipf exponent of the request pattern.
-    #[arg(long, default_value_t = 0.99)]
+    /// Zipf exponent of the request pattern: a finite number, 0 or more
+    /// (0: every document alike).
+    #[arg(long, default_value_t = 0.99, value_parser = zipf_value)]
     pub zipf: f64,
-    /// Share of requests that update their document, percent.
-    #[arg(long, default_value_t = 5)]
+    /// Share of requests that update their document, percent (0..=100).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub write_percent: u32,
-    /// Unit sizes for the fault-in measurement (empty: skip it).
-    #[arg(long, default_value = "4K,16K,64K")]
-    pub fault_units: String,
+    /// Unit sizes for the fault-in measurement, comma-separated, each as
+    /// `--unit` takes it (empty: skip it); checked before anything runs.
+    #[arg(long, default_value = "4K,16K,64K", value_parser = fault_units_value)]
+    pub fault_units: FaultUnits,
     /// The region's readahead: bytes of evicted units restored after a
     /// sequential fault (0: off).
     #[arg(long, default_value = "16K", value_parser = parse_size)]
@@ -78,6 +81,74 @@ pub struct RegionArgs {
     /// child).
     #[arg(long, hide = true)]
     pub plain_child: Option<PathBuf>,
+}
+
+/// The most `--ops`, as `compare --ops`: 2^40.
+pub const MAX_OPS: u64 = 1 << 40;
+
+/// A region unit as `--unit` and `--fault-units` take it: a size that is a
+/// power of two from the system's page size to [`zsmem::region::MAX_UNIT`]
+/// (the rule `Region::new` applies, checked before anything runs).
+fn unit_value(s: &str) -> Result<usize, String> {
+    let unit = parse_size(s)?;
+    // SAFETY: sysconf has no preconditions.
+    let os_page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let max = zsmem::region::MAX_UNIT;
+    if unit.is_power_of_two() && (os_page..=max).contains(&unit) {
+        Ok(unit)
+    } else {
+        Err(format!(
+            "a unit of {unit} bytes: give a power of two from {} (the page size) to {}",
+            size_text(os_page),
+            size_text(max)
+        ))
+    }
+}
+
+/// `n` bytes as `4K` when a whole number of KiB.
+fn size_text(n: usize) -> String {
+    if n.is_multiple_of(1024) {
+        format!("{}K", n / 1024)
+    } else {
+        n.to_string()
+    }
+}
+
+/// `--fault-units`: unit sizes, each checked as `--unit` is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FaultUnits(pub Vec<usize>);
+
+fn fault_units_value(s: &str) -> Result<FaultUnits, String> {
+    s.split(',')
+        .filter(|u| !u.trim().is_empty())
+        .map(|u| unit_value(u.trim()))
+        .collect::<Result<_, _>>()
+        .map(FaultUnits)
+}
+
+/// `--zipf`: a finite exponent, 0 or more.
+fn zipf_value(s: &str) -> Result<f64, String> {
+    let z: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number"))?;
+    if z.is_finite() && z >= 0.0 {
+        Ok(z)
+    } else {
+        Err(format!("{z}: give a finite exponent, 0 or more"))
+    }
+}
+
+/// What the counter of evictions made while serving a fault (the region
+/// at its budget, the evictor thread behind) is called: who made them
+/// depends on who serves faults.
+fn sync_evictions_text(n: u64, faults: FaultMode) -> String {
+    match faults {
+        FaultMode::Thread => format!("{n} by the fault thread"),
+        FaultMode::Signal => format!("{n} by faulting threads in their SIGBUS handler"),
+        // A mode to come: who serves its faults is not known here.
+        _ => format!("{n} made while serving a fault"),
+    }
 }
 
 /// `--keep-copies`: a cap on the copies of resident units (in JSON
@@ -145,12 +216,7 @@ pub fn run(a: &RegionArgs) -> CliResult {
         .filter(|s| !s.trim().is_empty())
         .map(|s| fraction(s).map(|f| (s.trim().to_string(), f)))
         .collect::<CliResult<_>>()?;
-    let fault_units: Vec<usize> = a
-        .fault_units
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| parse_size(s.trim()).map_err(CliError::Usage))
-        .collect::<CliResult<_>>()?;
+    let fault_units = &a.fault_units.0;
     if a.data == 0 || a.ops == 0 {
         return Err(CliError::Usage("--data and --ops must be above 0".into()));
     }
@@ -172,7 +238,7 @@ pub fn run(a: &RegionArgs) -> CliResult {
     let docs = docs::read(&a.dir, a.data)?;
     let data = docs.bytes.len();
     if !a.json {
-        println!(
+        outln!(
             "documents: {} files, {:.1} MiB from {}; {} requests (zipf {}, {}% updates), unit {} B, codec {}, faults: {}",
             docs.spans.len(),
             mib(data as f64),
@@ -184,7 +250,7 @@ pub fn run(a: &RegionArgs) -> CliResult {
             codec.name(),
             a.faults.name()
         );
-        println!(
+        outln!(
             "{:<14} {:>9} {:>10} {:>8} {:>8} {:>9} {:>10} {:>7} {:>9} {:>7} {:>8}",
             "run",
             "budget",
@@ -211,7 +277,7 @@ pub fn run(a: &RegionArgs) -> CliResult {
             0,
             Some(0.0),
             resident.ops_per_sec,
-        );
+        )?;
     }
     for (name, f) in &budgets {
         let budget = budget_bytes(data, *f, a.unit);
@@ -246,14 +312,14 @@ pub fn run(a: &RegionArgs) -> CliResult {
                 s.faults,
                 Some(s.promotion_rate()),
                 resident.ops_per_sec,
-            );
+            )?;
         }
         rows.push((name.clone(), budget, o));
     }
     let kernel = match kernel_skip {
         Some(why) => {
             if !a.json {
-                println!("{:<14} skipped: {why}", "kernel zram");
+                outln!("{:<14} skipped: {why}", "kernel zram");
             }
             KernelColumn {
                 skipped: Some(why),
@@ -263,10 +329,10 @@ pub fn run(a: &RegionArgs) -> CliResult {
         None => kernel_column(a, data, codec, &budgets, &resident)?,
     };
     if !a.json && kernel.skipped.is_none() {
-        print_kernel(&kernel, &rows, resident.ops_per_sec);
+        print_kernel(&kernel, &rows, resident.ops_per_sec)?;
     }
     let mut units = Vec::new();
-    for &unit in &fault_units {
+    for &unit in fault_units {
         units.push(fault_in::measure(&docs.bytes, unit, codec, a.faults)?);
     }
     if a.json {
@@ -281,7 +347,7 @@ pub fn run(a: &RegionArgs) -> CliResult {
             "region_vs_kernel": compare_rows(&rows, &kernel),
             "fault_in": units,
         });
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(std::io::Error::other)?
         );
@@ -289,8 +355,8 @@ pub fn run(a: &RegionArgs) -> CliResult {
     }
     for (name, _, o) in &rows {
         let s = o.stats.as_ref().expect("a region run");
-        println!(
-            "  budget {name}: resident {:.1} MiB of budget {:.1}, store {:.1} MiB all-in for {:.1} MiB compressed ({:.1} MiB of it copies of resident units), {} evictions ({} clean drops, {} by the fault thread), {} compressions, {} copies dropped for --keep-copies, {} units read ahead, fault service p50 {:.1} us p99 {:.1} us",
+        outln!(
+            "  budget {name}: resident {:.1} MiB of budget {:.1}, store {:.1} MiB all-in for {:.1} MiB compressed ({:.1} MiB of it copies of resident units), {} evictions ({} clean drops, {}), {} compressions, {} copies dropped for --keep-copies, {} units read ahead, fault service p50 {:.1} us p99 {:.1} us",
             mib(s.resident_bytes as f64),
             mib(s.budget as f64),
             mib(s.store_memory as f64),
@@ -298,7 +364,7 @@ pub fn run(a: &RegionArgs) -> CliResult {
             mib(s.copy_bytes as f64),
             s.evictions,
             s.clean_drops,
-            s.sync_evictions,
+            sync_evictions_text(s.sync_evictions, a.faults),
             s.compressions,
             s.copies_dropped,
             s.readahead,
@@ -307,11 +373,11 @@ pub fn run(a: &RegionArgs) -> CliResult {
         );
     }
     if !units.is_empty() {
-        println!(
+        outln!(
             "\nfault-in by unit size ({}; every unit evicted, then each touched once, access to return):",
             codec.name()
         );
-        println!(
+        outln!(
             "{:>7} {:>8} {:>8} {:>9} {:>11} {:>11} {:>9} {:>10} {:>10} {:>11}",
             "unit",
             "p50 us",
@@ -325,7 +391,7 @@ pub fn run(a: &RegionArgs) -> CliResult {
             "decomp us"
         );
         for u in &units {
-            println!(
+            outln!(
                 "{:>7} {:>8.2} {:>8.2} {:>9.2} {:>11.2} {:>11.2} {:>9.1} {:>10.2} {:>10.2} {:>11.2}   reclaim {:.0} MiB/s",
                 u.unit,
                 u.fault_in_ns[0] as f64 / 1e3,
@@ -360,8 +426,8 @@ fn print_row(
     faults: u64,
     promo: Option<f64>,
     base: f64,
-) {
-    println!(
+) -> CliResult {
+    outln!(
         "{:<14} {:>9} {:>10.0} {:>8.2} {:>8.2} {:>9.2} {:>10.1} {:>7.2} {:>9} {:>7} {:>8.2}",
         name,
         budget,
@@ -375,6 +441,7 @@ fn print_row(
         promo.map_or("-".to_string(), |p| format!("{p:.2}")),
         base / o.ops_per_sec,
     );
+    Ok(())
 }
 
 /// The child of the kernel's way: the cache in plain memory, its outcome
@@ -594,7 +661,11 @@ fn compare_rows(rows: &[(String, usize, cache::Outcome)], k: &KernelColumn) -> V
         .collect()
 }
 
-fn print_kernel(k: &KernelColumn, rows: &[(String, usize, cache::Outcome)], resident: f64) {
+fn print_kernel(
+    k: &KernelColumn,
+    rows: &[(String, usize, cache::Outcome)],
+    resident: f64,
+) -> CliResult {
     if let Some(u) = &k.unlimited {
         print_row(
             "plain child",
@@ -604,7 +675,7 @@ fn print_kernel(k: &KernelColumn, rows: &[(String, usize, cache::Outcome)], resi
             0,
             None,
             resident,
-        );
+        )?;
     }
     for r in &k.rows {
         match &r.outcome {
@@ -616,8 +687,8 @@ fn print_kernel(k: &KernelColumn, rows: &[(String, usize, cache::Outcome)], resi
                 r.pswpin,
                 None,
                 resident,
-            ),
-            None => println!(
+            )?,
+            None => outln!(
                 "{:<14} {:>9} failed: {}",
                 "kernel zram",
                 r.budget,
@@ -626,14 +697,14 @@ fn print_kernel(k: &KernelColumn, rows: &[(String, usize, cache::Outcome)], resi
         }
     }
     for r in k.rows.iter().filter(|r| r.oom_killed_runs > 0) {
-        println!(
+        outln!(
             "  kernel budget {}: the OOM killer ended {} of its {} runs (each run again; the figures are the last run's)",
             r.budget,
             r.oom_killed_runs,
             r.oom_killed_runs + u32::from(r.outcome.is_some())
         );
     }
-    println!(
+    outln!(
         "  kernel zram: the same cache in plain memory in a child process, in a memory cgroup limited to the budget + {:.1} MiB (the program's own needs: its peak without a limit, {:.1} MiB, less the data), swapping to {}; held = the cgroup's charge + zram's all-in, peak of readings every 50 ms; faults = pages swapped in (pswpin); CPU = the child's own over the requests",
         mib(k.program_overhead_bytes as f64),
         mib(k.sizing_peak_bytes as f64),
@@ -641,7 +712,7 @@ fn print_kernel(k: &KernelColumn, rows: &[(String, usize, cache::Outcome)], resi
     );
     for r in &k.rows {
         if r.outcome.is_some() {
-            println!(
+            outln!(
                 "  kernel budget {}: limit {:.1} MiB, cgroup peak {:.1} MiB, zram {:.1} MiB all-in ({:.1} MiB pool), {} pages out, {} in; child CPU over its whole run {:.2} s user, {:.2} s sys",
                 r.budget,
                 mib(r.limit_bytes as f64),
@@ -657,13 +728,14 @@ fn print_kernel(k: &KernelColumn, rows: &[(String, usize, cache::Outcome)], resi
     }
     let show = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}x"));
     for v in compare_rows(rows, k) {
-        println!(
+        outln!(
             "  region vs kernel zram, budget {}: {} the kernel's req/s at the same memory held (the kernel's held less the program's own needs, interpolated along its curve; - where the region's held is outside it), {} at the same budget (where the two may hold different memory: see the held figures above)",
             v.budget,
             show(v.same_held),
             show(v.same_budget)
         );
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -730,6 +802,29 @@ mod tests {
         for bad in ["some", "2/1", "-1"] {
             assert!(KeepCopies::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn units_zipf_and_evictions_text() {
+        assert_eq!(unit_value("16K"), Ok(16384));
+        assert_eq!(
+            fault_units_value("4K, 64K").unwrap(),
+            FaultUnits(vec![4096, 65536])
+        );
+        assert_eq!(fault_units_value("").unwrap(), FaultUnits(Vec::new()));
+        for bad in ["3K", "128K", "0", "2048", "x"] {
+            assert!(unit_value(bad).is_err(), "{bad}");
+            assert!(fault_units_value(&format!("4K,{bad}")).is_err(), "{bad}");
+        }
+        assert_eq!(zipf_value("0"), Ok(0.0));
+        for bad in ["nan", "inf", "-inf", "-0.5", "x"] {
+            assert!(zipf_value(bad).is_err(), "{bad}");
+        }
+        assert!(!sync_evictions_text(3, FaultMode::Signal).contains("fault thread"));
+        assert_eq!(
+            sync_evictions_text(3, FaultMode::Thread),
+            "3 by the fault thread"
+        );
     }
 
     #[test]
