@@ -2,29 +2,8 @@
 //! one line (`--live 99999999999` aborted reserving the ring; `--ops
 //! 2^64-1` ran without end).
 
-/// Run `zsmem args`, killed if it is still running after `secs` seconds
-/// (an absurd value that is not refused runs without end).
-fn zsmem_within(args: &[&str], secs: u64) -> std::process::Output {
-    use std::process::{Command, Stdio};
-    use std::time::{Duration, Instant};
-    let bin = std::env::var_os("ZSMEM_BIN").unwrap_or(env!("CARGO_BIN_EXE_zsmem").into());
-    let mut child = Command::new(bin)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run zsmem");
-    let end = Instant::now() + Duration::from_secs(secs);
-    while child.try_wait().expect("wait for zsmem").is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{args:?} still ran after {secs} s: not refused");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("zsmem's output")
-}
+mod common;
+use common::zsmem_within;
 
 #[test]
 fn absurd_live_is_a_one_line_error() {

@@ -48,3 +48,28 @@ pub fn test_dir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// Run `zsmem args`, killed if it is still running after `secs` seconds
+/// (an absurd value that is not refused runs without end).
+#[allow(dead_code)] // not every test file uses it
+pub fn zsmem_within(args: &[&str], secs: u64) -> std::process::Output {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let bin = std::env::var_os("ZSMEM_BIN").unwrap_or(env!("CARGO_BIN_EXE_zsmem").into());
+    let mut child = Command::new(bin)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run zsmem");
+    let end = Instant::now() + Duration::from_secs(secs);
+    while child.try_wait().expect("wait for zsmem").is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?} still ran after {secs} s: not refused");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("zsmem's output")
+}
