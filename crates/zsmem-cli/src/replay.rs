@@ -135,6 +135,12 @@ fn replay_in_child(name: &str, trace: &Trace, sample_every: usize) -> CliResult<
 /// Run `zsmem replay`.
 pub fn run(a: &ReplayArgs) -> CliResult {
     let trace = Trace::read(&a.trace).map_err(|e| CliError::Usage(e.to_string()))?;
+    if trace.ops.is_empty() {
+        return Err(CliError::Usage(format!(
+            "{}: no operations (a trace holds `alloc ID SIZE` and `free ID` lines)",
+            a.trace.display()
+        )));
+    }
     eprintln!("{}: {} operations", a.trace.display(), trace.ops.len());
     // The malloc baselines first, each in a child, while nothing else has
     // run (no other thread exists yet: the spinners come after).

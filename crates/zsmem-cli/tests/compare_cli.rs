@@ -511,6 +511,23 @@ fn options_a_workload_would_ignore_are_refused() {
     }
 }
 
+/// The swap workload writes no report, so `--report` is refused with it;
+/// and a swap contestant named twice is refused (both ran before).
+#[test]
+fn swap_refuses_a_report_and_a_contestant_named_twice() {
+    for (args, named) in [
+        (&["--report", "elsewhere"][..], "writes no report"),
+        (&["--swap-contestants", "zsmem,zsmem"][..], "twice"),
+    ] {
+        let mut all = vec!["compare", "--workload", "swap"];
+        all.extend_from_slice(args);
+        let out = zsmem(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(named), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn a_churn_trace_replays() {
     let trace = std::env::temp_dir().join(format!("zsmem-churn-trace-{}", std::process::id()));

@@ -64,3 +64,25 @@ fn malloc_baselines_hold_at_least_what_they_store_after_other_contestants() {
     }
     assert_eq!(baselines, 3 * 16, "16 samples of each baseline");
 }
+
+/// An empty trace and a file that cannot be read are one-line errors that
+/// name the file (an empty trace printed an empty table and exited 0; an
+/// unreadable file was reported at "line 0").
+#[test]
+fn an_empty_or_missing_trace_is_an_error_naming_the_file() {
+    let path = std::env::temp_dir().join(format!("zsmem-empty-{}.trace", std::process::id()));
+    std::fs::write(&path, "# nothing but a comment\n").unwrap();
+    let out = zsmem(&["replay", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no operations") && err.contains("zsmem-empty-"),
+        "{err}"
+    );
+    let out = zsmem(&["replay", "/nonexistent/t.trace"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/t.trace: cannot read"), "{err}");
+    assert!(!err.contains(":0:"), "{err}");
+}

@@ -60,7 +60,8 @@ pub struct CompareArgs {
     /// Rounds of untar and rm (the reference's churn used 10).
     #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
     pub rounds: usize,
-    /// Page size: 4K (default), 16K or 64K. The files are cut into pages
+    /// Page size: a power of two from 4K (default) to 64K, as `4K` or
+    /// bytes; 16K and 64K are the kernel's other page sizes. The files are cut into pages
     /// of this size, each compressed as a unit and stored by pools of this
     /// page size; the kernel's zram runs only where the running kernel's
     /// pages are this size.
@@ -238,6 +239,10 @@ fn check_options_apply(a: &CompareArgs) -> CliResult {
         );
         not(a.record_trace.is_some(), "--record-trace");
         not(a.histograms, "--histograms");
+        not(
+            a.report != d.report,
+            "--report (the swap workload writes no report)",
+        );
     } else {
         not(
             *a.swap != *d.swap,
@@ -335,7 +340,7 @@ fn check_contestants(names: &[String]) -> CliResult {
     Ok(())
 }
 
-/// `--page-size`: 4K, 16K, 64K or a number of bytes.
+/// `--page-size`: a power of two from 4K to 64K, as `16K` or bytes.
 fn parse_page_size(s: &str) -> Result<usize, String> {
     zsmem_lab::corpus::parse_page_size(s).map_err(|e| e.to_string())
 }

@@ -107,7 +107,13 @@ pub const SIZING: &str = "no-limit";
 
 /// The swap contestants this build knows.
 fn check_contestants(names: &[String]) -> CliResult {
-    for n in names {
+    for (i, n) in names.iter().enumerate() {
+        if names[..i].contains(n) {
+            return Err(CliError::Usage(format!(
+                "--swap-contestants names {} twice: name each contestant once",
+                zsmem_lab::text::shown(n)
+            )));
+        }
         let ok = n == "kernel-zram"
             || n == "zswap"
             || (crate::compare::CONTESTANTS.contains(&n.as_str()) && !n.starts_with("kernel-zram"));
@@ -549,6 +555,7 @@ mod tests {
         assert!(check_contestants(&names(&["zbud", "zsmem-kernel"])).is_ok());
         assert!(check_contestants(&names(&["kernel-zram-compact"])).is_err());
         assert!(check_contestants(&names(&["nope"])).is_err());
+        assert!(check_contestants(&names(&["zsmem", "kernel-zram", "zsmem"])).is_err());
     }
 
     #[test]

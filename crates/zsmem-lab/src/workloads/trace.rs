@@ -69,7 +69,7 @@ impl fmt::Display for TraceOp {
 
 /// A malformed trace: where and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}:{line}: {message}", shown(source_name))]
+#[error("{}{}: {message}", shown(source_name), at_line(*line))]
 pub struct TraceError {
     /// The file (or `<input>`).
     pub source_name: String,
@@ -77,6 +77,16 @@ pub struct TraceError {
     pub line: usize,
     /// What is wrong.
     pub message: String,
+}
+
+/// `:LINE` after the file's name, or nothing for an error of the whole
+/// file (line 0: it could not be read).
+fn at_line(line: usize) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(":{line}")
+    }
 }
 
 /// A parsed, checked trace.
