@@ -120,3 +120,16 @@ fn bench_free_refuses_bad_arguments() {
         assert!(e.contains(msg), "{args:?}: {e}");
     }
 }
+
+/// `--mib` that no machine here can hold is refused before anything is
+/// stored (1 TiB a thread grew towards the OOM killer: review s29).
+#[test]
+fn mib_beyond_the_memory_is_refused_at_once() {
+    let out = common::zsmem(&["bench", "free", "--mib", "1048576", "--threads", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--mib 1048576") && err.contains("half the memory"),
+        "{err}"
+    );
+}

@@ -287,6 +287,19 @@ pub fn bench_free(a: &FreeBenchArgs) -> CliResult {
             "--mib must be 1..=1048576, --repeats at least 1, --threads 1..=256".into(),
         ));
     }
+    // Every thread holds its --mib at once: refused up front where that
+    // passes the limit the other commands' inputs have (50 GiB a thread
+    // grew towards the OOM killer).
+    let most = threads.iter().max().copied().unwrap_or(1);
+    let limit = zsmem_lab::corpus::default_input_limit();
+    if (a.mib as u64 * most as u64) << 20 > limit {
+        return Err(CliError::Usage(format!(
+            "--mib {} at {most} threads: {} MiB of objects at once, more than the {} MiB allowed (half the memory available)",
+            a.mib,
+            a.mib * most,
+            limit >> 20
+        )));
+    }
     let sizes = object_sizes(a.seed);
     let bytes = a.mib << 20;
     let bar = crate::progress::bar(

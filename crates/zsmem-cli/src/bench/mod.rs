@@ -96,7 +96,7 @@ pub struct PoolBenchArgs {
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_OPS))]
     pub ops: usize,
     /// Measurements per figure; the median is reported.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
     pub repeats: usize,
     /// Output format.
     #[arg(long, value_enum, default_value_t = crate::output::Format::Table)]
