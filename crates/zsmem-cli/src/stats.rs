@@ -107,14 +107,7 @@ fn mean_object_len(page: usize) -> usize {
 fn check_objects(objects: usize, page: usize, limit: u64) -> CliResult {
     let need =
         (objects as u128) * (mean_object_len(page) + std::mem::size_of::<zsmem::Handle>()) as u128;
-    if need > u128::from(limit) {
-        return Err(CliError::Usage(format!(
-            "--objects {objects}: about {} MiB of objects, more than the {} MiB allowed (half the memory available)",
-            need >> 20,
-            limit >> 20
-        )));
-    }
-    Ok(())
+    crate::units::within_memory(&format!("--objects {objects}"), need, "objects", limit)
 }
 
 /// A vector for `n` handles, or an error if the memory cannot be had.

@@ -1,4 +1,5 @@
-//! Parsing of sizes such as `4096`, `4K`, `16KiB`, `64k`.
+//! Parsing of sizes such as `4096`, `4K`, `16KiB`, `64k`, and the memory
+//! limit a size an option asks for is held to.
 
 /// Parse a byte size: a number with an optional K/KiB/M/MiB/G/GiB suffix
 /// (binary multiples, case-insensitive).
@@ -22,6 +23,21 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     };
     n.checked_mul(mult)
         .ok_or_else(|| format!("size `{s}` is too large"))
+}
+
+/// `Ok` when `need` bytes fit in `limit` (half the memory available:
+/// `zsmem_lab::corpus::default_input_limit`, the limit `--input` has), else
+/// the error that `option` (as the user gave it, e.g. `--live 4096`) asks
+/// for `what`. Every option that sizes memory up front is held to it here.
+pub fn within_memory(option: &str, need: u128, what: &str, limit: u64) -> crate::CliResult {
+    if need <= u128::from(limit) {
+        return Ok(());
+    }
+    Err(crate::CliError::Usage(format!(
+        "{option}: about {} MiB of {what}, more than the {} MiB allowed (half the memory available)",
+        need >> 20,
+        limit >> 20
+    )))
 }
 
 #[cfg(test)]

@@ -291,15 +291,12 @@ pub fn bench_free(a: &FreeBenchArgs) -> CliResult {
     // passes the limit the other commands' inputs have (50 GiB a thread
     // grew towards the OOM killer).
     let most = threads.iter().max().copied().unwrap_or(1);
-    let limit = zsmem_lab::corpus::default_input_limit();
-    if (a.mib as u64 * most as u64) << 20 > limit {
-        return Err(CliError::Usage(format!(
-            "--mib {} at {most} threads: {} MiB of objects at once, more than the {} MiB allowed (half the memory available)",
-            a.mib,
-            a.mib * most,
-            limit >> 20
-        )));
-    }
+    crate::units::within_memory(
+        &format!("--mib {} at {most} threads", a.mib),
+        (a.mib as u128 * most as u128) << 20,
+        "objects at once",
+        zsmem_lab::corpus::default_input_limit(),
+    )?;
     let sizes = object_sizes(a.seed);
     let bytes = a.mib << 20;
     let bar = crate::progress::bar(

@@ -121,14 +121,7 @@ const OBJECT_EXTRA: usize = 64;
 /// OOM killer.
 fn check_live(live: usize, largest: usize, threads: usize, limit: u64) -> CliResult {
     let need = live as u128 * threads as u128 * (largest + OBJECT_EXTRA) as u128;
-    if need > u128::from(limit) {
-        return Err(CliError::Usage(format!(
-            "--live {live}: about {} MiB of objects at once, more than the {} MiB allowed (half the memory available)",
-            need >> 20,
-            limit >> 20
-        )));
-    }
-    Ok(())
+    crate::units::within_memory(&format!("--live {live}"), need, "objects at once", limit)
 }
 
 /// Run a benchmark.
