@@ -2,8 +2,8 @@
 //! made with the pool, every further class shard at its first use.
 //!
 //! A *cell* is a lock over a class's (or lane's) state, with deferred
-//! free or lock-free reads the handle directory of that class, and with
-//! lock-free reads what the class publishes for them; each cell has cache lines of
+//! free or lock-free reads the handle directory of that class (what a class
+//! publishes for lock-free reads is the pool's `readers`); each cell has cache lines of
 //! its own, so two classes' locks never false-share. Positions: class
 //! shard `s`'s classes are `s * physical ..`, the lanes come after every
 //! shard's classes. A pool that one thread uses allocates in one shard
@@ -12,7 +12,6 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::handle::Directory;
-use crate::optimistic::Published;
 use crate::sync::{CachePadded, RwLock};
 
 /// A class's or lane's lock and, with deferred free or lock-free reads,
@@ -23,10 +22,6 @@ pub(crate) struct Cell<T> {
     /// Set once, when the class is made (under the lock), if deferred
     /// frees mark its entries or lock-free reads find them.
     pub(crate) directory: OnceLock<Arc<Directory>>,
-    /// Set once, when the class is made, if it publishes for lock-free
-    /// reads (`optimistic.rs`): keeps alive what the pool's `readers`
-    /// points to, which is what reads go through.
-    pub(crate) reads: OnceLock<Arc<Published>>,
 }
 
 type Padded<T> = CachePadded<Cell<T>>;
@@ -60,7 +55,6 @@ impl<T: Default> Cells<T> {
                 CachePadded(Cell {
                     lock: RwLock::new(T::default()),
                     directory: OnceLock::new(),
-                    reads: OnceLock::new(),
                 })
             })
             .collect()

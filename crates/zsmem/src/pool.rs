@@ -91,11 +91,11 @@ pub struct Pool {
     dense: Box<[u16]>,
     dense_base: usize,
     /// Indexed as `dense`: what class or lane publishes for lock-free
-    /// reads, once it does (null before; empty in a pool without them).
-    /// The read's first step, two loads from the handle where `dense`,
-    /// the cell and its `OnceLock` took five; each points into the
-    /// `Arc` its cell's `reads` keeps for as long as the pool lives.
-    readers: Box<[crate::sync::atomic::AtomicPtr<Published>]>,
+    /// reads, set once when it does (empty in a pool without them). The
+    /// read's first step: found from the handle's class field directly,
+    /// where `dense`, the cell array and a `OnceLock` in the cell took five
+    /// dependent loads.
+    readers: Box<[std::sync::OnceLock<Arc<Published>>]>,
     /// Class shards in use (1 with log placement).
     shards: usize,
     /// The thread number of the first thread to allocate (`usize::MAX`
@@ -287,7 +287,7 @@ impl Pool {
             .collect();
         // Empty in a pool without lock-free reads: nothing to find.
         let readers = (0..if cfg.lock_free_reads { dense.len() } else { 0 })
-            .map(|_| crate::sync::atomic::AtomicPtr::new(std::ptr::null_mut()))
+            .map(|_| std::sync::OnceLock::new())
             .collect();
         Ok(Pool {
             more_pages,
@@ -511,18 +511,9 @@ impl Pool {
             Space::Class(c) => c.published(),
             Space::Lane(l) => l.published(),
         };
-        if let (Some(p), Some(cell)) = (published, self.cells.get(d)) {
+        if let (Some(p), Some(r)) = (published, self.readers.get(index - self.dense_base)) {
             // Made under the cell's lock, once: nothing set it before.
-            // `reads` keeps it alive for `readers`, which reads use.
-            let kept = cell.reads.get_or_init(|| p.clone());
-            if let Some(r) = self.readers.get(index - self.dense_base) {
-                // Release: a read that finds the pointer sees what it
-                // points to as made. The `Arc` in `cell.reads` keeps it.
-                r.store(
-                    Arc::as_ptr(kept).cast_mut(),
-                    crate::sync::atomic::Ordering::Release,
-                );
-            }
+            let _ = r.set(p.clone());
         }
         space
     }
@@ -654,13 +645,10 @@ impl Pool {
     #[inline]
     fn published(&self, h: Handle) -> Option<&Published> {
         h.check_pool(self.tag.get()).ok()?;
-        let r = self.readers.get(h.class().wrapping_sub(self.dense_base))?;
-        // Acquire: pairs with `make_space`'s Release.
-        let p = r.load(crate::sync::atomic::Ordering::Acquire);
-        // SAFETY: a non-null pointer is `Arc::as_ptr` of the `Arc` that
-        // its cell's `reads` keeps (set once, never taken) for as long as
-        // `self` lives.
-        unsafe { p.as_ref() }
+        self.readers
+            .get(h.class().wrapping_sub(self.dense_base))?
+            .get()
+            .map(|p| &**p)
     }
 
     /// The locked half of [`Pool::read_uninit`].
