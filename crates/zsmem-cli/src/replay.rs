@@ -3,6 +3,7 @@
 //! page store's default), with size classes (`zsmem-classes`) and in the
 //! kernel's configuration, the peers and the malloc baselines.
 
+use zsmem_lab::contestants::heap::is_malloc_baseline;
 use zsmem_lab::contestants::objects::{OBJECT_CONTESTANTS, make_object_contestant};
 use zsmem_lab::workloads::trace::{ReplayFigures as Sample, Trace, replay};
 
@@ -66,11 +67,6 @@ fn what(name: &str) -> &'static str {
         "system" | "jemalloc" | "mimalloc" => "a malloc baseline: one allocation per object",
         _ => "a peer (docs/peers.md)",
     }
-}
-
-/// Whether `name` is a malloc baseline (measured by its heap's growth).
-fn is_baseline(name: &str) -> bool {
-    matches!(name, "system" | "jemalloc" | "mimalloc")
 }
 
 /// A contestant's samples and configuration, or why it failed.
@@ -145,7 +141,7 @@ pub fn run(a: &ReplayArgs) -> CliResult {
     // The malloc baselines first, each in a child, while nothing else has
     // run (no other thread exists yet: the spinners come after).
     let mut forked = Vec::new();
-    for name in a.contestants.iter().filter(|n| is_baseline(n)) {
+    for name in a.contestants.iter().filter(|n| is_malloc_baseline(n)) {
         forked.push((name, replay_in_child(name, &trace, a.sample_every)?));
     }
     let mut rows: Vec<(String, Vec<Sample>, String)> = Vec::new();
@@ -162,7 +158,7 @@ pub fn run(a: &ReplayArgs) -> CliResult {
             }
         };
         let (mut samples, config) = replayed.map_err(CliError::Usage)?;
-        if is_baseline(name) && at_least_stored(&mut samples) > 0 {
+        if is_malloc_baseline(name) && at_least_stored(&mut samples) > 0 {
             raised.push(name.clone());
         }
         rows.push((name.clone(), samples, config));

@@ -67,7 +67,7 @@ impl Premade {
         Premade(
             names
                 .iter()
-                .filter(|n| matches!(n.as_str(), "system" | "jemalloc" | "mimalloc"))
+                .filter(|n| zsmem_lab::contestants::heap::is_malloc_baseline(n))
                 .map(|n| (n.clone(), make(n, cfg, slots)))
                 .collect(),
         )

@@ -451,6 +451,12 @@ impl<A: GlobalAlloc> HeapObjects<A> {
     }
 }
 
+/// Whether contestant `name` is a malloc baseline (a heap allocation an
+/// object, measured by its heap's growth).
+pub fn is_malloc_baseline(name: &str) -> bool {
+    matches!(name, "system" | "jemalloc" | "mimalloc")
+}
+
 /// glibc malloc (Rust's global allocator here).
 pub fn system_objects() -> Result<HeapObjects<System>, LabError> {
     HeapObjects::new("system", System, MemoryMethod::for_system())
