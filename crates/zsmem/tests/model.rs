@@ -137,7 +137,7 @@ fn verify(pool: &Pool, m: &Model) {
     assert_eq!(
         s.waste.total() + s.bytes_stored,
         s.bytes_held(),
-        "the waste split adds up"
+        "the waste split adds up: {s:?}"
     );
     // Deferred frees still hold their objects until drained.
     assert_eq!(s.objects - s.pending_frees, m.objects.len());
