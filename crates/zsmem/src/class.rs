@@ -194,7 +194,9 @@ pub(crate) struct Class {
     /// Lengths of the objects whose slots this class took back from
     /// magazines since the pool last asked (`take_reclaimed`): they were
     /// counted as live here and in the spacing, and the pool uncounts them.
-    reclaimed: Vec<usize>,
+    /// Boxed and made at the first: a class without magazines pays a
+    /// pointer.
+    reclaimed: Option<Box<Vec<usize>>>,
 }
 
 /// What the pool knows of a class's slots in magazines, for
@@ -262,7 +264,7 @@ impl Class {
             published,
             writes,
             magazines: false,
-            reclaimed: Vec::new(),
+            reclaimed: None,
         }
     }
 
@@ -279,7 +281,16 @@ impl Class {
     /// Lengths of the objects whose slots were taken back from magazines
     /// since the last call (see `reclaimed`).
     pub(crate) fn take_reclaimed(&mut self) -> Option<std::vec::Drain<'_, usize>> {
-        (!self.reclaimed.is_empty()).then(|| self.reclaimed.drain(..))
+        self.reclaimed
+            .as_mut()
+            .filter(|r| !r.is_empty())
+            .map(|r| r.drain(..))
+    }
+
+    /// A slot of an object of `len` bytes was taken back from a magazine.
+    fn count_reclaimed(&mut self, len: usize) {
+        self.reclaimed.get_or_insert_default().push(len);
+        self.bytes_stored = self.bytes_stored.wrapping_sub(len);
     }
 
     /// Take back magazine-parked `slot` if it is still parked (at
@@ -292,8 +303,7 @@ impl Class {
         let Some(loc) = self.handles.reclaim(slot) else {
             return false;
         };
-        self.reclaimed.push(loc.len);
-        self.bytes_stored = self.bytes_stored.wrapping_sub(loc.len);
+        self.count_reclaimed(loc.len);
         let z = self.zspage_mut(loc.zspage);
         debug_assert_eq!(z.owner(loc.obj), Some(slot));
         z.put(loc.obj);
@@ -691,8 +701,7 @@ impl Class {
             return false;
         };
         debug_assert_eq!(loc.zspage, from);
-        self.reclaimed.push(loc.len);
-        self.bytes_stored = self.bytes_stored.wrapping_sub(loc.len);
+        self.count_reclaimed(loc.len);
         self.zspage_mut(from).put(loc.obj);
         true
     }
@@ -1075,6 +1084,10 @@ impl Class {
             + self.handles.metadata_bytes()
             + self.published.as_ref().map_or(0, |p| p.metadata_bytes())
             + self.parked.capacity() * std::mem::size_of::<u32>()
+            + self
+                .reclaimed
+                .as_ref()
+                .map_or(0, |r| std::mem::size_of::<Vec<usize>>() + r.capacity() * 8)
     }
 
     /// Check every invariant in the module comment.

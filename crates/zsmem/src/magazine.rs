@@ -420,12 +420,15 @@ impl Magazines {
     /// parked slot as a live object and the magazines' counts take it
     /// out, so (at rest) the slots parked are minus the objects added.
     pub(crate) fn totals(&self) -> Vec<(i64, i64, usize)> {
+        // The ledger is read under the threads' lock, which an exiting
+        // thread holds while it moves its counts into the ledger: else its
+        // counts could be read in neither place (Miri's schedule found it).
+        let threads = lock(&self.threads);
         let mut t: Vec<(i64, i64, usize)> = self
             .ledger
             .iter()
             .map(|l| (l.objects.load(Relaxed), l.bytes.load(Relaxed), 0))
             .collect();
-        let threads = lock(&self.threads);
         for m in threads.iter().flatten() {
             for (d, stack) in m.stacks.iter().enumerate() {
                 if let Some(s) = stack.get() {
