@@ -195,7 +195,8 @@ pub(crate) struct Class {
     /// magazines since the pool last asked (`take_reclaimed`): they were
     /// counted as live here and in the spacing, and the pool uncounts them.
     /// Boxed and made at the first: a class without magazines pays a
-    /// pointer.
+    /// pointer, where a `Vec` is three words in every class's state.
+    #[allow(clippy::box_collection)]
     reclaimed: Option<Box<Vec<usize>>>,
 }
 
