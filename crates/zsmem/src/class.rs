@@ -297,9 +297,10 @@ impl Class {
     /// Take back magazine-parked `slot` if it is still parked (at
     /// `generation`, if given) and free it for good; true if it was.
     pub(crate) fn reclaim(&mut self, slot: u32, generation: Option<u32>, src: &PageSource) -> bool {
-        match self.handles.held_state(slot) {
-            Held::Parked(_, g) if generation.is_none_or(|want| want == g) => {}
-            _ => return false,
+        // Not `held_state`: an exited thread's slot may have been taken
+        // back (and be free) since it was listed.
+        if !self.handles.parked_at(slot, generation) {
+            return false;
         }
         let Some(loc) = self.handles.reclaim(slot) else {
             return false;

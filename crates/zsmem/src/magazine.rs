@@ -408,6 +408,11 @@ impl Magazines {
         mine
     }
 
+    /// Exited threads' slots waiting to be taken back.
+    pub(crate) fn orphaned(&self) -> usize {
+        self.orphaned.load(Relaxed)
+    }
+
     /// Class `d` took back slots of magazines holding `objects` objects of
     /// `bytes` bytes as the class counts them (it uncounted them).
     pub(crate) fn reclaimed(&self, d: usize, objects: i64, bytes: i64) {

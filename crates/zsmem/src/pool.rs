@@ -12,6 +12,13 @@
 //! default), deferred (lock-free hand-off, batched drain: `deferred.rs`), and
 //! an emulation of the kernel's older pool-wide reader lock, kept only so
 //! `zsmem bench free` can show what the class index in the handle buys.
+//!
+//! In front of the class lock, with size classes, class-lock frees and
+//! lock-free reads (the default), each thread keeps per class a magazine of
+//! parked slots (`magazine.rs`): a free parks its slot there and a store or
+//! alloc of the same class takes one back, both without any lock (one
+//! compare-and-swap on the handle entry each way); only a miss takes the
+//! class lock.
 
 use std::mem::MaybeUninit;
 use std::sync::Arc;
@@ -1205,10 +1212,17 @@ impl Pool {
     /// Take back every slot parked in a thread's magazine, class by class
     /// under its lock (a zspage only they kept goes back to the OS).
     fn reclaim_magazines(&self) {
-        if self.magazines.is_none() {
+        let Some(m) = &self.magazines else {
             return;
-        }
+        };
+        // Only classes with slots parked (by the magazines' counts; a free
+        // that returned before this call is in them), so a `flush` of a
+        // pool with none scans nothing.
+        let totals = m.totals();
         for (d, class) in self.cells.iter() {
+            if totals.get(d).is_none_or(|t| t.2 == 0) && m.orphaned() == 0 {
+                continue;
+            }
             let mut cell = class.lock.write();
             if let Some(Space::Class(c)) = cell.as_deref_mut()
                 && c.magazines()

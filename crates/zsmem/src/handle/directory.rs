@@ -1,5 +1,7 @@
 //! The lock-free handle directory: chunk number to the chunk's entries, for
-//! deferred free, which marks an entry dying without the class lock.
+//! deferred free, which marks an entry dying without the class lock, for
+//! lock-free reads, and for magazines (`magazine.rs`), which park and
+//! revive entries without it.
 
 use super::entry::{
     Entry, check_state, generation_of, is_parked, len_of, mark, park, revive, revived,

@@ -597,6 +597,15 @@ impl HandleTable {
         }
     }
 
+    /// Whether `slot`'s entry is parked (in a magazine), at `generation`
+    /// if given; the slot may be held or not (an exited thread's slot that
+    /// its class took back since).
+    pub(crate) fn parked_at(&self, slot: u32, generation: Option<u32>) -> bool {
+        self.entry(slot)
+            .map(|e| e.word.load(Ordering::Acquire))
+            .is_some_and(|w| is_parked(w) && generation.is_none_or(|g| g == generation_of(w)))
+    }
+
     /// What held `slot`'s entry says once it is not reviving: a reviving
     /// slot's thread writes one object and takes no lock meanwhile, so the
     /// wait is short. (By then the object may have been freed into a
