@@ -121,16 +121,20 @@ fn magazine_object() -> (Arc<Directory>, Arc<Mutex<HandleTable>>, Handle) {
 /// parked word, revive it by compare-and-swap (a second look if a
 /// relocation changed it), write, publish. True if it got the slot.
 fn revive_as_a_magazine(d: &Directory, slot: u32, generation: u32, len: usize) -> bool {
+    revive_at(d, slot, generation, len).is_some()
+}
+
+/// As [`revive_as_a_magazine`]; the place it wrote the object at (the
+/// place of the parked word its swap succeeded on), if it got the slot.
+fn revive_at(d: &Directory, slot: u32, generation: u32, len: usize) -> Option<u32> {
     for _ in 0..2 {
-        let Some((e, word)) = d.parked(slot, generation) else {
-            return false;
-        };
+        let (e, word) = d.parked(slot, generation)?;
         if Directory::revive(e, word, len, true).is_ok() {
             Directory::revived(e);
-            return true;
+            return Some(word as u32);
         }
     }
-    false
+    None
 }
 
 /// A magazine revives a parked slot while the class lock's holder takes
@@ -232,7 +236,9 @@ fn loom_a_move_racing_a_magazine_free_and_revive_loses_nothing() {
             let d = d.clone();
             loom::thread::spawn(move || {
                 let parked = d.park(h, |_| true).unwrap() == Some(8);
-                parked && revive_as_a_magazine(&d, h.slot(), h.generation() + 1, 6)
+                parked
+                    .then(|| revive_at(&d, h.slot(), h.generation() + 1, 6))
+                    .flatten()
             })
         };
         let mover = {
@@ -243,12 +249,16 @@ fn loom_a_move_racing_a_magazine_free_and_revive_loses_nothing() {
         let moved = mover.join().unwrap();
         let t = t.lock().unwrap();
         let new = Handle::new(0, h.slot(), h.generation() + 1);
-        if revived {
+        if let Some(written) = revived {
             let loc = t.get(new).unwrap();
+            // The entry names the place the object was written at (a move
+            // after the free must not point it at a copy of the old one).
+            let written = (written >> 4, (written & 15) as u16);
+            assert_eq!((loc.zspage, loc.obj, loc.len), (written.0, written.1, 6));
             // Moved only if the move came before the free: then the free
             // parked the moved place and the revive took it.
             let at = if moved { (9, 15) } else { (1, 2) };
-            assert_eq!((loc.zspage, loc.obj, loc.len), (at.0, at.1, 6));
+            assert_eq!((loc.zspage, loc.obj), at);
         } else {
             // The revive gave up after two looks only if the slot kept
             // changing, which one move cannot do twice.
