@@ -443,8 +443,10 @@ pub unsafe extern "C" fn zsmem_pool_new(
 }
 
 /// Free now every object whose free was deferred (`ZSMEM_FREE_DEFERRED`),
-/// on every thread's batch. Returns 0, or `-EINVAL` (`pool` not live). A
-/// pool freeing at once has nothing pending: then this does nothing.
+/// on every thread's batch, and take back the slots freed objects left
+/// parked in threads' magazines (a pool with lock-free reads, the
+/// default: a zspage only they kept goes back). Returns 0, or `-EINVAL`
+/// (`pool` not live).
 ///
 /// # Safety
 /// `pool` may be any value: it is looked up, never dereferenced.

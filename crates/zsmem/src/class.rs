@@ -41,6 +41,27 @@
 //! slot in every figure (objects, stored bytes, free and trimmable slots)
 //! and as used in its zspage's use count and fullness group.
 //!
+//! **Magazines.** In a pool with lock-free reads (the default; see
+//! `magazine.rs`) a class parks nothing on its own list: frees park slots
+//! in the freeing thread's magazine without the class lock, and those
+//! slots count here as held, exactly as live objects do (zspage use
+//! count, fullness group, handle table, the spacing's counts): a
+//! magazine's allocation takes one back without changing anything here.
+//! The class takes a magazine's slot back by compare-and-swap on its entry
+//! when it needs it: compaction, before it moves a zspage's objects
+//! ([`Class::migrate`] takes the source's parked slots back and moves a
+//! live object only if its entry is still that object's after the copy);
+//! the free of a zspage's last live object (a zspage with few slots held
+//! is scanned for live entries, [`SCAN_FOR_LIVE`]); `Pool::compact`,
+//! `Pool::flush`, `Pool::trim` ([`Class::reclaim_all`]); an exited
+//! thread's slots ([`Class::reclaim`]). A magazine's free parks a slot
+//! only while its zspage holds more slots than the magazine will, so one
+//! thread's magazine never holds all of a zspage's slots (its use count
+//! is published for that: `Published::holds_more_than`). With magazines,
+//! `bytes_stored` is this class's own share of the figure: a magazine's
+//! free and allocation change the length stored without the class, and
+//! count the change in the magazine (`Pool::stats` adds them up).
+//!
 //! Invariants (checked by [`Class::check`]):
 //! - every live zspage is on exactly the list of the group its use count
 //!   gives, and `counts`/`nonempty` agree with the lists;
@@ -50,11 +71,14 @@
 //!   such an owner, and the parked ones are exactly the `parked` list, at
 //!   most `max_parked`, each in a zspage that holds a live object and
 //!   counts them (`Node::parked`);
-//! - `bytes_stored` is the sum of the live objects' lengths;
+//! - `bytes_stored` is the sum of the live objects' lengths (with
+//!   magazines, with the magazines' counts added; every parked entry is
+//!   listed in a magazine or the pool's orphan list, and none is reviving
+//!   at rest);
 //! - `resident_pages` and `resident_slots` are the sums over live zspages.
 
 use crate::error::{Error, Result};
-use crate::handle::{Directory, Handle, HandleTable, Location};
+use crate::handle::{Directory, Handle, HandleTable, Held, Location};
 use crate::optimistic::{Geometry, Published};
 use crate::os::PageSource;
 use crate::size_class::ClassInfo;
@@ -142,6 +166,9 @@ pub(crate) struct Class {
     /// Bit g set when group g has a zspage: finds the fullest group fast.
     nonempty: u16,
     handles: HandleTable,
+    /// With magazines, the class's own share of the figure (wrapping: the
+    /// magazines' counts make up the rest, and the sum is exact; see
+    /// `magazine.rs`).
     bytes_stored: usize,
     /// Parked slots, last parked last.
     parked: Vec<u32>,
@@ -159,7 +186,38 @@ pub(crate) struct Class {
     /// reads, whether or not this class publishes (a run it frees may
     /// next be a publishing class's).
     writes: Writes,
+    /// Frees park slots in threads' magazines (`magazine.rs`), not on
+    /// `parked`: such a slot is held in its zspage and its handle table
+    /// as a live object is, and this class takes it back by
+    /// compare-and-swap on its entry when it needs it.
+    magazines: bool,
+    /// Lengths of the objects whose slots this class took back from
+    /// magazines since the pool last asked (`take_reclaimed`): they were
+    /// counted as live here and in the spacing, and the pool uncounts them.
+    /// Boxed and made at the first: a class without magazines pays a
+    /// pointer, where a `Vec` is three words in every class's state.
+    #[allow(clippy::box_collection)]
+    reclaimed: Option<Box<Vec<usize>>>,
 }
+
+/// What the pool knows of a class's slots in magazines, for
+/// [`Class::check`].
+pub(crate) struct InMagazines<'a> {
+    /// The (slot, generation) pairs magazines list.
+    pub(crate) listed: &'a std::collections::HashSet<(u32, u32)>,
+    /// What magazines add to the class's own count of objects...
+    pub(crate) objects: i64,
+    /// ...and of bytes stored.
+    pub(crate) bytes: i64,
+}
+
+/// Zspages with at most this many slots in use besides the object a
+/// locked free frees are scanned for a live object: if none is left but
+/// magazines' parked slots, those are taken back and the zspage goes back
+/// to the OS, as it would have without magazines. (A zspage with more
+/// parked slots than this and no live object waits for compaction or an
+/// allocation to take them.)
+const SCAN_FOR_LIVE: usize = 16;
 
 impl Class {
     /// An empty class; `directory` is given for pools with deferred free
@@ -206,6 +264,98 @@ impl Class {
             park_budget: max_parked.min(1) as u8,
             published,
             writes,
+            magazines: false,
+            reclaimed: None,
+        }
+    }
+
+    /// Frees will park slots in threads' magazines instead of the class's
+    /// own list (a class with a directory and lock-free reads).
+    pub(crate) fn use_magazines(&mut self) {
+        debug_assert!(self.published.is_some());
+        self.handles.use_magazines();
+        self.magazines = true;
+        self.max_parked = 0;
+        self.park_budget = 0;
+    }
+
+    /// Lengths of the objects whose slots were taken back from magazines
+    /// since the last call (see `reclaimed`).
+    pub(crate) fn take_reclaimed(&mut self) -> Option<std::vec::Drain<'_, usize>> {
+        self.reclaimed
+            .as_mut()
+            .filter(|r| !r.is_empty())
+            .map(|r| r.drain(..))
+    }
+
+    /// A slot of an object of `len` bytes was taken back from a magazine.
+    fn count_reclaimed(&mut self, len: usize) {
+        self.reclaimed.get_or_insert_default().push(len);
+        self.bytes_stored = self.bytes_stored.wrapping_sub(len);
+    }
+
+    /// Take back magazine-parked `slot` if it is still parked (at
+    /// `generation`, if given) and free it for good; true if it was.
+    pub(crate) fn reclaim(&mut self, slot: u32, generation: Option<u32>, src: &PageSource) -> bool {
+        // Not `held_state`: an exited thread's slot may have been taken
+        // back (and be free) since it was listed.
+        if !self.handles.parked_at(slot, generation) {
+            return false;
+        }
+        let Some(loc) = self.handles.reclaim(slot) else {
+            return false;
+        };
+        self.count_reclaimed(loc.len);
+        let z = self.zspage_mut(loc.zspage);
+        debug_assert_eq!(z.owner(loc.obj), Some(slot));
+        z.put(loc.obj);
+        if z.inuse() == 0 {
+            self.release_zspage(loc.zspage, src);
+        } else {
+            self.regroup(loc.zspage);
+        }
+        true
+    }
+
+    /// Take back every slot parked in a magazine (`Pool::compact`, before
+    /// it moves objects): a scan of every zspage's owners.
+    pub(crate) fn reclaim_all(&mut self, src: &PageSource) {
+        if !self.magazines {
+            return;
+        }
+        let parked: Vec<u32> = self
+            .nodes
+            .iter()
+            .flat_map(|n| n.zspage.allocated().map(|(_, slot)| slot))
+            .filter(|&slot| matches!(self.handles.held_state(slot), Held::Parked(..)))
+            .collect();
+        for slot in parked {
+            self.reclaim(slot, None, src);
+        }
+    }
+
+    /// Before a locked free of `slot`'s object in zspage `id`: if the
+    /// zspage holds no other live object, only slots parked in magazines
+    /// (it is scanned only while it holds few), take them back, so that
+    /// the free empties it. A slot being revived is a live object.
+    fn reclaim_if_no_live(&mut self, id: u32, slot: u32, src: &PageSource) {
+        if self.zspage(id).inuse() > 1 + SCAN_FOR_LIVE {
+            return;
+        }
+        let mut parked = Vec::new();
+        for (_, other) in self.zspage(id).allocated() {
+            if other == slot {
+                continue;
+            }
+            match self.handles.held_state(other) {
+                Held::Parked(..) => parked.push(other),
+                Held::Live(..) | Held::Reviving => return,
+            }
+        }
+        for other in parked {
+            // The zspage keeps `slot`'s object, so none of these empties it
+            // (its id stays).
+            self.reclaim(other, None, src);
         }
     }
 
@@ -275,9 +425,15 @@ impl Class {
         }
     }
 
-    /// Move a zspage to the group its use count now gives.
+    /// Move a zspage to the group its use count now gives (and with
+    /// magazines publish the count: `Published::holds_more_than`).
     fn regroup(&mut self, id: u32) {
         let z = self.zspage(id);
+        if self.magazines
+            && let Some(p) = &self.published
+        {
+            p.set_held(id, z.inuse());
+        }
         let group = fullness_group(z.inuse(), z.objs());
         if usize::from(self.nodes[id as usize].group) != group {
             self.unlink(id);
@@ -436,7 +592,7 @@ impl Class {
         let mut m = Migration::default();
         // Objects at or above `cursor` have been moved already.
         let mut cursor = usize::MAX;
-        while m.objects < max {
+        'objects: while m.objects < max {
             let Some((obj, slot)) = self.zspage(from).prev_allocated(cursor) else {
                 break;
             };
@@ -454,17 +610,58 @@ impl Class {
                 }
             }
             cursor = usize::from(obj);
-            let len = self
-                .handles
-                .live_entry(slot)
-                .expect("an owned object has a live handle")
-                .len;
-            if from == to {
+            let len = if self.magazines {
+                // A slot parked in a magazine is taken back, not moved; a
+                // reviving one is waited for (its thread is writing it).
+                loop {
+                    match self.handles.settled_state(slot) {
+                        Held::Live(loc, word) => break (loc.len, Some(word)),
+                        Held::Parked(..) if self.reclaim_in_migration(from, slot) => {
+                            continue 'objects;
+                        }
+                        // Revived meanwhile: look again.
+                        Held::Parked(..) | Held::Reviving => {}
+                    }
+                }
+            } else {
+                let len = self
+                    .handles
+                    .live_entry(slot)
+                    .expect("an owned object has a live handle")
+                    .len;
+                (len, None)
+            };
+            let (len, live) = len;
+            if let Some(live) = live {
+                // With magazines the object may be freed (and its slot
+                // revived) while it is copied: copy by words, then point
+                // the entry at the copy only if it is still that object.
+                if from == to {
+                    let z = self.zspage_mut(to);
+                    z.take(new_obj, slot);
+                    z.move_within(obj, new_obj, size, len, Writes::Words);
+                } else {
+                    let [a, b] = self
+                        .nodes
+                        .get_disjoint_mut([from as usize, to as usize])
+                        .expect("two distinct live zspages");
+                    b.zspage.take(new_obj, slot);
+                    b.zspage.copy_from(new_obj, &a.zspage, obj, size, len);
+                }
+                if !self.handles.relocate_live(slot, live, to, new_obj) {
+                    // Look at the slot again.
+                    self.zspage_mut(to).put(new_obj);
+                    cursor = usize::from(obj) + 1;
+                    continue;
+                }
+                self.zspage_mut(from).put(obj);
+            } else if from == to {
                 let writes = self.writes;
                 let z = self.zspage_mut(to);
                 z.take(new_obj, slot);
                 z.move_within(obj, new_obj, size, len, writes);
                 z.put(obj);
+                self.handles.relocate(slot, to, new_obj);
             } else {
                 let [a, b] = self
                     .nodes
@@ -479,8 +676,8 @@ impl Class {
                     self.writes,
                 );
                 a.zspage.put(obj);
+                self.handles.relocate(slot, to, new_obj);
             }
-            self.handles.relocate(slot, to, new_obj);
             m.objects += 1;
             m.bytes += len;
         }
@@ -496,6 +693,19 @@ impl Class {
             self.regroup(from);
         }
         m
+    }
+
+    /// Take back magazine-parked `slot` of zspage `from` during a
+    /// migration (which frees an emptied `from` itself at its end); false
+    /// if its thread revived it first.
+    fn reclaim_in_migration(&mut self, from: u32, slot: u32) -> bool {
+        let Some(loc) = self.handles.reclaim(slot) else {
+            return false;
+        };
+        debug_assert_eq!(loc.zspage, from);
+        self.count_reclaimed(loc.len);
+        self.zspage_mut(from).put(loc.obj);
+        true
     }
 
     fn new_zspage(&mut self, src: &PageSource) -> Result<u32> {
@@ -565,6 +775,9 @@ impl Class {
             let began = self.moving();
             if let Some(p) = &self.published {
                 p.set_base(id, self.nodes[id as usize].zspage.base());
+                if self.magazines {
+                    p.set_held(id, self.nodes[id as usize].zspage.inuse());
+                }
             }
             for (obj, slot) in self.nodes[id as usize].zspage.allocated() {
                 self.handles.relocate(slot, id, obj);
@@ -573,6 +786,9 @@ impl Class {
         }
         if let Some(p) = &self.published {
             p.set_base(last, std::ptr::null_mut());
+            if self.magazines {
+                p.set_held(last, 0);
+            }
         }
         if self.nodes.capacity() > self.nodes.len() + self.nodes.len() / 2 + 2 {
             self.nodes
@@ -602,7 +818,7 @@ impl Class {
                 self.zspage_mut(loc.zspage)
                     .write(loc.obj, size, 0, d, writes);
             }
-            self.bytes_stored += len;
+            self.bytes_stored = self.bytes_stored.wrapping_add(len);
             return Ok(handle);
         }
         let id = match self.fullest_with_room() {
@@ -645,7 +861,7 @@ impl Class {
         if let Some(d) = data {
             z.write(obj, size, 0, d, writes);
         }
-        self.bytes_stored += len;
+        self.bytes_stored = self.bytes_stored.wrapping_add(len);
         self.regroup(id);
         Ok(handle)
     }
@@ -661,6 +877,34 @@ impl Class {
     /// Where a handle's object is.
     pub(crate) fn resolve(&self, h: Handle) -> Result<Location> {
         self.handles.get(h)
+    }
+
+    /// Whether frees park slots in threads' magazines: then an object's
+    /// bytes may be written without the lock (a revive of a slot whose
+    /// handle a racing caller still reads), so they are read by words.
+    pub(crate) fn magazines(&self) -> bool {
+        self.magazines
+    }
+
+    /// Copy the object's bytes into `dst` (room for `loc.len`) by words
+    /// (a class with magazines: see [`Class::magazines`]).
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of `loc.len` bytes and no pool memory.
+    pub(crate) unsafe fn load(&self, loc: Location, dst: *mut u8) {
+        let z = self.zspage(loc.zspage);
+        assert!(usize::from(loc.obj) < z.objs() && loc.len <= self.info.size);
+        // SAFETY: the object lies in the run, 8-aligned, whole words; its
+        // memory is accessed concurrently only through `words` (the pool
+        // writes by words where lock-free reads or magazines race);
+        // `dst` is the caller's.
+        unsafe {
+            crate::words::load(
+                z.base().add(usize::from(loc.obj) * self.info.size),
+                dst,
+                loc.len,
+            )
+        }
     }
 
     /// The object's bytes.
@@ -688,7 +932,9 @@ impl Class {
     /// Returns the object's length.
     pub(crate) fn free(&mut self, h: Handle, src: &PageSource) -> Result<usize> {
         let loc = self.handles.claim(h)?;
-        if self.max_parked > 0 {
+        if self.magazines {
+            self.reclaim_if_no_live(loc.zspage, h.slot(), src);
+        } else if self.max_parked > 0 {
             if !self.keeps_live_object(loc.zspage) {
                 // Its zspage's last live object: its parked slots go too.
                 self.unpark_in(loc.zspage, src);
@@ -698,7 +944,7 @@ impl Class {
             {
                 self.parked.push(h.slot());
                 self.nodes[loc.zspage as usize].parked += 1;
-                self.bytes_stored -= loc.len;
+                self.bytes_stored = self.bytes_stored.wrapping_sub(loc.len);
                 return Ok(loc.len);
             }
         }
@@ -794,7 +1040,7 @@ impl Class {
         z.put(loc.obj);
         let empty = z.inuse() == 0;
         self.handles.remove(h.slot());
-        self.bytes_stored -= loc.len;
+        self.bytes_stored = self.bytes_stored.wrapping_sub(loc.len);
         if empty {
             self.release_zspage(loc.zspage, src);
         } else {
@@ -840,10 +1086,18 @@ impl Class {
             + self.handles.metadata_bytes()
             + self.published.as_ref().map_or(0, |p| p.metadata_bytes())
             + self.parked.capacity() * std::mem::size_of::<u32>()
+            + self
+                .reclaimed
+                .as_ref()
+                .map_or(0, |r| std::mem::size_of::<Vec<usize>>() + r.capacity() * 8)
     }
 
     /// Check every invariant in the module comment.
-    pub(crate) fn check(&self, class_index: usize) -> std::result::Result<(), String> {
+    pub(crate) fn check(
+        &self,
+        class_index: usize,
+        magazines: Option<InMagazines<'_>>,
+    ) -> std::result::Result<(), String> {
         let ctx = |m: String| format!("class {class_index} (size {}): {m}", self.info.size);
         self.handles.check().map_err(ctx)?;
         // Walk the lists.
@@ -909,6 +1163,19 @@ impl Class {
         let (mut owned, mut parked) = (0, 0);
         for node in &self.nodes {
             for (_, slot) in node.zspage.allocated() {
+                if self.magazines {
+                    match (self.handles.held_state(slot), &magazines) {
+                        (Held::Reviving, _) => {
+                            return Err(ctx(format!("slot {slot} is reviving at rest")));
+                        }
+                        (Held::Parked(_, g), Some(m)) if !m.listed.contains(&(slot, g)) => {
+                            return Err(ctx(format!(
+                                "slot {slot} is parked at generation {g} in no magazine"
+                            )));
+                        }
+                        _ => {}
+                    }
+                }
                 let Some(l) = self.handles.live_entry(slot) else {
                     parked += 1;
                     continue;
@@ -923,13 +1190,35 @@ impl Class {
                 owned += 1;
             }
         }
-        if owned != self.handles.live() {
-            return Err(ctx(format!(
-                "{owned} objects are owned but the handle table has {} live entries",
-                self.handles.live()
-            )));
+        if self.magazines {
+            // Slots in magazines are held (counted live in the table); the
+            // magazines' counts take them out of the class's figures.
+            let m = magazines.ok_or_else(|| ctx("no magazines given".into()))?;
+            if owned + parked != self.handles.live()
+                || self.handles.live() as i64 + m.objects != owned as i64
+                || self.bytes_stored.wrapping_add_signed(m.bytes as isize) != stored
+                || !self.parked.is_empty()
+            {
+                return Err(ctx(format!(
+                    "{owned} live objects of {stored} bytes and {parked} slots in magazines; \
+                     the handle table holds {}, the class counts {} bytes, magazines add \
+                     {} objects and {} bytes; {} on the class's own list",
+                    self.handles.live(),
+                    self.bytes_stored,
+                    m.objects,
+                    m.bytes,
+                    self.parked.len()
+                )));
+            }
+        } else {
+            if owned != self.handles.live() {
+                return Err(ctx(format!(
+                    "{owned} objects are owned but the handle table has {} live entries",
+                    self.handles.live()
+                )));
+            }
+            self.check_parked(parked).map_err(ctx)?;
         }
-        self.check_parked(parked).map_err(ctx)?;
         let (mut pages, mut slots) = (0, 0);
         for z in self.nodes.iter().map(|n| &n.zspage) {
             if z.resident() == 0 || z.resident() > self.info.pages_per_zspage {
@@ -955,7 +1244,7 @@ impl Class {
                 self.resident_pages, self.resident_slots
             )));
         }
-        if stored != self.bytes_stored {
+        if !self.magazines && stored != self.bytes_stored {
             return Err(ctx(format!(
                 "bytes stored {} != sum of lengths {stored}",
                 self.bytes_stored

@@ -103,6 +103,17 @@ pub struct PoolConfig {
     /// start), so a long run of frees with no allocation between them
     /// parks one at a time. Default 16; 0 is the kernel's behaviour (every
     /// free frees its slot). Deferred frees and log placement do not park.
+    ///
+    /// With [`lock_free_reads`](PoolConfig::lock_free_reads) (the default)
+    /// slots are parked per thread instead, in the freeing thread's
+    /// *magazine* of the class, without the class lock, and taken back by
+    /// that thread's next allocations in the class (docs/DESIGN.md,
+    /// "Magazines"): at most `parked_slots` per thread and class (as many
+    /// as its allocations lately took back, one to start). A magazine
+    /// never holds all of a zspage's slots, but several threads' magazines
+    /// together may keep a zspage none of whose objects is live, until an
+    /// allocation, compaction, [`Pool::flush`](crate::Pool::flush) or
+    /// [`Pool::trim`](crate::Pool::trim) takes them back.
     pub parked_slots: usize,
     /// [`Pool::read`](crate::Pool::read) copies an object out without
     /// taking its class's (or lane's) lock, checked against a count of its

@@ -96,6 +96,7 @@ mod error;
 mod grow;
 mod handle;
 mod lane;
+mod magazine;
 mod optimistic;
 pub mod os;
 mod pool;

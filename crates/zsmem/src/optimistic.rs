@@ -48,6 +48,10 @@ pub(crate) struct Published {
     handles: Arc<Directory>,
     /// Zspage id to the start of its run (null for no zspage).
     bases: GrowOnly<u8, 32>,
+    /// With magazines: zspage id to its use count (slots held, live or
+    /// parked), as an address without provenance: what a magazine's free
+    /// reads to leave a zspage's last slots to the locked free.
+    held: GrowOnly<u8, 32>,
     /// Odd while a relocation or a write in place is under way.
     moves: AtomicU64,
     /// How a place's object index becomes an offset in its run.
@@ -97,15 +101,37 @@ impl Published {
         whole.is_multiple_of(8).then(|| Published {
             handles,
             bases: GrowOnly::new(),
+            held: GrowOnly::new(),
             moves: AtomicU64::new(0),
             geometry,
             obj_bits,
         })
     }
 
+    /// The handle directory the class publishes.
+    pub(crate) fn directory(&self) -> &Directory {
+        &self.handles
+    }
+
     /// Zspage `id` starts at `base` (null: there is no zspage `id`).
     pub(crate) fn set_base(&self, id: u32, base: *mut u8) {
         self.bases.publish(id as usize, base);
+    }
+
+    /// Zspage `id` holds `n` slots (live or parked; a class with
+    /// magazines, under its lock).
+    pub(crate) fn set_held(&self, id: u32, n: usize) {
+        self.held
+            .publish(id as usize, std::ptr::without_provenance_mut(n));
+    }
+
+    /// Whether the zspage `place` lies in held more than `n` slots when
+    /// last published (a hint: a renumbering may make it another
+    /// zspage's count; a wrong answer costs a lock or a parked slot more,
+    /// never correctness).
+    #[inline]
+    pub(crate) fn holds_more_than(&self, place: u32, n: usize) -> bool {
+        self.held.get((place >> self.obj_bits) as usize).addr() > n
     }
 
     /// Begin a stretch of relocations or writes in place; false if one is
@@ -183,8 +209,39 @@ impl Published {
         Err(written)
     }
 
+    /// Where the object a parked entry's `word` names lies (for a
+    /// magazine's allocation, which writes it without the lock): the same
+    /// sequence check as a read's, on the entry's word alone. `None` if a
+    /// relocation was under way or the entry changed (then the caller
+    /// looks again or takes the lock). The address stays right as long as
+    /// the entry keeps `word`: a zspage's run never moves, and its id only
+    /// goes down (a renumbering gives the last zspage a lower one), so an
+    /// entry that names the same id names the same zspage.
+    pub(crate) fn parked_object(&self, entry: &crate::handle::Entry, word: u64) -> Option<*mut u8> {
+        // Acquire: pairs with `end`'s Release.
+        let n = self.moves.load(Ordering::Acquire);
+        if n & 1 != 0 {
+            return None;
+        }
+        let place = (word & 0xffff_ffff) as u32;
+        let (zspage, obj) = (place >> self.obj_bits, place & ((1 << self.obj_bits) - 1));
+        let off = self.geometry.offset(obj as usize, 1)?;
+        let base = self.bases.get(zspage as usize);
+        // Acquire: a base or entry written by a relocation that began after
+        // the first load of the count makes the loads below see it.
+        fence(Ordering::Acquire);
+        if base.is_null()
+            || entry.load(Ordering::Relaxed) != word
+            || self.moves.load(Ordering::Relaxed) != n
+        {
+            return None;
+        }
+        // SAFETY: `off` lies inside the run `base` starts (`Geometry::offset`).
+        Some(unsafe { base.add(off) })
+    }
+
     /// Heap bytes of the zspage address map.
     pub(crate) fn metadata_bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + self.bases.metadata_bytes()
+        std::mem::size_of::<Self>() + self.bases.metadata_bytes() + self.held.metadata_bytes()
     }
 }

@@ -12,6 +12,13 @@
 //! default), deferred (lock-free hand-off, batched drain: `deferred.rs`), and
 //! an emulation of the kernel's older pool-wide reader lock, kept only so
 //! `zsmem bench free` can show what the class index in the handle buys.
+//!
+//! In front of the class lock, with size classes, class-lock frees and
+//! lock-free reads (the default), each thread keeps per class a magazine of
+//! parked slots (`magazine.rs`): a free parks its slot there and a store or
+//! alloc of the same class takes one back, both without any lock (one
+//! compare-and-swap on the handle entry each way); only a miss takes the
+//! class lock.
 
 use std::mem::MaybeUninit;
 use std::sync::Arc;
@@ -26,6 +33,7 @@ use crate::deferred::{DRAIN_STEP, Push, Shards};
 use crate::error::{Error, HandleFault, Result};
 use crate::handle::{CLASS_BITS, Directory, Handle, Location, PoolTag};
 use crate::lane::{Lane, Owners, SEGMENT_PAGES};
+use crate::magazine::Magazines;
 use crate::optimistic::Published;
 use crate::os::PageSource;
 use crate::size_class::SizeClassTable;
@@ -132,6 +140,10 @@ pub struct Pool {
     /// Log placement, per lane: where its next new object would go
     /// ([`Lane::append_point`]), for [`Pool::prefetch_append`].
     append_hints: Box<[CachePadded<std::sync::atomic::AtomicUsize>]>,
+    /// Threads' magazines of parked slots (`magazine.rs`): with size
+    /// classes, frees under the class lock, lock-free reads and
+    /// `parked_slots` above 0.
+    magazines: Option<Arc<Magazines>>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -289,7 +301,13 @@ impl Pool {
         let readers = (0..if cfg.lock_free_reads { dense.len() } else { 0 })
             .map(|_| std::sync::OnceLock::new())
             .collect();
+        let magazines = (cfg.placement == Placement::Classes
+            && cfg.free_mode == FreeMode::ClassLock
+            && cfg.lock_free_reads
+            && cfg.parked_slots > 0)
+            .then(|| Arc::new(Magazines::new(shards * physical, cfg.parked_slots)));
         Ok(Pool {
+            magazines,
             more_pages,
             shards,
             first_thread: std::sync::atomic::AtomicUsize::new(usize::MAX),
@@ -353,7 +371,14 @@ impl Pool {
                 .map_or_else(|first| first, |_| n),
             first => first,
         };
-        n.wrapping_sub(first) % self.shards
+        let k = n.wrapping_sub(first);
+        // A mask where it can be (a division is tens of cycles, on every
+        // allocation and every free with magazines).
+        if self.shards.is_power_of_two() {
+            k & (self.shards - 1)
+        } else {
+            k % self.shards
+        }
     }
 
     /// The size class a class index (as carried in handles) names, of any
@@ -430,10 +455,27 @@ impl Pool {
             .map_or(own, |s| s.choose(logical, shard));
         let index = shard * self.table.len() + placed;
         let d = usize::from(self.dense[index - self.dense_base]);
+        // A slot of this thread's magazine, without the class lock: it is
+        // counted as live already (here and in the spacing).
+        if let Some(m) = &self.magazines
+            && let Some(p) = self.readers[index - self.dense_base].get()
+            && let Some(h) = m.alloc(d, index, p, self.magazine_key(logical), len, data)
+        {
+            return Ok(h.tagged(self.tag.get()));
+        }
         let alloc = || {
             let mut cell = self.cells.get_or_make(d).lock.write();
             let space = cell.get_or_insert_with(|| Box::new(self.make_space(d, index)));
-            let h = space.alloc(index, len, data, self.source(d))?;
+            let src = self.source(d);
+            if let (Some(m), Space::Class(c)) = (&self.magazines, &mut **space) {
+                // Exited threads' parked slots: taken back here.
+                for (slot, generation) in m.orphans_of(d) {
+                    c.reclaim(slot, Some(generation), src);
+                }
+            }
+            let h = space.alloc(index, len, data, src);
+            self.uncount_reclaimed(d, index, space);
+            let h = h?;
             // Counted under the class's lock (`Spacing::counted`).
             if let Some(s) = &self.spacing {
                 s.counted(logical, shard, placed, 1);
@@ -442,6 +484,27 @@ impl Pool {
         };
         self.at_limit_drain_and_retry(alloc)
             .map(|h| h.tagged(self.tag.get()))
+    }
+
+    /// Slots class `d` (index `index`) took back from magazines since it
+    /// was last asked: their objects were still counted as live, in the
+    /// class and the spacing; uncount them there and count them in the
+    /// magazines' ledger (which had counted them freed). The caller holds
+    /// the class's lock.
+    fn uncount_reclaimed(&self, d: usize, index: usize, space: &mut Space) {
+        let (Some(m), Space::Class(c)) = (&self.magazines, space) else {
+            return;
+        };
+        let Some(lens) = c.take_reclaimed() else {
+            return;
+        };
+        let (mut objects, mut bytes) = (0, 0);
+        for len in lens {
+            self.freed(index, len);
+            objects += 1;
+            bytes += len as i64;
+        }
+        m.reclaimed(d, objects, bytes);
     }
 
     /// An object of `len` bytes was freed from class index `index`: its
@@ -483,15 +546,21 @@ impl Pool {
         let publish = self.cfg.lock_free_reads;
         let directory = self.make_directory(d, publish);
         let mut space = match info {
-            Some(info) => Space::Class(Class::new(
-                info,
-                self.cfg.page_size,
-                self.cfg.trim_pages,
-                directory,
-                publish,
-                Writes::racing(self.cfg.lock_free_reads),
-                self.cfg.parked_slots,
-            )),
+            Some(info) => {
+                let mut class = Class::new(
+                    info,
+                    self.cfg.page_size,
+                    self.cfg.trim_pages,
+                    directory,
+                    publish,
+                    Writes::racing(self.cfg.lock_free_reads),
+                    self.cfg.parked_slots,
+                );
+                if self.magazines.is_some() && class.published().is_some() {
+                    class.use_magazines();
+                }
+                Space::Class(class)
+            }
             None => {
                 let lane = Lane::new(
                     index,
@@ -665,6 +734,13 @@ impl Pool {
                 object_len: loc.len,
             });
         }
+        if let Space::Class(c) = &*class
+            && c.magazines()
+        {
+            // SAFETY: `buf` has room for the object and is no pool memory.
+            unsafe { c.load(loc, buf.as_mut_ptr().cast()) };
+            return Ok(loc.len);
+        }
         let bytes = class.bytes(loc);
         // SAFETY: `buf` has room for `bytes`, and is no pool memory (a
         // caller never holds a reference into a zspage).
@@ -690,9 +766,27 @@ impl Pool {
     /// `check_invariants`) blocks forever; it is not detected (see
     /// docs/DESIGN.md, "Locks and their order"). Copy the bytes out with
     /// [`read`](Pool::read) when the work needs the pool.
+    ///
+    /// In a pool whose threads park freed slots in magazines (the default
+    /// configuration, see docs/DESIGN.md, "The object API's allocation
+    /// path"), `f` is given a copy made under the lock: a racing free of
+    /// the same handle could let another thread write the object's slot
+    /// without the lock, which a reference into it must not see.
     pub fn with_object<R>(&self, h: Handle, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
         let class = self.read_class(h)?;
         let loc = class.resolve(h)?;
+        if let Space::Class(c) = &*class
+            && c.magazines()
+        {
+            let mut copy = Vec::with_capacity(loc.len);
+            // SAFETY: `copy` has room for the object and is no pool
+            // memory; `load` initialises its first `loc.len` bytes.
+            unsafe {
+                c.load(loc, copy.as_mut_ptr());
+                copy.set_len(loc.len);
+            }
+            return Ok(f(&copy));
+        }
         Ok(f(class.bytes(loc)))
     }
 
@@ -873,18 +967,57 @@ impl Pool {
                 let _pool = self.pool_lock.read().unwrap_or_else(|e| e.into_inner());
                 self.free_locked(h)
             }
-            (None, _) => self.free_locked(h),
+            (None, _) => {
+                if let Some(m) = &self.magazines
+                    && self.free_to_magazine(m, h)?
+                {
+                    return Ok(());
+                }
+                self.free_locked(h)
+            }
         }
+    }
+
+    /// Park `h`'s slot in this thread's magazine, without the class lock
+    /// (`magazine.rs`); false when the locked free must free it (a class
+    /// without magazines, a handle of another shard's class, a full
+    /// magazine, the slot's last generation).
+    #[inline]
+    fn free_to_magazine(&self, m: &Arc<Magazines>, h: Handle) -> Result<bool> {
+        let d = self.dense_class(h)?;
+        let index = h.class();
+        let Some(p) = self.readers[index - self.dense_base].get() else {
+            return Ok(false);
+        };
+        if self.shards > 1 && index / self.table.len() != self.my_shard() {
+            // This thread never allocates there: the slot would wait.
+            return Ok(false);
+        }
+        m.free(d, p, h, |len| {
+            self.magazine_key(self.table.index_for(len + self.header))
+        })
+    }
+
+    /// What a magazine's slot must match for an allocation to take it: the
+    /// logical class of the object freed into it, where the spacing counts
+    /// live objects per logical class (so an allocation taking the slot
+    /// changes no count); else nothing.
+    #[inline]
+    fn magazine_key(&self, logical: usize) -> usize {
+        if self.spacing.is_some() { logical } else { 0 }
     }
 
     fn free_locked(&self, h: Handle) -> Result<()> {
         let d = self.dense_class(h)?;
         let src = self.source(d);
         let mut class = self.lock_dense(d, h)?;
-        let len = class.free(h, src)?;
-        self.freed(h.class(), len);
-        self.auto_compact(&mut class, src);
-        Ok(())
+        let freed = class.free(h, src);
+        if let Ok(len) = freed {
+            self.freed(h.class(), len);
+            self.auto_compact(&mut class, src);
+        }
+        self.uncount_reclaimed(d, h.class(), &mut class);
+        freed.map(drop)
     }
 
     /// The page source of class or lane `d`: shard 0's classes share
@@ -996,9 +1129,12 @@ impl Pool {
         runs
     }
 
-    /// Free every deferred free now (no-op in other modes). On return, every
-    /// free that returned before `flush` was called has given its memory back.
+    /// Free every deferred free now, and take back every slot parked in a
+    /// thread's magazine (no-op in pools with neither). On return, every
+    /// free that returned before `flush` was called has given its memory
+    /// back.
     pub fn flush(&self) {
+        self.reclaim_magazines();
         if let Some(shards) = &self.deferred {
             let mut batch = Vec::new();
             for s in 0..shards.len() {
@@ -1024,8 +1160,21 @@ impl Pool {
         let (mut freed, mut committed) = (0, 0);
         for (d, class) in self.cells.iter() {
             let src = self.source(d);
+            let mut first = true;
             loop {
                 let mut cell = class.lock.write();
+                if let Some(Space::Class(c)) = cell.as_deref_mut()
+                    && std::mem::take(&mut first)
+                    && c.magazines()
+                {
+                    // Every slot parked in a magazine is a free slot to
+                    // compaction: take them all back first.
+                    c.reclaim_all(src);
+                    let index = c.info.index + (d / self.physical) * self.table.len();
+                    if let Some(space) = cell.as_deref_mut() {
+                        self.uncount_reclaimed(d, index, space);
+                    }
+                }
                 let m = if let Some(Space::Lane(_)) = cell.as_deref() {
                     // Its plans' scans run with the lock let go.
                     let due = |l: &Lane| l.compaction_due(1);
@@ -1038,7 +1187,12 @@ impl Pool {
                         break;
                     }
                     let budget = compact::step_budget(c);
-                    compact::step(c, budget, src, &self.compaction)
+                    let m = compact::step(c, budget, src, &self.compaction);
+                    let index = c.info.index + (d / self.physical) * self.table.len();
+                    if let Some(space) = cell.as_deref_mut() {
+                        self.uncount_reclaimed(d, index, space);
+                    }
+                    m
                 };
                 freed += m.pages_freed;
                 committed += m.pages_committed;
@@ -1055,9 +1209,45 @@ impl Pool {
         self.compaction.snapshot()
     }
 
+    /// Take back every slot parked in a thread's magazine, class by class
+    /// under its lock (a zspage only they kept goes back to the OS).
+    fn reclaim_magazines(&self) {
+        let Some(m) = &self.magazines else {
+            return;
+        };
+        // Only classes with slots parked (by the magazines' counts; a free
+        // that returned before this call is in them), so a `flush` of a
+        // pool with none scans nothing.
+        let totals = m.totals();
+        for (d, class) in self.cells.iter() {
+            if totals.get(d).is_none_or(|t| t.2 == 0) && m.orphaned() == 0 {
+                continue;
+            }
+            let mut cell = class.lock.write();
+            if let Some(Space::Class(c)) = cell.as_deref_mut()
+                && c.magazines()
+            {
+                if let Some(m) = &self.magazines {
+                    // Off the orphan list too (they are taken back below).
+                    m.orphans_of(d);
+                }
+                c.reclaim_all(self.source(d));
+                let index = c.info.index + (d / self.physical) * self.table.len();
+                if let Some(space) = cell.as_deref_mut() {
+                    self.uncount_reclaimed(d, index, space);
+                }
+            }
+        }
+    }
+
     /// Return the pages of recently freed zspages, kept resident for quick
     /// reuse, to the OS as well.
+    ///
+    /// Slots parked in threads' magazines are taken back first (a zspage
+    /// that only they kept goes back too): a thread's magazine may hold
+    /// the slots of a zspage whose objects were all freed.
     pub fn trim(&self) {
+        self.reclaim_magazines();
         for src in self.sources() {
             src.purge_cache();
         }
@@ -1067,6 +1257,7 @@ impl Pool {
     /// shards are summed (`freeable` is the sum of each shard's: compaction
     /// moves objects within a shard).
     pub fn class_stats(&self) -> Vec<ClassStats> {
+        let totals = self.magazines.as_ref().map(|m| m.totals());
         self.table
             .physical_indices()
             .iter()
@@ -1076,13 +1267,17 @@ impl Pool {
                 for shard in 0..self.shards {
                     let index = shard * self.table.len() + index;
                     // Log placement keeps no class.
-                    let Some(c) = self.dense_of(index).and_then(|d| self.cells.get(d)) else {
+                    let Some((d, c)) = self
+                        .dense_of(index)
+                        .and_then(|d| Some((d, self.cells.get(d)?)))
+                    else {
                         continue;
                     };
                     let cell = c.lock.read();
                     let Some(Space::Class(c)) = cell.as_deref() else {
                         continue;
                     };
+                    let (objects, bytes, parked) = Self::magazine_totals(&totals, d);
                     for (f, n) in st
                         .fullness
                         .iter_mut()
@@ -1091,20 +1286,34 @@ impl Pool {
                         *f += n;
                     }
                     let obj_allocated = c.zspage_count() * info.objs_per_zspage;
-                    let obj_used = c.objects();
+                    let obj_used = c.objects().saturating_add_signed(objects as isize);
                     st.obj_allocated += obj_allocated;
                     st.obj_used += obj_used;
-                    st.parked += c.parked_count();
+                    st.parked += c.parked_count() + parked;
                     st.pages_used += c.resident_pages();
                     st.freeable +=
                         (obj_allocated - obj_used) / info.objs_per_zspage * info.pages_per_zspage;
-                    st.partial_bytes += c.trimmable_bytes();
-                    st.bytes_stored += c.bytes_stored();
+                    // Slots in magazines are free slots here too.
+                    st.partial_bytes +=
+                        (c.trimmable_bytes() as i64 - objects * info.size as i64).max(0) as usize;
+                    st.bytes_stored = st
+                        .bytes_stored
+                        .wrapping_add(c.bytes_stored().wrapping_add_signed(bytes as isize));
                     st.metadata_bytes += std::mem::size_of::<Space>() + c.metadata_bytes();
                 }
                 st
             })
             .collect()
+    }
+
+    /// What threads' magazines add to class `d`'s own objects and bytes
+    /// (its slots in magazines are free in every figure), and the slots
+    /// they list (`totals` from `Magazines::totals`).
+    fn magazine_totals(totals: &Option<Vec<(i64, i64, usize)>>, d: usize) -> (i64, i64, usize) {
+        totals
+            .as_ref()
+            .and_then(|t| t.get(d).copied())
+            .unwrap_or((0, 0, 0))
     }
 
     /// Pool totals. Classes are visited one at a time, so under concurrent
@@ -1143,7 +1352,11 @@ impl Pool {
                 };
             });
         }
-        for (_, c) in self.cells.iter() {
+        let totals = self.magazines.as_ref().map(|m| m.totals());
+        if let Some(m) = &self.magazines {
+            s.metadata_bytes += m.metadata_bytes();
+        }
+        for (d, c) in self.cells.iter() {
             let cell = c.lock.read();
             let c = match cell.as_deref() {
                 None => continue,
@@ -1160,15 +1373,19 @@ impl Pool {
                 }
             };
             let info = c.info;
-            s.objects += c.objects();
-            s.bytes_stored += c.bytes_stored();
+            // Slots in magazines are free in every figure.
+            let (more, more_bytes, _) = Self::magazine_totals(&totals, d);
+            let objects = c.objects().saturating_add_signed(more as isize);
+            let bytes = c.bytes_stored().wrapping_add_signed(more_bytes as isize);
+            s.objects += objects;
+            s.bytes_stored += bytes;
             // The class's state is a heap allocation of its own too.
             s.metadata_bytes += std::mem::size_of::<Space>() + c.metadata_bytes();
             if info.is_huge() {
-                s.huge_objects += c.objects();
+                s.huge_objects += objects;
             }
-            s.waste.rounding_bytes += c.objects() * info.size - c.bytes_stored();
-            s.waste.partial_bytes += (c.resident_slots() - c.objects()) * info.size;
+            s.waste.rounding_bytes += (objects * info.size).saturating_sub(bytes);
+            s.waste.partial_bytes += c.resident_slots().saturating_sub(objects) * info.size;
             s.waste.tail_bytes +=
                 c.resident_pages() * self.cfg.page_size - c.resident_slots() * info.size;
         }
@@ -1180,12 +1397,24 @@ impl Pool {
     /// concurrent use, run it while no other thread uses the pool.
     pub fn check_invariants(&self) -> Result<()> {
         let mut pages = 0;
-        for (_, c) in self.cells.iter() {
+        let totals = self.magazines.as_ref().map(|m| m.totals());
+        let listed = match &self.magazines {
+            Some(m) => Some(m.listed().map_err(Error::InvariantViolated)?),
+            None => None,
+        };
+        for (d, c) in self.cells.iter() {
             let cell = c.lock.read();
             match cell.as_deref() {
                 None => continue,
                 Some(Space::Class(c)) => {
-                    c.check(c.info.index).map_err(Error::InvariantViolated)?;
+                    let (objects, bytes, _) = Self::magazine_totals(&totals, d);
+                    let magazines = listed.as_ref().map(|l| crate::class::InMagazines {
+                        listed: &l[d],
+                        objects,
+                        bytes,
+                    });
+                    c.check(c.info.index, magazines)
+                        .map_err(Error::InvariantViolated)?;
                     pages += c.resident_pages();
                 }
                 Some(Space::Lane(l)) => {
@@ -1325,6 +1554,9 @@ impl std::ops::Deref for ClassRead<'_> {
 
 impl Drop for Pool {
     fn drop(&mut self) {
+        if let Some(m) = &self.magazines {
+            m.close();
+        }
         self.flush();
         // The regions are unmapped with the source: no pages to queue.
         for src in self.sources() {

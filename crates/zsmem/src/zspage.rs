@@ -237,6 +237,27 @@ impl Zspage {
         unsafe { writes.copy(self.obj_ptr(from, size), self.obj_ptr(to, size), len) }
     }
 
+    /// Copy the first `len` bytes of object `from` of `other` (a zspage of
+    /// the same class) into object `to`, by words whatever `writes` says:
+    /// the source may be written meanwhile (a class with magazines, whose
+    /// threads revive slots without the lock; the migration then drops
+    /// the copy).
+    pub(crate) fn copy_from(
+        &mut self,
+        to: u16,
+        other: &Zspage,
+        from: u16,
+        size: usize,
+        len: usize,
+    ) {
+        assert!(usize::from(to) < self.objs() && usize::from(from) < other.objs() && len <= size);
+        // SAFETY: both slots are inside their runs, 8-aligned and whole
+        // words, in distinct runs; `&mut self` makes this the only writer
+        // of the destination; the source is accessed by others through
+        // `words` only (a pool with magazines writes by words).
+        unsafe { crate::words::copy(other.obj_ptr(from, size), self.obj_ptr(to, size), len) }
+    }
+
     /// Where object `obj` of a class of `size` bytes starts.
     fn obj_ptr(&self, obj: u16, size: usize) -> *mut u8 {
         // SAFETY: callers pass `obj < objs`, so the offset is inside the run.

@@ -137,7 +137,7 @@ fn verify(pool: &Pool, m: &Model) {
     assert_eq!(
         s.waste.total() + s.bytes_stored,
         s.bytes_held(),
-        "the waste split adds up"
+        "the waste split adds up: {s:?}"
     );
     // Deferred frees still hold their objects until drained.
     assert_eq!(s.objects - s.pending_frees, m.objects.len());
@@ -335,5 +335,88 @@ proptest! {
             apply(&pool, &mut m, op);
             verify(&pool, &m);
         }
+    }
+}
+
+/// Magazines (the default configuration's frees park slots per thread,
+/// without the class lock): two threads run random sequences on one
+/// shared pool, each against its own model, every byte of every read
+/// compared; between bursts (the threads joined) the invariants hold and
+/// the pool's figures are the models' sum. Some bursts run on fresh
+/// threads, so exited threads' magazines are handed back too.
+#[test]
+fn two_threads_random_sequences_on_one_pool_match_their_models() {
+    for cfg in [
+        PoolConfig::default(),
+        PoolConfig {
+            class_shards: 1,
+            parked_slots: 2,
+            ..PoolConfig::default()
+        },
+    ] {
+        let pool = Pool::new(cfg).unwrap();
+        let page = pool.max_object_size();
+        let mut models = [Model::default(), Model::default()];
+        let bursts = if cfg!(miri) { 2 } else { 30 };
+        for burst in 0..bursts {
+            std::thread::scope(|s| {
+                for (t, m) in models.iter_mut().enumerate() {
+                    let pool = &pool;
+                    s.spawn(move || {
+                        let mut r = Rng(0xD00D + burst * 7 + t as u64);
+                        let steps = if cfg!(miri) { 40 } else { 2000 };
+                        for step in 0..steps {
+                            let grow = m.objects.len() < 40 + (step / 300 % 4) * 40;
+                            let op = match r.range(0, 99) {
+                                0..=34 if grow => Op::Store(compressed_len(&mut r, page), r.next()),
+                                35..=44 if grow => Op::Alloc(r.range(1, page), r.next()),
+                                0..=44 => Op::Free(r.next() as usize),
+                                45..=69 => Op::Read(r.next() as usize),
+                                70..=79 => Op::WriteAt(
+                                    r.next() as usize,
+                                    r.next() as usize,
+                                    r.range(0, 300),
+                                    r.next(),
+                                ),
+                                80..=96 => Op::Free(r.next() as usize),
+                                97..=98 => Op::UseDead(r.next() as usize),
+                                _ => {
+                                    // Not `Op::Compact`: what it asserts
+                                    // after compaction, the other thread
+                                    // may undo at once.
+                                    pool.compact();
+                                    continue;
+                                }
+                            };
+                            apply(pool, m, &op);
+                        }
+                    });
+                }
+            });
+            pool.check_invariants().unwrap();
+            let s = pool.stats();
+            assert_eq!(
+                s.objects,
+                models.iter().map(|m| m.objects.len()).sum::<usize>()
+            );
+            assert_eq!(
+                s.bytes_stored,
+                models
+                    .iter()
+                    .flat_map(|m| m.objects.values())
+                    .map(Vec::len)
+                    .sum::<usize>()
+            );
+            assert_eq!(s.waste.total() + s.bytes_stored, s.bytes_held());
+        }
+        for m in &mut models {
+            while let Some(raw) = m.order.first().copied() {
+                pool.free(Handle::from_raw(raw)).unwrap();
+                m.remove(raw);
+            }
+        }
+        pool.flush();
+        pool.check_invariants().unwrap();
+        assert_eq!(pool.stats().pages_held, 0);
     }
 }

@@ -1,7 +1,9 @@
 //! Parked slots (`PoolConfig::parked_slots`): a freed slot kept for the
 //! class's next store is dead to its handle at once, counts as free in
 //! every figure, holds no page of its own, and is freed for good before
-//! compaction.
+//! compaction. In a pool with lock-free reads (the default) slots are
+//! parked in the freeing thread's magazine, without the class lock
+//! (`magazine_*` tests below); without them, on the class's own list.
 
 mod common;
 
@@ -10,16 +12,29 @@ use zsmem::{CompactionPolicy, Error, HandleFault, PageReturn, Pool, PoolConfig};
 
 /// One class for 1000-byte objects, pages given back at once, no automatic
 /// compaction: what a free does is visible in the figures right away.
+/// Without lock-free reads, so slots are parked on the class's own list.
 fn pool(parked_slots: usize) -> Pool {
     Pool::new(PoolConfig {
+        lock_free_reads: false,
+        ..config(parked_slots)
+    })
+    .unwrap()
+}
+
+fn config(parked_slots: usize) -> PoolConfig {
+    PoolConfig {
         compaction: CompactionPolicy::Off,
         class_grid: 1,
         class_shards: 1,
         page_return: PageReturn::Immediate,
         parked_slots,
         ..PoolConfig::default()
-    })
-    .unwrap()
+    }
+}
+
+/// As [`pool`], with lock-free reads: frees park slots in magazines.
+fn magazine_pool(parked_slots: usize) -> Pool {
+    Pool::new(config(parked_slots)).unwrap()
 }
 
 fn fault<T: std::fmt::Debug>(r: zsmem::Result<T>) -> HandleFault {
@@ -265,4 +280,249 @@ fn a_class_parks_as_many_slots_as_its_stores_take_back() {
     let s = pool.stats();
     assert_eq!((s.objects, s.pages_held), (0, 0));
     pool.check_invariants().unwrap();
+}
+
+#[test]
+fn magazine_a_parked_slot_is_free_in_every_figure_and_taken_by_the_next_store() {
+    let pool = magazine_pool(16);
+    let per = pool.size_classes().physical_for(1000).objs_per_zspage;
+    let hs: Vec<_> = (0..3 * per)
+        .map(|i| pool.store(&pattern(i as u64, 1000)).unwrap())
+        .collect();
+    let before = pool.stats();
+    pool.free(hs[1]).unwrap();
+    assert_eq!(class_of_1000(&pool).parked, 1);
+    let s = pool.stats();
+    assert_eq!(s.objects, before.objects - 1);
+    assert_eq!(s.bytes_stored, before.bytes_stored - 1000);
+    assert_eq!(s.pages_held, before.pages_held);
+    assert!(s.waste.partial_bytes > before.waste.partial_bytes);
+    assert_eq!(class_of_1000(&pool).obj_used, 3 * per - 1);
+    pool.check_invariants().unwrap();
+    // Dead at once: a use, a second free, a write are refused.
+    assert_eq!(fault(pool.read_vec(hs[1])), HandleFault::Freed);
+    assert_eq!(fault(pool.free(hs[1])), HandleFault::Freed);
+    assert_eq!(fault(pool.write(hs[1], b"x")), HandleFault::Freed);
+    // The next store takes the slot back (the same slot: a stale handle to
+    // it is refused as stale, not freed).
+    let n = pool.store(&[7; 1000]).unwrap();
+    assert_eq!(
+        n.to_raw() & ((1 << 29) - 1),
+        hs[1].to_raw() & ((1 << 29) - 1)
+    );
+    assert_eq!(pool.read_vec(n).unwrap(), vec![7; 1000]);
+    let mut buf = vec![0; 1000];
+    assert_eq!(pool.read(n, &mut buf).unwrap(), 1000);
+    assert_eq!(buf, vec![7; 1000]);
+    assert_eq!(fault(pool.read_vec(hs[1])), HandleFault::Stale);
+    assert_eq!(fault(pool.free(hs[1])), HandleFault::Stale);
+    assert_eq!(class_of_1000(&pool).parked, 0);
+    assert_eq!(pool.stats().objects, before.objects);
+    assert_eq!(pool.stats().bytes_stored, before.bytes_stored);
+    pool.check_invariants().unwrap();
+    for (i, &h) in hs.iter().enumerate() {
+        if i != 1 {
+            pool.free(h).unwrap();
+        }
+    }
+    pool.free(n).unwrap();
+    pool.flush();
+    let s = pool.stats();
+    assert_eq!((s.objects, s.bytes_stored, s.pages_held), (0, 0, 0));
+    pool.check_invariants().unwrap();
+}
+
+#[test]
+fn magazine_misuse_is_an_error_never_another_objects_data() {
+    let pool = magazine_pool(16);
+    let other = magazine_pool(16);
+    let anchor = pool.store(&[1; 1000]).unwrap();
+    let h = pool.store(&[2; 1000]).unwrap();
+    // A foreign handle: refused before anything is read, by both paths.
+    let foreign = other.store(&[3; 1000]).unwrap();
+    assert_eq!(fault(pool.free(foreign)), HandleFault::ForeignPool);
+    assert_eq!(other.read_vec(foreign).unwrap(), vec![3; 1000]);
+    // Double free through the magazine.
+    pool.free(h).unwrap();
+    assert_eq!(fault(pool.free(h)), HandleFault::Freed);
+    // Revived for a new object: the old handle is stale, the new one's
+    // bytes are its own.
+    let n = pool.store(&[4; 1000]).unwrap();
+    assert_eq!(fault(pool.free(h)), HandleFault::Stale);
+    assert_eq!(fault(pool.read_vec(h)), HandleFault::Stale);
+    assert_eq!(fault(pool.write(h, b"x")), HandleFault::Stale);
+    assert_eq!(pool.read_vec(n).unwrap(), vec![4; 1000]);
+    // Forged: a later generation of the slot.
+    let forged = zsmem::Handle::from_raw(n.to_raw() + (1 << 41));
+    assert!(pool.free(forged).is_err());
+    assert_eq!(pool.read_vec(n).unwrap(), vec![4; 1000]);
+    // Racing double frees from two threads: exactly one succeeds.
+    for _ in 0..if cfg!(miri) { 10 } else { 200 } {
+        let h = pool.store(&[5; 1000]).unwrap();
+        let wins = std::thread::scope(|s| {
+            let a = s.spawn(|| pool.free(h).is_ok());
+            let b = s.spawn(|| pool.free(h).is_ok());
+            usize::from(a.join().unwrap()) + usize::from(b.join().unwrap())
+        });
+        assert_eq!(wins, 1);
+    }
+    assert_eq!(pool.read_vec(anchor).unwrap(), vec![1; 1000]);
+    pool.check_invariants().unwrap();
+    assert_eq!(pool.stats().objects, 2);
+}
+
+#[test]
+fn magazine_a_slot_reused_past_its_last_generation_never_revives_an_old_handle() {
+    let pool = magazine_pool(16);
+    let anchor = pool.store(&[1; 1000]).unwrap();
+    let cycles = if cfg!(miri) { 300 } else { 20_000 };
+    let mut old = Vec::new();
+    for i in 0..cycles {
+        let h = pool.store(&pattern(i, 1000)).unwrap();
+        assert_eq!(pool.read_vec(h).unwrap(), pattern(i, 1000));
+        pool.free(h).unwrap();
+        old.push(h);
+    }
+    let mut raw: Vec<_> = old.iter().map(|h| h.to_raw()).collect();
+    raw.sort_unstable();
+    raw.dedup();
+    assert_eq!(raw.len(), old.len());
+    for &h in old.iter().step_by(97).chain(old.last()) {
+        assert!(pool.read_vec(h).is_err());
+        assert!(pool.free(h).is_err());
+    }
+    assert_eq!(pool.read_vec(anchor).unwrap(), vec![1; 1000]);
+    pool.check_invariants().unwrap();
+    pool.free(anchor).unwrap();
+    // One thread: its magazine never holds all of a zspage's slots.
+    assert_eq!(pool.stats().pages_held, 0);
+    pool.check_invariants().unwrap();
+}
+
+#[test]
+fn magazine_compaction_takes_parked_slots_back_first() {
+    let pool = magazine_pool(16);
+    let per = pool.size_classes().physical_for(1000).objs_per_zspage;
+    let hs: Vec<_> = (0..4 * per)
+        .map(|i| pool.store(&pattern(i as u64, 1000)).unwrap())
+        .collect();
+    let [_, last] = churn(&pool, 16);
+    pool.free(last).unwrap();
+    for (_, &h) in hs.iter().enumerate().filter(|(i, _)| i % per != 0) {
+        pool.free(h).unwrap();
+    }
+    assert!(class_of_1000(&pool).parked > 0);
+    pool.compact();
+    assert_eq!(class_of_1000(&pool).parked, 0);
+    pool.check_invariants().unwrap();
+    for (i, &h) in hs.iter().enumerate().filter(|(i, _)| i % per == 0) {
+        assert_eq!(pool.read_vec(h).unwrap(), pattern(i as u64, 1000));
+    }
+    // The four objects and the anchor, in as few pages as without
+    // magazines.
+    let c = class_of_1000(&pool);
+    assert_eq!(c.obj_used, 5);
+    let without = pool_layout_without_magazines();
+    assert_eq!((c.obj_allocated, c.pages_used), without);
+}
+
+fn pool_layout_without_magazines() -> (usize, usize) {
+    let pool = pool(0);
+    let per = pool.size_classes().physical_for(1000).objs_per_zspage;
+    let hs: Vec<_> = (0..4 * per)
+        .map(|i| pool.store(&pattern(i as u64, 1000)).unwrap())
+        .collect();
+    let [_, last] = churn(&pool, 16);
+    pool.free(last).unwrap();
+    for (_, &h) in hs.iter().enumerate().filter(|(i, _)| i % per != 0) {
+        pool.free(h).unwrap();
+    }
+    pool.compact();
+    let c = class_of_1000(&pool);
+    (c.obj_allocated, c.pages_used)
+}
+
+/// Threads that store and free objects of several sizes, each then
+/// exiting with slots in its magazines: the slots go to the pool's orphan
+/// list and back to their classes; the figures stay exact throughout, and
+/// the pool gives every page back.
+#[test]
+fn magazine_slots_of_exited_threads_go_back_and_figures_stay_exact() {
+    let pool = magazine_pool(16);
+    let keep = std::sync::Mutex::new(Vec::new());
+    let rounds = if cfg!(miri) { 2 } else { 40 };
+    for round in 0..rounds {
+        std::thread::scope(|s| {
+            for t in 0..2u64 {
+                let (pool, keep) = (&pool, &keep);
+                s.spawn(move || {
+                    let mut mine = Vec::new();
+                    for i in 0..64u64 {
+                        let len = [100, 1000, 3000][(i % 3) as usize];
+                        let seed = round * 1000 + t * 100 + i;
+                        mine.push((pool.store(&pattern(seed, len)).unwrap(), seed, len));
+                        if i % 2 == 1 {
+                            let (h, seed, len) = mine.swap_remove(0);
+                            assert_eq!(pool.read_vec(h).unwrap(), pattern(seed, len));
+                            pool.free(h).unwrap();
+                        }
+                    }
+                    // Keep one object of each thread; free the rest.
+                    let kept = mine.pop().unwrap();
+                    for (h, _, _) in mine {
+                        pool.free(h).unwrap();
+                    }
+                    keep.lock().unwrap().push(kept);
+                });
+            }
+        });
+        pool.check_invariants().unwrap();
+        let kept = keep.lock().unwrap();
+        let s = pool.stats();
+        assert_eq!(s.objects, kept.len());
+        assert_eq!(s.bytes_stored, kept.iter().map(|k| k.2).sum::<usize>());
+        for &(h, seed, len) in kept.iter() {
+            assert_eq!(pool.read_vec(h).unwrap(), pattern(seed, len));
+        }
+    }
+    for (h, _, _) in keep.into_inner().unwrap() {
+        pool.free(h).unwrap();
+    }
+    pool.flush();
+    let s = pool.stats();
+    assert_eq!((s.objects, s.bytes_stored, s.pages_held), (0, 0, 0));
+    pool.check_invariants().unwrap();
+}
+
+/// A pool dropped while a thread still has slots of it in its magazines:
+/// the thread goes on with another pool, and exits, harmlessly.
+#[test]
+fn magazine_a_pool_dropped_before_its_threads_is_harmless() {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let (back, done) = std::sync::mpsc::channel::<()>();
+    let pool = std::sync::Arc::new(magazine_pool(16));
+    let t = {
+        let pool = pool.clone();
+        std::thread::spawn(move || {
+            let anchor = pool.store(&[1; 1000]).unwrap();
+            let h = pool.store(&[2; 1000]).unwrap();
+            pool.free(h).unwrap();
+            let _ = anchor;
+            drop(pool);
+            back.send(()).unwrap();
+            rx.recv().unwrap();
+            // The first pool is gone; a new one (perhaps at the same
+            // address, with the same tag) is another pool to the magazines.
+            let p2 = magazine_pool(16);
+            let h = p2.store(&[3; 1000]).unwrap();
+            p2.free(h).unwrap();
+            let n = p2.store(&[4; 1000]).unwrap();
+            assert_eq!(p2.read_vec(n).unwrap(), vec![4; 1000]);
+            p2.check_invariants().unwrap();
+        })
+    };
+    done.recv().unwrap();
+    drop(std::sync::Arc::into_inner(pool).expect("the thread let its reference go"));
+    tx.send(()).unwrap();
+    t.join().unwrap();
 }

@@ -1,7 +1,11 @@
 //! The lock-free handle directory: chunk number to the chunk's entries, for
-//! deferred free, which marks an entry dying without the class lock.
+//! deferred free, which marks an entry dying without the class lock, for
+//! lock-free reads, and for magazines (`magazine.rs`), which park and
+//! revive entries without it.
 
-use super::entry::{Entry, check_state, len_of, mark};
+use super::entry::{
+    Entry, check_state, generation_of, is_parked, len_of, mark, park, revive, revived,
+};
 use super::{CHUNK_BITS, Handle, SLOT_BITS, split};
 use crate::error::{HandleFault, Result};
 use crate::grow::GrowOnly;
@@ -103,6 +107,46 @@ impl Directory {
     pub(crate) fn dying_len(&self, h: Handle) -> Option<usize> {
         let word = self.entry(h.slot())?.load(Ordering::Acquire);
         check_state(h, word, true).ok().map(|()| len_of(word))
+    }
+
+    /// A magazine's free (`magazine.rs`): park live `h`'s slot by one
+    /// compare-and-swap, without the class lock. `Ok(Some(len))` with the
+    /// freed object's length; `Ok(None)` when the slot cannot be parked
+    /// here (its generation is the last, `admit` refuses its place, or its
+    /// chunk was never made):
+    /// then the locked free decides; `Err` for a freed or stale handle.
+    pub(crate) fn park(&self, h: Handle, admit: impl Fn(u32) -> bool) -> Result<Option<usize>> {
+        h.check_pool(self.tag)?;
+        match self.entry(h.slot()) {
+            Some(e) => park(e, h, admit),
+            None => Ok(None),
+        }
+    }
+
+    /// `slot`'s entry and word if it is parked at `generation` (for a
+    /// magazine's allocation; `Acquire`, as every read of an entry's
+    /// state).
+    pub(crate) fn parked(&self, slot: u32, generation: u32) -> Option<(&Entry, u64)> {
+        let e = self.entry(slot)?;
+        let word = e.load(Ordering::Acquire);
+        (is_parked(word) && generation_of(word) == generation).then_some((e, word))
+    }
+
+    /// A magazine's allocation: revive parked `e` from `expected` for an
+    /// object of `len` bytes (reviving while `writing`, else live at once);
+    /// `Err` with the word found if it was not `expected`.
+    pub(crate) fn revive(
+        e: &Entry,
+        expected: u64,
+        len: usize,
+        writing: bool,
+    ) -> std::result::Result<(), u64> {
+        revive(e, expected, len, writing).map(drop)
+    }
+
+    /// The object of reviving `e` is written: the entry becomes live.
+    pub(crate) fn revived(e: &Entry) {
+        revived(e);
     }
 
     pub(super) fn metadata_bytes(&self) -> usize {

@@ -131,3 +131,86 @@ pub(super) fn mark(e: &Entry, h: Handle) -> Result<u64> {
         }
     }
 }
+
+// The magazine's changes (`magazine.rs`), made without the class lock in a
+// class whose frees park slots in threads' magazines. There an entry that
+// is not live and has `PARKED` set is parked in a magazine (never on the
+// class's own list: such a class parks nothing there), and its length
+// field keeps the length of the object freed into it (the class counted
+// that object; it uncounts it when it takes the slot back). A live entry
+// with `DYING` set is *reviving*: its magazine's thread took it and is
+// writing the new object; no one else changes its state.
+
+/// The word of an entry parked in a magazine: the next object's
+/// generation, the freed object's length and place.
+pub(super) fn parked_word(generation: u32, len: usize, place: u32) -> u64 {
+    (live_word(generation, len, place) & !LIVE) | DYING
+}
+
+/// Whether `word` is parked (in a magazine, in a class with magazines).
+pub(super) fn is_parked(word: u64) -> bool {
+    word & (LIVE | DYING) == DYING
+}
+
+/// A magazine's free: change `e` from live (`h`'s generation, not dying)
+/// to parked at the next generation, its place and length kept, by one
+/// compare-and-swap: of two racing frees of one handle (or a free racing
+/// the class lock's holder) exactly one succeeds, and the others get the
+/// error of a freed handle. Returns the object's length, or `None` with
+/// nothing changed when the generation is the last (the locked free then
+/// retires the slot) or `admit` refuses the object's place.
+pub(super) fn park(e: &Entry, h: Handle, admit: impl Fn(u32) -> bool) -> Result<Option<usize>> {
+    // Acquire: as in `mark`.
+    let mut word = e.word.load(Ordering::Acquire);
+    loop {
+        check_state(h, word, false)?;
+        let generation = generation_of(word);
+        if generation == MAX_GENERATION || !admit(place_of(word)) {
+            return Ok(None);
+        }
+        let parked = parked_word(generation + 1, len_of(word), place_of(word));
+        // The whole word is compared, as in `mark`: a relocation by the
+        // lock's holder makes the swap fail and the state is checked again
+        // on the new word. Release: whoever takes the parked slot (a
+        // revive, the lock's holder) sees the free complete.
+        match e
+            .word
+            .compare_exchange_weak(word, parked, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => return Ok(Some(len_of(word))),
+            Err(now) => word = now,
+        }
+    }
+}
+
+/// A magazine's allocation: change `e` from `expected` (parked at
+/// `generation`, as loaded by the caller, who found the object's address
+/// from it) to reviving with the new object's length (or straight to live
+/// when nothing is to be written), by one compare-and-swap. `Err` with the
+/// word found when it was not `expected`: the lock's holder took the slot
+/// back, or relocated it (then the caller may look again).
+pub(super) fn revive(
+    e: &Entry,
+    expected: u64,
+    len: usize,
+    writing: bool,
+) -> std::result::Result<u64, u64> {
+    debug_assert!(is_parked(expected));
+    let live = live_word(generation_of(expected), len, place_of(expected));
+    let new = if writing { live | DYING } else { live };
+    // Acquire: the taker sees what the free that parked the slot (and any
+    // relocation since) wrote. The bytes written next are ordered after
+    // this by the `Release` fence every write of class memory begins with.
+    e.word
+        .compare_exchange(expected, new, Ordering::Acquire, Ordering::Acquire)
+}
+
+/// End a revive: the reviving entry (its object written) becomes live.
+/// One read-modify-write that clears `DYING` alone, so a relocation by the
+/// lock's holder meanwhile is kept.
+pub(super) fn revived(e: &Entry) {
+    // Release: whoever acquires the live word (the lock's holder waiting
+    // for it, before it moves the object) sees the object's bytes.
+    let before = e.word.fetch_and(!DYING, Ordering::Release);
+    debug_assert_eq!(before & (LIVE | DYING), LIVE | DYING, "not reviving");
+}

@@ -47,8 +47,26 @@
 //!  parked entry:  LIVE 0, bit 62 set (`PARKED`), place = the freed
 //!                 object's; generation is the next object's; on no free
 //!                 list: the slot and its place wait for the class's next
-//!                 allocation (see `HandleTable::park`)
+//!                 allocation (see `HandleTable::park`); in a class whose
+//!                 frees park slots in threads' magazines (`magazine.rs`)
+//!                 every parked entry is a magazine's, and keeps the freed
+//!                 object's len - 1
+//!  reviving:      LIVE and DYING set, in a class with magazines (where no
+//!                 deferred free marks entries): a magazine's thread took
+//!                 the parked slot and is writing the new object (its
+//!                 generation and length are the entry's); it becomes live
+//!                 when written. Dead to every caller meanwhile.
 //! ```
+//!
+//! In a class with magazines, entries change without the class lock by
+//! compare-and-swap: live to parked (a free), parked to reviving or live
+//! (an allocation); and the lock's holder takes a parked entry back to
+//! free by compare-and-swap too, claims a live one for a locked free by
+//! compare-and-swap, and moves a live object only by compare-and-swap
+//! from the live word it read (`HandleTable::relocate_live`). So of a
+//! magazine and the lock's holder exactly one gets a parked slot, and of
+//! two frees of one handle exactly one wins (loom models in
+//! `loom_models.rs`).
 //!
 //! `obj_bits` is fixed per table (the class's `ceil(log2(objs per zspage))`,
 //! 1..=16), so a class can name `2^(32 - obj_bits)` zspages
@@ -71,7 +89,7 @@
 //! | `entry.rs` | one entry: its word's encodings, the check of a handle against it, the dying mark |
 //! | `table.rs` | [`HandleTable`]: chunks, free lists, generations, parked slots; `table/check.rs` its invariants |
 //! | `directory.rs` | [`Directory`]: the lock-free map deferred free marks entries through |
-//! | `tests.rs`, `loom_models.rs` | unit tests; loom models of the dying mark |
+//! | `tests.rs`, `loom_models.rs` | unit tests; loom models of the dying mark and of the magazines' changes |
 
 mod directory;
 mod entry;
@@ -79,7 +97,8 @@ mod table;
 mod tag;
 
 pub(crate) use directory::Directory;
-pub(crate) use table::HandleTable;
+pub(crate) use entry::Entry;
+pub(crate) use table::{HandleTable, Held};
 pub(crate) use tag::PoolTag;
 
 use crate::error::{Error, HandleFault, Result};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::directory::Directory;
 use super::entry::{
-    Entry, check_state, free_word, generation_of, len_of, live_word, mark, place_of,
+    Entry, check_state, free_word, generation_of, is_parked, len_of, live_word, mark, place_of,
 };
 use super::{
     CHUNK, CHUNK_BITS, DYING, GEN_SHIFT, Handle, LIVE, Location, MAX_GENERATION, PARKED,
@@ -101,6 +101,27 @@ pub(crate) struct HandleTable {
     /// The generation a chunk index's slots start from the first time it is
     /// made: 1, or the pool tag's epoch's (`PoolTag::first_generation`).
     first_gen: u32,
+    /// Frees park slots in threads' magazines (`magazine.rs`): entries
+    /// change without the lock (live to parked, parked to reviving to
+    /// live), so the lock's holder claims an entry by compare-and-swap and
+    /// takes a parked one back by compare-and-swap ([`HandleTable::reclaim`]).
+    /// A slot parked in a magazine (or reviving) is held: counted in
+    /// `live` and its chunk's count, as the class counts it in its zspage.
+    magazines: bool,
+}
+
+/// What a held slot's entry says, for the class lock's holder of a class
+/// with magazines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Held {
+    /// A live object, and the entry's word (for
+    /// [`HandleTable::relocate_live`]).
+    Live(Location, u64),
+    /// Parked in a magazine at this generation (the next object's); the
+    /// location and length of the object freed into it.
+    Parked(Location, u32),
+    /// Taken by its magazine's thread, which is writing the new object.
+    Reviving,
 }
 
 /// `base_gen` of a retired chunk index.
@@ -128,7 +149,15 @@ impl HandleTable {
             spare: None,
             keep_spare: true,
             first_gen: 1,
+            magazines: false,
         }
+    }
+
+    /// Frees will park slots in threads' magazines (needs the directory
+    /// they find entries through).
+    pub(crate) fn use_magazines(&mut self) {
+        debug_assert!(self.directory.is_some());
+        self.magazines = true;
     }
 
     /// Start every slot's generations at `first` (`1..=MAX_GENERATION`)
@@ -337,7 +366,7 @@ impl HandleTable {
     /// a lock-free deferred free racing for the same handle cannot also win.
     pub(crate) fn claim(&self, h: Handle) -> Result<Location> {
         let e = self.find(h)?;
-        if !self.directory.as_ref().is_some_and(|d| d.marks()) {
+        if !self.magazines && !self.directory.as_ref().is_some_and(|d| d.marks()) {
             // No lock-free mark can race (no deferred free): the lock's
             // holder alone writes entries, so a load and a store do what
             // the compare-and-swap would, one atomic read-modify-write
@@ -549,6 +578,84 @@ impl HandleTable {
         }
     }
 
+    /// What held `slot`'s entry says (a class with magazines).
+    pub(crate) fn held_state(&self, slot: u32) -> Held {
+        // Acquire: a live word a revive published comes with the object's
+        // bytes (`entry::revived`).
+        let word = self.held(slot).word.load(Ordering::Acquire);
+        if is_parked(word) {
+            Held::Parked(self.location(word), generation_of(word))
+        } else if word & (LIVE | DYING) == LIVE {
+            Held::Live(self.location(word), word)
+        } else {
+            debug_assert_eq!(
+                word & (LIVE | DYING),
+                LIVE | DYING,
+                "slot {slot} is not held"
+            );
+            Held::Reviving
+        }
+    }
+
+    /// Whether `slot`'s entry is parked (in a magazine), at `generation`
+    /// if given; the slot may be held or not (an exited thread's slot that
+    /// its class took back since).
+    pub(crate) fn parked_at(&self, slot: u32, generation: Option<u32>) -> bool {
+        self.entry(slot)
+            .map(|e| e.word.load(Ordering::Acquire))
+            .is_some_and(|w| is_parked(w) && generation.is_none_or(|g| g == generation_of(w)))
+    }
+
+    /// What held `slot`'s entry says once it is not reviving: a reviving
+    /// slot's thread writes one object and takes no lock meanwhile, so the
+    /// wait is short. (By then the object may have been freed into a
+    /// magazine again: parked.)
+    pub(crate) fn settled_state(&self, slot: u32) -> Held {
+        let mut round = 0;
+        loop {
+            match self.held_state(slot) {
+                Held::Reviving => crate::sync::spin_wait(&mut round),
+                settled => return settled,
+            }
+        }
+    }
+
+    /// Take back `slot`, parked in a magazine, by compare-and-swap from
+    /// parked to free: `None`, with nothing changed, if its thread revived
+    /// it first (that thread's swap then fails and it drops the slot, so
+    /// exactly one of the two gets it). Returns the location and length of
+    /// the object freed into it (the class still counts that object).
+    pub(crate) fn reclaim(&mut self, slot: u32) -> Option<Location> {
+        debug_assert!(self.magazines);
+        let (c, i) = split(slot);
+        let chunk = self.chunks[c]
+            .as_mut()
+            .expect("a parked slot's chunk is present");
+        let e = &chunk.entries[i];
+        let mut word = e.word.load(Ordering::Acquire);
+        loop {
+            if !is_parked(word) {
+                return None;
+            }
+            // The generation moved on when the slot was parked. Release, as
+            // in `remove`; a relocation since (only this lock's holder
+            // makes them) cannot race, so a failure is a revive.
+            match e.word.compare_exchange(
+                word,
+                free_word(generation_of(word), chunk.free_head),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => word = now,
+            }
+        }
+        chunk.free_head = i as u32;
+        self.live -= 1;
+        self.entry_freed(c);
+        Some(self.location(word))
+    }
+
     /// Point a live (or parked) slot at the object's new place
     /// (compaction, or a zspage renumbered when another is released).
     pub(crate) fn relocate(&mut self, slot: u32, zspage: u32, obj: u16) {
@@ -564,9 +671,29 @@ impl HandleTable {
             .word
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
                 debug_assert!(w & (LIVE | PARKED) != 0, "slot {slot} holds no object");
+                // A magazine's revive may change the state meanwhile: the
+                // update keeps whatever state it finds.
                 Some((w & !PLACE_MASK) | place)
             });
         debug_assert!(update.is_ok(), "the update function always applies");
+    }
+
+    /// Point `slot` at the object's new place if its entry is still `live`
+    /// (a class with magazines, whose moved object a magazine's free and
+    /// revive may have replaced meanwhile: then nothing changes and the
+    /// caller drops its copy). One compare-and-swap.
+    pub(crate) fn relocate_live(&mut self, slot: u32, live: u64, zspage: u32, obj: u16) -> bool {
+        let place = u64::from(self.pack(zspage, obj));
+        // Relaxed, as in `relocate`; the swap fails on any change of state.
+        self.held(slot)
+            .word
+            .compare_exchange(
+                live,
+                (live & !PLACE_MASK) | place,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok()
     }
 
     /// The live entry of a slot, by slot number (for invariant checks).

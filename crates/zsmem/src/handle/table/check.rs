@@ -108,8 +108,13 @@ impl HandleTable {
                     generation_of(words[i])
                 ));
             }
-            live += chunk_live - chunk_parked;
-            parked += chunk_parked;
+            if self.magazines {
+                // Parked in magazines: held, counted as live.
+                live += chunk_live;
+            } else {
+                live += chunk_live - chunk_parked;
+                parked += chunk_parked;
+            }
             retired_slots += retired;
         }
         if (live, parked) != (self.live, self.parked) {
