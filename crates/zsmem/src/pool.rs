@@ -750,9 +750,18 @@ impl Pool {
         Ok(loc.len)
     }
 
-    /// A copy of the object.
+    /// A copy of the object: one copy, by [`Pool::read`]'s path (without
+    /// the lock where the pool reads so), into a vector of the object's
+    /// length (`with_object` would copy twice in a pool with magazines).
     pub fn read_vec(&self, h: Handle) -> Result<Vec<u8>> {
-        self.with_object(h, <[u8]>::to_vec)
+        // A handle's object keeps its length for life, so the read below
+        // fills exactly this much, or fails as a stale handle does.
+        let len = self.object_len(h)?;
+        let mut v = Vec::with_capacity(len);
+        let n = self.read_uninit(h, v.spare_capacity_mut())?;
+        // SAFETY: `read_uninit` initialised the first `n` bytes.
+        unsafe { v.set_len(n) };
+        Ok(v)
     }
 
     /// Call `f` with the object's bytes in place, without copying (the
