@@ -189,6 +189,7 @@ impl Spacing {
 
     /// Live objects of logical class `logical` in shard `shard`, wherever
     /// they were placed.
+    #[cfg(test)]
     fn live_of(&self, live: &[AtomicU32], logical: usize) -> u64 {
         live[logical * self.per..][..self.per]
             .iter()
@@ -205,10 +206,13 @@ impl Spacing {
         let levels = self.levels(logical);
         // The last level (threshold 0) is taken without summing its window.
         // A window holds `logical`: the new object is counted in it.
+        // A window's classes' counts lie side by side (`per` a class), so
+        // its sum is one run of the row.
         let chosen = levels.iter().find(|l| {
             l.threshold == 0
-                || (usize::from(l.first)..=usize::from(l.last))
-                    .map(|n| self.live_of(live, n))
+                || live[usize::from(l.first) * self.per..(usize::from(l.last) + 1) * self.per]
+                    .iter()
+                    .map(|n| u64::from(n.load(Ordering::Relaxed)))
                     .sum::<u64>()
                     + 1
                     >= u64::from(l.threshold)
