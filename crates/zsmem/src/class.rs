@@ -342,6 +342,13 @@ impl Class {
         if self.zspage(id).inuse() > 1 + SCAN_FOR_LIVE {
             return;
         }
+        // Only a zspage a magazine's free marked can hold parked slots (a
+        // mark lost to a race keeps them there until they are taken back
+        // otherwise): a stream of locked frees scans nothing.
+        let Some(p) = &self.published else { return };
+        if !p.maybe_parked(id) {
+            return;
+        }
         let mut parked = Vec::new();
         for (_, other) in self.zspage(id).allocated() {
             if other == slot {
@@ -351,6 +358,12 @@ impl Class {
                 Held::Parked(..) => parked.push(other),
                 Held::Live(..) | Held::Reviving => return,
             }
+        }
+        // No live object but `slot`'s: every parked slot is taken back
+        // below, so the mark goes.
+        let inuse = self.zspage(id).inuse();
+        if let Some(p) = &self.published {
+            p.set_held_marked(id, inuse, false);
         }
         for other in parked {
             // The zspage keeps `slot`'s object, so none of these empties it
@@ -776,7 +789,9 @@ impl Class {
             if let Some(p) = &self.published {
                 p.set_base(id, self.nodes[id as usize].zspage.base());
                 if self.magazines {
-                    p.set_held(id, self.nodes[id as usize].zspage.inuse());
+                    // The zspage moved from `last` to `id`: its mark too.
+                    let marked = p.maybe_parked(last);
+                    p.set_held_marked(id, self.nodes[id as usize].zspage.inuse(), marked);
                 }
             }
             for (obj, slot) in self.nodes[id as usize].zspage.allocated() {
@@ -787,7 +802,7 @@ impl Class {
         if let Some(p) = &self.published {
             p.set_base(last, std::ptr::null_mut());
             if self.magazines {
-                p.set_held(last, 0);
+                p.set_held_marked(last, 0, false);
             }
         }
         if self.nodes.capacity() > self.nodes.len() + self.nodes.len() / 2 + 2 {

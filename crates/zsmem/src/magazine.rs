@@ -331,9 +331,18 @@ impl Magazines {
             // Only while the object's zspage holds more slots than this
             // magazine will: so the slots of a zspage whose objects one
             // thread freed are never all in its magazine, and the free of
-            // the zspage's last object, under the lock, gives it back.
-            let Some(len) = directory.park(h, |place| published.holds_more_than(place, n + 1))?
-            else {
+            // the zspage's last object, under the lock, gives it back. The
+            // zspage is marked before the swap (a swap that then fails
+            // leaves a mark that costs a look, no more), so that free
+            // looks for parked slots there (`Published::note_parked`).
+            let admit = |place| {
+                let admitted = published.holds_more_than(place, n + 1);
+                if admitted {
+                    published.note_parked(place);
+                }
+                admitted
+            };
+            let Some(len) = directory.park(h, admit)? else {
                 return Ok(false);
             };
             stack.slots[n].store(pack(h.slot(), h.generation() + 1, logical(len)), Relaxed);

@@ -42,6 +42,15 @@ use crate::sync::atomic::{AtomicU64, Ordering, fence};
 /// Attempts before a read goes to the lock.
 const TRIES: usize = 2;
 
+/// The top bit of a zspage's published use count: a magazine may have
+/// parked one of its slots since the class last scanned it
+/// ([`Published::note_parked`]). Set by magazines' frees without the lock
+/// and kept by the class's updates of the count, both by plain stores, so
+/// a race may lose it (or the count's update): a hint, whose loss keeps a
+/// zspage of parked slots until they are taken back otherwise (a store,
+/// compaction, `flush`, `trim`), never a correctness matter.
+const MAYBE_PARKED: usize = 1 << (usize::BITS - 1);
+
 /// What a class publishes for lock-free reads; written under its lock.
 #[derive(Debug)]
 pub(crate) struct Published {
@@ -50,7 +59,9 @@ pub(crate) struct Published {
     bases: GrowOnly<u8, 32>,
     /// With magazines: zspage id to its use count (slots held, live or
     /// parked), as an address without provenance: what a magazine's free
-    /// reads to leave a zspage's last slots to the locked free.
+    /// reads to leave a zspage's last slots to the locked free; its top
+    /// bit, [`MAYBE_PARKED`], set by a magazine's free that parked one of
+    /// the zspage's slots.
     held: GrowOnly<u8, 32>,
     /// Odd while a relocation or a write in place is under way.
     moves: AtomicU64,
@@ -119,10 +130,19 @@ impl Published {
     }
 
     /// Zspage `id` holds `n` slots (live or parked; a class with
-    /// magazines, under its lock).
+    /// magazines, under its lock); its [`MAYBE_PARKED`] mark is kept.
     pub(crate) fn set_held(&self, id: u32, n: usize) {
+        let mark = self.held.get(id as usize).addr() & MAYBE_PARKED;
+        self.set_held_marked(id, n, mark != 0);
+    }
+
+    /// Zspage `id` holds `n` slots, with or without the mark that a
+    /// magazine may hold one of them (a renumbering moves a zspage's mark
+    /// with it; under the class's lock).
+    pub(crate) fn set_held_marked(&self, id: u32, n: usize, marked: bool) {
+        let mark = if marked { MAYBE_PARKED } else { 0 };
         self.held
-            .publish(id as usize, std::ptr::without_provenance_mut(n));
+            .publish(id as usize, std::ptr::without_provenance_mut(n | mark));
     }
 
     /// Whether the zspage `place` lies in held more than `n` slots when
@@ -131,7 +151,25 @@ impl Published {
     /// never correctness).
     #[inline]
     pub(crate) fn holds_more_than(&self, place: u32, n: usize) -> bool {
-        self.held.get((place >> self.obj_bits) as usize).addr() > n
+        self.held.get((place >> self.obj_bits) as usize).addr() & !MAYBE_PARKED > n
+    }
+
+    /// A magazine's free parked a slot at `place`: mark its zspage, so that
+    /// the locked free that may be its last live object's looks for parked
+    /// slots there (without the lock: see [`MAYBE_PARKED`]).
+    #[inline]
+    pub(crate) fn note_parked(&self, place: u32) {
+        let id = (place >> self.obj_bits) as usize;
+        let word = self.held.get(id).addr();
+        if word & MAYBE_PARKED == 0 {
+            self.held
+                .store_if_made(id, std::ptr::without_provenance_mut(word | MAYBE_PARKED));
+        }
+    }
+
+    /// Whether zspage `id` is marked: a magazine may hold one of its slots.
+    pub(crate) fn maybe_parked(&self, id: u32) -> bool {
+        self.held.get(id as usize).addr() & MAYBE_PARKED != 0
     }
 
     /// Begin a stretch of relocations or writes in place; false if one is
