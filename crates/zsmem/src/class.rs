@@ -306,14 +306,7 @@ impl Class {
             return false;
         };
         self.count_reclaimed(loc.len);
-        let z = self.zspage_mut(loc.zspage);
-        debug_assert_eq!(z.owner(loc.obj), Some(slot));
-        z.put(loc.obj);
-        if z.inuse() == 0 {
-            self.release_zspage(loc.zspage, src);
-        } else {
-            self.regroup(loc.zspage);
-        }
+        self.put_slot(loc, slot, src);
         true
     }
 
@@ -1031,6 +1024,13 @@ impl Class {
     fn release_parked(&mut self, slot: u32, src: &PageSource) {
         let loc = self.handles.unpark(slot);
         self.nodes[loc.zspage as usize].parked -= 1;
+        self.put_slot(loc, slot, src);
+    }
+
+    /// Give back the zspage slot at `loc` that parked handle `slot` kept
+    /// (its entry already freed): the zspage goes back to the OS if that
+    /// empties it, else to the group its use count now gives.
+    fn put_slot(&mut self, loc: Location, slot: u32, src: &PageSource) {
         let z = self.zspage_mut(loc.zspage);
         debug_assert_eq!(z.owner(loc.obj), Some(slot));
         z.put(loc.obj);

@@ -174,8 +174,15 @@ fn compaction_frees_parked_slots_first() {
 
 #[test]
 fn a_slot_reused_past_its_last_generation_never_revives_an_old_handle() {
-    let pool = pool(16);
-    // An object that keeps the zspage live, so the churned slot is parked.
+    reuse_past_the_last_generation(&pool(16));
+}
+
+/// Store and free one object over and over (an anchor keeps the zspage
+/// live, so the slot is parked and reused) past the slot's last
+/// generation: every handle is unique and every old one is refused; the
+/// pool ends with nothing held (one thread: neither the class's list nor
+/// its magazine holds all of a zspage's slots).
+fn reuse_past_the_last_generation(pool: &Pool) {
     let anchor = pool.store(&[1; 1000]).unwrap();
     let cycles = if cfg!(miri) { 300 } else { 20_000 };
     let mut old = Vec::new();
@@ -185,7 +192,6 @@ fn a_slot_reused_past_its_last_generation_never_revives_an_old_handle() {
         pool.free(h).unwrap();
         old.push(h);
     }
-    // Every handle is unique and every one is refused.
     let mut raw: Vec<_> = old.iter().map(|h| h.to_raw()).collect();
     raw.sort_unstable();
     raw.dedup();
@@ -198,6 +204,7 @@ fn a_slot_reused_past_its_last_generation_never_revives_an_old_handle() {
     pool.check_invariants().unwrap();
     pool.free(anchor).unwrap();
     assert_eq!(pool.stats().pages_held, 0);
+    pool.check_invariants().unwrap();
 }
 
 #[test]
@@ -373,30 +380,7 @@ fn magazine_misuse_is_an_error_never_another_objects_data() {
 
 #[test]
 fn magazine_a_slot_reused_past_its_last_generation_never_revives_an_old_handle() {
-    let pool = magazine_pool(16);
-    let anchor = pool.store(&[1; 1000]).unwrap();
-    let cycles = if cfg!(miri) { 300 } else { 20_000 };
-    let mut old = Vec::new();
-    for i in 0..cycles {
-        let h = pool.store(&pattern(i, 1000)).unwrap();
-        assert_eq!(pool.read_vec(h).unwrap(), pattern(i, 1000));
-        pool.free(h).unwrap();
-        old.push(h);
-    }
-    let mut raw: Vec<_> = old.iter().map(|h| h.to_raw()).collect();
-    raw.sort_unstable();
-    raw.dedup();
-    assert_eq!(raw.len(), old.len());
-    for &h in old.iter().step_by(97).chain(old.last()) {
-        assert!(pool.read_vec(h).is_err());
-        assert!(pool.free(h).is_err());
-    }
-    assert_eq!(pool.read_vec(anchor).unwrap(), vec![1; 1000]);
-    pool.check_invariants().unwrap();
-    pool.free(anchor).unwrap();
-    // One thread: its magazine never holds all of a zspage's slots.
-    assert_eq!(pool.stats().pages_held, 0);
-    pool.check_invariants().unwrap();
+    reuse_past_the_last_generation(&magazine_pool(16));
 }
 
 #[test]

@@ -25,6 +25,22 @@ fn one_object(
     (d, Arc::new(Mutex::new(t)), h)
 }
 
+/// A free of `h` under the class lock, on a thread of its own: true if it
+/// freed it (claimed, then removed), false if the claim was refused.
+fn locked_free(t: &Arc<Mutex<HandleTable>>, h: Handle) -> loom::thread::JoinHandle<bool> {
+    let t = t.clone();
+    loom::thread::spawn(move || {
+        let mut t = t.lock().unwrap();
+        match t.claim(h) {
+            Ok(_) => {
+                t.remove(h.slot());
+                true
+            }
+            Err(_) => false,
+        }
+    })
+}
+
 /// A deferred free (lock-free mark) races a free under the class lock
 /// and another deferred free of the same handle: exactly one wins, and
 /// the losers see the error a freed handle gets.
@@ -40,19 +56,7 @@ fn loom_racing_frees_of_one_handle_one_wins() {
             let d = d.clone();
             loom::thread::spawn(move || d.mark_dying(h).is_ok())
         };
-        let locked = {
-            let t = t.clone();
-            loom::thread::spawn(move || {
-                let mut t = t.lock().unwrap();
-                match t.claim(h) {
-                    Ok(_) => {
-                        t.remove(h.slot());
-                        true
-                    }
-                    Err(_) => false,
-                }
-            })
-        };
+        let locked = locked_free(&t, h);
         let wins = [marker, marker2, locked]
             .into_iter()
             .map(|j| j.join().unwrap())
@@ -190,19 +194,7 @@ fn loom_two_magazine_frees_of_one_handle_and_a_locked_one_one_wins() {
             let d = d.clone();
             loom::thread::spawn(move || matches!(d.park(h, |_| true), Ok(Some(8))))
         });
-        let locked = {
-            let t = t.clone();
-            loom::thread::spawn(move || {
-                let mut t = t.lock().unwrap();
-                match t.claim(h) {
-                    Ok(_) => {
-                        t.remove(h.slot());
-                        true
-                    }
-                    Err(_) => false,
-                }
-            })
-        };
+        let locked = locked_free(&t, h);
         let wins = parkers
             .into_iter()
             .chain([locked])
