@@ -66,23 +66,31 @@ fn class_of_1000(pool: &Pool) -> zsmem::ClassStats {
         .unwrap()
 }
 
-#[test]
-fn a_parked_slot_is_free_in_every_figure_and_taken_by_the_next_store() {
-    let pool = pool(16);
+/// Fill three zspages of 1000-byte objects and free the second object:
+/// its slot is parked and free in every figure. Returns the handles, the
+/// figures before the free and the objects a zspage holds.
+fn fill_and_park_one(pool: &Pool) -> (Vec<zsmem::Handle>, zsmem::PoolStats, usize) {
     let per = pool.size_classes().physical_for(1000).objs_per_zspage;
     let hs: Vec<_> = (0..3 * per)
         .map(|i| pool.store(&pattern(i as u64, 1000)).unwrap())
         .collect();
     let before = pool.stats();
     pool.free(hs[1]).unwrap();
-    assert_eq!(class_of_1000(&pool).parked, 1);
+    assert_eq!(class_of_1000(pool).parked, 1);
     let s = pool.stats();
     assert_eq!(s.objects, before.objects - 1);
     assert_eq!(s.bytes_stored, before.bytes_stored - 1000);
     assert_eq!(s.pages_held, before.pages_held);
     // The free slot shows as waste, as any free slot in committed pages.
     assert!(s.waste.partial_bytes > before.waste.partial_bytes);
-    assert_eq!(class_of_1000(&pool).obj_used, 3 * per - 1);
+    assert_eq!(class_of_1000(pool).obj_used, 3 * per - 1);
+    (hs, before, per)
+}
+
+#[test]
+fn a_parked_slot_is_free_in_every_figure_and_taken_by_the_next_store() {
+    let pool = pool(16);
+    let (hs, before, per) = fill_and_park_one(&pool);
     // Dead at once: a use, or a second free, is refused.
     assert_eq!(fault(pool.read_vec(hs[1])), HandleFault::Freed);
     assert_eq!(fault(pool.free(hs[1])), HandleFault::Freed);
@@ -292,19 +300,7 @@ fn a_class_parks_as_many_slots_as_its_stores_take_back() {
 #[test]
 fn magazine_a_parked_slot_is_free_in_every_figure_and_taken_by_the_next_store() {
     let pool = magazine_pool(16);
-    let per = pool.size_classes().physical_for(1000).objs_per_zspage;
-    let hs: Vec<_> = (0..3 * per)
-        .map(|i| pool.store(&pattern(i as u64, 1000)).unwrap())
-        .collect();
-    let before = pool.stats();
-    pool.free(hs[1]).unwrap();
-    assert_eq!(class_of_1000(&pool).parked, 1);
-    let s = pool.stats();
-    assert_eq!(s.objects, before.objects - 1);
-    assert_eq!(s.bytes_stored, before.bytes_stored - 1000);
-    assert_eq!(s.pages_held, before.pages_held);
-    assert!(s.waste.partial_bytes > before.waste.partial_bytes);
-    assert_eq!(class_of_1000(&pool).obj_used, 3 * per - 1);
+    let (hs, before, _) = fill_and_park_one(&pool);
     pool.check_invariants().unwrap();
     // Dead at once: a use, a second free, a write are refused.
     assert_eq!(fault(pool.read_vec(hs[1])), HandleFault::Freed);
