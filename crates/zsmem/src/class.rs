@@ -52,7 +52,8 @@
 //! ([`Class::migrate`] takes the source's parked slots back and moves a
 //! live object only if its entry is still that object's after the copy);
 //! the free of a zspage's last live object (a zspage with few slots held
-//! is scanned for live entries, [`SCAN_FOR_LIVE`]); `Pool::compact`,
+//! that a magazine's free marked, `Published::note_parked`, is scanned
+//! for live entries, [`SCAN_FOR_LIVE`]); `Pool::compact`,
 //! `Pool::flush`, `Pool::trim` ([`Class::reclaim_all`]); an exited
 //! thread's slots ([`Class::reclaim`]). A magazine's free parks a slot
 //! only while its zspage holds more slots than the magazine will, so one
