@@ -118,8 +118,9 @@ pub(crate) struct Magazine {
 #[derive(Debug)]
 pub(crate) struct Stack {
     len: AtomicUsize,
-    /// Slots it may hold now, 1..=capacity: one more after each allocation
-    /// it serves, half after a slot was taken back by its class.
+    /// Slots it keeps when full (`Magazines::free` gives up the rest, at
+    /// least half): one more after each allocation it serves, half after
+    /// a slot was taken back by its class.
     budget: AtomicUsize,
     slots: Box<[AtomicU64]>,
     objects: AtomicI64,
@@ -166,6 +167,18 @@ enum Revive {
     Busy,
 }
 
+/// What a magazine's free did with the handle.
+#[derive(Debug)]
+pub(crate) enum Freed {
+    /// Parked in the calling thread's magazine.
+    Parked,
+    /// Parked, and the full magazine gave up these older slots (slot,
+    /// generation): the caller takes them back under the class lock.
+    Gave(Vec<(u32, u32)>),
+    /// Not parked: the locked free must free it.
+    Locked,
+}
+
 impl Stack {
     fn new(capacity: usize) -> Stack {
         Stack {
@@ -193,24 +206,29 @@ impl Stack {
         self.len.store(n - 1, Relaxed);
     }
 
+    /// Give up the oldest slots, keeping the newest `budget` ones (at
+    /// most `most`): a full magazine's batch for its class to take back.
+    fn give_oldest(&self, most: usize) -> Vec<(u32, u32)> {
+        let n = self.len.load(Relaxed);
+        let keep = self.budget.load(Relaxed).min(most).min(n);
+        let gone = n - keep;
+        let gave = (0..gone)
+            .map(|k| {
+                let (slot, generation, _) = unpack(self.slots[k].load(Relaxed));
+                (slot, generation)
+            })
+            .collect();
+        for k in 0..keep {
+            self.slots[k].store(self.slots[gone + k].load(Relaxed), Relaxed);
+        }
+        self.len.store(keep, Relaxed);
+        gave
+    }
+
     /// The class took a slot back: hold half as many.
     fn shrink(&self) {
         self.budget
             .store((self.budget.load(Relaxed) / 2).max(1), Relaxed);
-    }
-
-    /// Drop the slots no longer parked at their generation (taken back).
-    fn prune(&self, directory: &Directory) {
-        let mut k = 0;
-        while k < self.len.load(Relaxed) {
-            let (slot, generation, _) = unpack(self.slots[k].load(Relaxed));
-            if directory.parked(slot, generation).is_some() {
-                k += 1;
-            } else {
-                self.remove(k);
-                self.shrink();
-            }
-        }
     }
 }
 
@@ -305,8 +323,11 @@ impl Magazines {
 
     /// A free without the class lock: park live `h`'s slot (of class `d`,
     /// whose objects `logical` gives the logical class of by length) in
-    /// this thread's magazine. `Ok(false)` when the locked free must do it
-    /// (the magazine is full, the generation is the last).
+    /// this thread's magazine. A full magazine first gives up its oldest
+    /// slots (all but its budget, at most half its capacity) for the
+    /// caller to take back under the class lock, one lock for the batch
+    /// ([`Freed::Gave`]). [`Freed::Locked`] when the locked free must free
+    /// `h` (its zspage holds too few slots, the generation is the last).
     #[inline]
     pub(crate) fn free(
         self: &Arc<Self>,
@@ -314,20 +335,10 @@ impl Magazines {
         published: &Published,
         h: Handle,
         logical: impl FnOnce(usize) -> usize,
-    ) -> crate::Result<bool> {
+    ) -> crate::Result<Freed> {
         let directory = published.directory();
         self.with_stack(d, |stack| {
-            let mut n = stack.len.load(Relaxed);
-            if n >= stack.budget.load(Relaxed) {
-                if n < self.capacity {
-                    return Ok(false);
-                }
-                stack.prune(directory);
-                n = stack.len.load(Relaxed);
-                if n >= stack.budget.load(Relaxed) {
-                    return Ok(false);
-                }
-            }
+            let n = stack.len.load(Relaxed);
             // Only while the object's zspage holds more slots than this
             // magazine will: so the slots of a zspage whose objects one
             // thread freed are never all in its magazine, and the free of
@@ -335,6 +346,8 @@ impl Magazines {
             // zspage is marked before the swap (a swap that then fails
             // leaves a mark that costs a look, no more), so that free
             // looks for parked slots there (`Published::note_parked`).
+            // A full magazine's oldest slots count too: they are free
+            // only once the class has taken them back.
             let admit = |place| {
                 let admitted = published.holds_more_than(place, n + 1);
                 if admitted {
@@ -343,14 +356,24 @@ impl Magazines {
                 admitted
             };
             let Some(len) = directory.park(h, admit)? else {
-                return Ok(false);
+                return Ok(Freed::Locked);
             };
+            let gave = if n >= self.capacity {
+                stack.give_oldest(self.capacity / 2)
+            } else {
+                Vec::new()
+            };
+            let n = stack.len.load(Relaxed);
             stack.slots[n].store(pack(h.slot(), h.generation() + 1, logical(len)), Relaxed);
             stack.len.store(n + 1, Relaxed);
             stack.count(-1, -(len as i64));
-            Ok(true)
+            Ok(if gave.is_empty() {
+                Freed::Parked
+            } else {
+                Freed::Gave(gave)
+            })
         })
-        .unwrap_or(Ok(false))
+        .unwrap_or(Ok(Freed::Locked))
     }
 
     /// An allocation without the class lock: revive a slot of this

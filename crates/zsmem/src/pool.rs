@@ -33,7 +33,7 @@ use crate::deferred::{DRAIN_STEP, Push, Shards};
 use crate::error::{Error, HandleFault, Result};
 use crate::handle::{CLASS_BITS, Directory, Handle, Location, PoolTag};
 use crate::lane::{Lane, Owners, SEGMENT_PAGES};
-use crate::magazine::Magazines;
+use crate::magazine::{Freed, Magazines};
 use crate::optimistic::Published;
 use crate::os::PageSource;
 use crate::size_class::SizeClassTable;
@@ -976,31 +976,34 @@ impl Pool {
                 let _pool = self.pool_lock.read().unwrap_or_else(|e| e.into_inner());
                 self.free_locked(h)
             }
-            (None, _) => {
-                if let Some(m) = &self.magazines
-                    && self.free_to_magazine(m, h)?
-                {
-                    return Ok(());
-                }
-                self.free_locked(h)
-            }
+            (None, _) => match &self.magazines {
+                Some(m) => match self.free_to_magazine(m, h)? {
+                    Freed::Parked => Ok(()),
+                    Freed::Gave(slots) => {
+                        self.take_back(h, &slots);
+                        Ok(())
+                    }
+                    Freed::Locked => self.free_locked(h),
+                },
+                None => self.free_locked(h),
+            },
         }
     }
 
     /// Park `h`'s slot in this thread's magazine, without the class lock
-    /// (`magazine.rs`); false when the locked free must free it (a class
-    /// without magazines, a handle of another shard's class, a full
-    /// magazine, the slot's last generation).
+    /// (`magazine.rs`); [`Freed::Locked`] when the locked free must free it
+    /// (a class without magazines, a handle of another shard's class, a
+    /// zspage holding few slots, the slot's last generation).
     #[inline]
-    fn free_to_magazine(&self, m: &Arc<Magazines>, h: Handle) -> Result<bool> {
+    fn free_to_magazine(&self, m: &Arc<Magazines>, h: Handle) -> Result<Freed> {
         let d = self.dense_class(h)?;
         let index = h.class();
         let Some(p) = self.readers[index - self.dense_base].get() else {
-            return Ok(false);
+            return Ok(Freed::Locked);
         };
         if self.shards > 1 && index / self.table.len() != self.my_shard() {
             // This thread never allocates there: the slot would wait.
-            return Ok(false);
+            return Ok(Freed::Locked);
         }
         m.free(d, p, h, |len| {
             self.magazine_key(self.table.index_for(len + self.header))
@@ -1014,6 +1017,25 @@ impl Pool {
     #[inline]
     fn magazine_key(&self, logical: usize) -> usize {
         if self.spacing.is_some() { logical } else { 0 }
+    }
+
+    /// A full magazine of `h`'s class gave up `slots` (slot, generation):
+    /// take them back under the class lock, once for the batch (a slot
+    /// taken back meanwhile by another lock holder is skipped).
+    fn take_back(&self, h: Handle, slots: &[(u32, u32)]) {
+        let Ok(d) = self.dense_class(h) else { return };
+        let src = self.source(d);
+        let Ok(mut space) = self.lock_dense(d, h) else {
+            return;
+        };
+        if let Space::Class(c) = &mut *space {
+            for &(slot, generation) in slots {
+                c.reclaim(slot, Some(generation), src);
+            }
+        }
+        // Compaction takes parked slots back too: count them with these.
+        self.auto_compact(&mut space, src);
+        self.uncount_reclaimed(d, h.class(), &mut space);
     }
 
     fn free_locked(&self, h: Handle) -> Result<()> {
