@@ -70,6 +70,10 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// its logical class.
 const LOOK: usize = 8;
 
+/// Slots a magazine parks past its budget before it gives them to the
+/// class in one batch (one class lock for them).
+const BATCH: usize = 4;
+
 /// A pool's side of its threads' magazines.
 pub(crate) struct Magazines {
     id: u64,
@@ -118,9 +122,10 @@ pub(crate) struct Magazine {
 #[derive(Debug)]
 pub(crate) struct Stack {
     len: AtomicUsize,
-    /// Slots it keeps when full (`Magazines::free` gives up the rest, at
-    /// least half): one more after each allocation it serves, half after
-    /// a slot was taken back by its class.
+    /// Slots it keeps when `Magazines::free` finds it full (it parks
+    /// [`BATCH`] past them, then gives up the rest): one more after each
+    /// allocation it serves, half after a slot was taken back by its
+    /// class; at most half the capacity is kept.
     budget: AtomicUsize,
     slots: Box<[AtomicU64]>,
     objects: AtomicI64,
@@ -323,10 +328,10 @@ impl Magazines {
 
     /// A free without the class lock: park live `h`'s slot (of class `d`,
     /// whose objects `logical` gives the logical class of by length) in
-    /// this thread's magazine. A full magazine first gives up its oldest
-    /// slots (all but its budget, at most half its capacity) for the
-    /// caller to take back under the class lock, one lock for the batch
-    /// ([`Freed::Gave`]). [`Freed::Locked`] when the locked free must free
+    /// this thread's magazine. A magazine [`BATCH`] slots past its budget
+    /// (or at its capacity) first gives up its oldest slots (all but its
+    /// budget, at most half its capacity) for the caller to take back
+    /// under the class lock, one lock for the batch ([`Freed::Gave`]). [`Freed::Locked`] when the locked free must free
     /// `h` (its zspage holds too few slots, the generation is the last).
     #[inline]
     pub(crate) fn free(
@@ -358,7 +363,8 @@ impl Magazines {
             let Some(len) = directory.park(h, admit)? else {
                 return Ok(Freed::Locked);
             };
-            let gave = if n >= self.capacity {
+            let budget = stack.budget.load(Relaxed);
+            let gave = if n >= self.capacity.min(budget + BATCH) {
                 stack.give_oldest(self.capacity / 2)
             } else {
                 Vec::new()
