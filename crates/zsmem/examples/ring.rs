@@ -14,7 +14,9 @@
 //!
 //! Arguments: size in bytes (64), `log` or `classes` (`log`: the page
 //! store's placement; `classes`: `PoolConfig::default()`), pairs per thread
-//! (1,000,000), threads (1).
+//! (1,000,000), threads (1), and `pair` (the default) or `read`: with
+//! `read`, each of the `ops` steps reads a live object of the ring chosen
+//! at random (as `zsmem bench pool`'s read) instead of a pair.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -35,6 +37,11 @@ fn main() {
     let placement: String = arg(2, "placement", "log".to_string());
     let ops: usize = arg(3, "pairs", 1_000_000);
     let threads: usize = arg(4, "threads", 1);
+    let op: String = arg(5, "op", "pair".to_string());
+    assert!(
+        op == "pair" || op == "read",
+        "op: `pair` or `read`, not {op:?}"
+    );
     let cfg = match placement.as_str() {
         "log" => PoolConfig::log(),
         "classes" => PoolConfig::default(),
@@ -49,7 +56,17 @@ fn main() {
                 let mut ring: Vec<_> = (0..LIVE)
                     .map(|_| pool.store(&data).expect("store"))
                     .collect();
+                let mut buf = vec![0u8; size];
+                let mut x = 0x2545_F491_4F6C_DD1Du64;
                 for i in 0..ops {
+                    if op == "read" {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let h = ring[(x % LIVE as u64) as usize];
+                        pool.read(h, black_box(&mut buf)).expect("read");
+                        continue;
+                    }
                     let slot = i % LIVE;
                     pool.free(ring[slot]).expect("free");
                     ring[slot] = pool.store(black_box(&data)).expect("store");
@@ -62,6 +79,7 @@ fn main() {
     });
     let ns = start.elapsed().as_nanos() as f64 / ops.max(1) as f64;
     println!(
-        "{size} B, {placement}, {threads} thread(s): {ns:.1} ns a pair a thread (rings filled and emptied included)"
+        "{size} B, {placement}, {threads} thread(s): {ns:.1} ns a{} a thread (rings filled and emptied included)",
+        if op == "read" { " read" } else { " pair" }
     );
 }
