@@ -42,6 +42,7 @@ fn main() {
         op == "pair" || op == "read",
         "op: `pair` or `read`, not {op:?}"
     );
+    let reads = op == "read";
     let cfg = match placement.as_str() {
         "log" => PoolConfig::log(),
         "classes" => PoolConfig::default(),
@@ -59,7 +60,7 @@ fn main() {
                 let mut buf = vec![0u8; size];
                 let mut x = 0x2545_F491_4F6C_DD1Du64;
                 for i in 0..ops {
-                    if op == "read" {
+                    if reads {
                         x ^= x << 13;
                         x ^= x >> 7;
                         x ^= x << 17;
@@ -80,6 +81,6 @@ fn main() {
     let ns = start.elapsed().as_nanos() as f64 / ops.max(1) as f64;
     println!(
         "{size} B, {placement}, {threads} thread(s): {ns:.1} ns a{} a thread (rings filled and emptied included)",
-        if op == "read" { " read" } else { " pair" }
+        if reads { " read" } else { " pair" }
     );
 }
