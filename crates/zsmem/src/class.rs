@@ -55,7 +55,9 @@
 //! that a magazine's free marked, `Published::note_parked`, is scanned
 //! for live entries, [`SCAN_FOR_LIVE`]); `Pool::compact`,
 //! `Pool::flush`, `Pool::trim` ([`Class::reclaim_all`]); an exited
-//! thread's slots ([`Class::reclaim`]). A magazine's free parks a slot
+//! thread's slots, and the oldest slots of a magazine a stream of frees
+//! filled, given back by its own thread in one batch (`Pool::take_back`;
+//! both [`Class::reclaim`]). A magazine's free parks a slot
 //! only while its zspage holds more slots than the magazine will, so one
 //! thread's magazine never holds all of a zspage's slots (its use count
 //! is published for that: `Published::holds_more_than`). With magazines,
@@ -192,6 +194,12 @@ pub(crate) struct Class {
     /// as a live object is, and this class takes it back by
     /// compare-and-swap on its entry when it needs it.
     magazines: bool,
+    /// With magazines: a zspage with at most this many slots held besides
+    /// the object a locked free frees is scanned for a live object
+    /// ([`Class::reclaim_if_no_live`]): [`SCAN_FOR_LIVE`], or a magazine's
+    /// capacity if larger (one thread's magazine may then hold more of a
+    /// zspage's slots than the scan would look at).
+    scan_for_live: u8,
     /// Lengths of the objects whose slots this class took back from
     /// magazines since the pool last asked (`take_reclaimed`): they were
     /// counted as live here and in the spacing, and the pool uncounts them.
@@ -213,11 +221,12 @@ pub(crate) struct InMagazines<'a> {
 }
 
 /// Zspages with at most this many slots in use besides the object a
-/// locked free frees are scanned for a live object: if none is left but
+/// locked free frees are scanned for a live object (or as many as a
+/// magazine holds, if more: `Class::scan_for_live`): if none is left but
 /// magazines' parked slots, those are taken back and the zspage goes back
 /// to the OS, as it would have without magazines. (A zspage with more
-/// parked slots than this and no live object waits for compaction or an
-/// allocation to take them.)
+/// parked slots than this and no live object, several threads' magazines
+/// holding them, waits for compaction or an allocation to take them.)
 const SCAN_FOR_LIVE: usize = 16;
 
 impl Class {
@@ -266,6 +275,7 @@ impl Class {
             published,
             writes,
             magazines: false,
+            scan_for_live: SCAN_FOR_LIVE as u8,
             reclaimed: None,
         }
     }
@@ -276,6 +286,7 @@ impl Class {
         debug_assert!(self.published.is_some());
         self.handles.use_magazines();
         self.magazines = true;
+        self.scan_for_live = self.max_parked.max(SCAN_FOR_LIVE as u8);
         self.max_parked = 0;
         self.park_budget = 0;
     }
@@ -333,7 +344,7 @@ impl Class {
     /// (it is scanned only while it holds few), take them back, so that
     /// the free empties it. A slot being revived is a live object.
     fn reclaim_if_no_live(&mut self, id: u32, slot: u32, src: &PageSource) {
-        if self.zspage(id).inuse() > 1 + SCAN_FOR_LIVE {
+        if self.zspage(id).inuse() > 1 + usize::from(self.scan_for_live) {
             return;
         }
         // Only a zspage a magazine's free marked can hold parked slots (a

@@ -109,7 +109,9 @@ pub struct PoolConfig {
     /// *magazine* of the class, without the class lock, and taken back by
     /// that thread's next allocations in the class (docs/DESIGN.md,
     /// "Magazines"): at most `parked_slots` per thread and class (as many
-    /// as its allocations lately took back, one to start). A magazine
+    /// as its allocations lately took back, one to start, and up to 4 more
+    /// that a run of frees parks before it gives them back to the class
+    /// under one lock). A magazine
     /// never holds all of a zspage's slots, but several threads' magazines
     /// together may keep a zspage none of whose objects is live, until an
     /// allocation, compaction, [`Pool::flush`](crate::Pool::flush) or

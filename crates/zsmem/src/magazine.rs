@@ -123,9 +123,9 @@ pub(crate) struct Magazine {
 pub(crate) struct Stack {
     len: AtomicUsize,
     /// Slots it keeps when `Magazines::free` finds it full (it parks
-    /// [`BATCH`] past them, then gives up the rest): one more after each
-    /// allocation it serves, half after a slot was taken back by its
-    /// class; at most half the capacity is kept.
+    /// [`BATCH`] past them, then gives up the rest; at most half the
+    /// capacity is kept): one more after each allocation it serves, half
+    /// after an allocation found one of its slots taken back by the class.
     budget: AtomicUsize,
     slots: Box<[AtomicU64]>,
     objects: AtomicI64,
@@ -329,9 +329,11 @@ impl Magazines {
     /// A free without the class lock: park live `h`'s slot (of class `d`,
     /// whose objects `logical` gives the logical class of by length) in
     /// this thread's magazine. A magazine [`BATCH`] slots past its budget
-    /// (or at its capacity) first gives up its oldest slots (all but its
-    /// budget, at most half its capacity) for the caller to take back
-    /// under the class lock, one lock for the batch ([`Freed::Gave`]). [`Freed::Locked`] when the locked free must free
+    /// (or at its capacity) gives up its oldest slots once `h`'s is parked
+    /// (it keeps its budget, at most half its capacity), for the caller to
+    /// take back under the class lock, one lock for the batch
+    /// ([`Freed::Gave`]). A free the locked path must serve leaves the
+    /// magazine as it is. [`Freed::Locked`] when the locked free must free
     /// `h` (its zspage holds too few slots, the generation is the last).
     #[inline]
     pub(crate) fn free(
@@ -363,6 +365,9 @@ impl Magazines {
             let Some(len) = directory.park(h, admit)? else {
                 return Ok(Freed::Locked);
             };
+            // Before the batch leaves the stack: nothing between the two
+            // may fail and drop it.
+            let packed = pack(h.slot(), h.generation() + 1, logical(len));
             let budget = stack.budget.load(Relaxed);
             let gave = if n >= self.capacity.min(budget + BATCH) {
                 stack.give_oldest(self.capacity / 2)
@@ -370,7 +375,7 @@ impl Magazines {
                 Vec::new()
             };
             let n = stack.len.load(Relaxed);
-            stack.slots[n].store(pack(h.slot(), h.generation() + 1, logical(len)), Relaxed);
+            stack.slots[n].store(packed, Relaxed);
             stack.len.store(n + 1, Relaxed);
             stack.count(-1, -(len as i64));
             Ok(if gave.is_empty() {
@@ -444,6 +449,19 @@ impl Magazines {
         });
         self.orphaned.store(orphans.len(), Relaxed);
         mine
+    }
+
+    /// Slots (slot, generation) of class `d` a magazine gave up that its
+    /// thread could not take back itself: onto the orphan list, which the
+    /// class drains at its next locked allocation.
+    pub(crate) fn orphan(&self, d: usize, slots: &[(u32, u32)]) {
+        let mut orphans = lock(&self.orphans);
+        orphans.extend(
+            slots
+                .iter()
+                .map(|&(slot, generation)| (d, pack(slot, generation, 0))),
+        );
+        self.orphaned.store(orphans.len(), Relaxed);
     }
 
     /// Exited threads' slots waiting to be taken back.

@@ -980,7 +980,7 @@ impl Pool {
                 Some(m) => match self.free_to_magazine(m, h)? {
                     Freed::Parked => Ok(()),
                     Freed::Gave(slots) => {
-                        self.take_back(h, &slots);
+                        self.take_back(m, h, &slots);
                         Ok(())
                     }
                     Freed::Locked => self.free_locked(h),
@@ -1021,13 +1021,21 @@ impl Pool {
 
     /// A full magazine of `h`'s class gave up `slots` (slot, generation):
     /// take them back under the class lock, once for the batch (a slot
-    /// taken back meanwhile by another lock holder is skipped).
-    fn take_back(&self, h: Handle, slots: &[(u32, u32)]) {
-        let Ok(d) = self.dense_class(h) else { return };
-        let src = self.source(d);
-        let Ok(mut space) = self.lock_dense(d, h) else {
+    /// taken back meanwhile by another lock holder is skipped). The free
+    /// that parked `h` found its class, so this cannot fail; were it to,
+    /// the slots would go to the orphan list, not be lost.
+    fn take_back(&self, m: &Magazines, h: Handle, slots: &[(u32, u32)]) {
+        let class = self.dense_class(h).ok().and_then(|d| {
+            let space = self.lock_dense(d, h).ok()?;
+            matches!(*space, Space::Class(_)).then_some((d, space))
+        });
+        let Some((d, mut space)) = class else {
+            if let Ok(d) = self.dense_class(h) {
+                m.orphan(d, slots);
+            }
             return;
         };
+        let src = self.source(d);
         if let Space::Class(c) = &mut *space {
             for &(slot, generation) in slots {
                 c.reclaim(slot, Some(generation), src);

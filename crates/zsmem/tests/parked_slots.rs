@@ -550,4 +550,86 @@ fn magazine_a_full_magazine_gives_its_oldest_slots_back_in_a_batch() {
     }
     pool.check_invariants().unwrap();
     assert_eq!(pool.stats().objects, 0);
+    assert_eq!(pool.stats().pages_held, 0);
+}
+
+/// A run of frees in one class, with no store between them, parks at most
+/// 4 slots past the magazine's budget (one, with no store yet) before it
+/// gives them back; after stores took slots back (budget up), at most the
+/// capacity, and half of it after a batch. At every capacity, small ones
+/// too (half of 1 is 0: the batch is every slot but the one just parked),
+/// figures exact after every free, and no page left when all are freed.
+#[test]
+fn magazine_a_run_of_frees_parks_at_most_four_past_the_budget() {
+    for capacity in [1, 2, 3, 4, 5, 8, 16] {
+        let pool = magazine_pool(capacity);
+        let per = pool.size_classes().physical_for(1000).objs_per_zspage;
+        let hs: Vec<_> = (0..4 * per)
+            .map(|i| pool.store(&pattern(i as u64, 1000)).unwrap())
+            .collect();
+        let mut most = 0;
+        for (k, &h) in hs.iter().enumerate() {
+            pool.free(h).unwrap();
+            let parked = class_of_1000(&pool).parked;
+            most = most.max(parked);
+            assert!(
+                parked <= capacity.min(1 + 4),
+                "capacity {capacity}, free {k}: {parked} parked"
+            );
+            assert_eq!(pool.stats().objects, hs.len() - k - 1);
+        }
+        pool.check_invariants().unwrap();
+        assert!(
+            most >= capacity.min(2),
+            "capacity {capacity}: {most} parked at most"
+        );
+        assert_eq!(pool.stats().pages_held, 0, "capacity {capacity}");
+        // Stores that take parked slots back raise the budget to the
+        // capacity; a run of frees then parks up to it, and a batch keeps
+        // at most half.
+        let hs: Vec<_> = (0..4 * per)
+            .map(|i| pool.store(&pattern(i as u64, 1000)).unwrap())
+            .collect();
+        for _ in 0..2 * capacity {
+            let h = pool.store(&[1; 1000]).unwrap();
+            pool.free(h).unwrap();
+        }
+        for (k, &h) in hs.iter().enumerate() {
+            pool.free(h).unwrap();
+            let parked = class_of_1000(&pool).parked;
+            assert!(
+                parked <= capacity,
+                "capacity {capacity}, free {k}: {parked} parked"
+            );
+        }
+        pool.check_invariants().unwrap();
+        assert_eq!(pool.stats().pages_held, 0, "capacity {capacity}");
+    }
+}
+
+/// With more parked slots a thread than the locked free's scan looks at
+/// (16), and zspages of more objects than that: a thread that frees every
+/// object of a class gives every zspage back (the scan reaches as far as
+/// a magazine holds). It kept zspages of its own parked slots before.
+#[test]
+fn magazine_a_deep_magazine_keeps_no_zspage_of_parked_slots_alone() {
+    let pool = magazine_pool(64);
+    let anchor = pool.store(&[1; 1000]).unwrap();
+    let hs: Vec<_> = (0..200)
+        .map(|i| pool.store(&pattern(i, 1000)).unwrap())
+        .collect();
+    // Store and free pairs: each store takes the slot its free parked,
+    // which raises the magazine's budget to its capacity.
+    for i in 0..100 {
+        let h = pool.store(&pattern(i, 1000)).unwrap();
+        pool.free(h).unwrap();
+    }
+    for h in hs {
+        pool.free(h).unwrap();
+    }
+    pool.free(anchor).unwrap();
+    pool.check_invariants().unwrap();
+    let s = pool.stats();
+    assert_eq!(s.objects, 0);
+    assert_eq!(s.pages_held, 0, "{:?}", class_of_1000(&pool));
 }
