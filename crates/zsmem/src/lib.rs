@@ -102,6 +102,7 @@ pub mod os;
 mod pool;
 #[cfg(all(target_os = "linux", not(loom)))]
 pub mod region;
+mod remote;
 pub mod size_class;
 mod spacing;
 pub mod stats;

@@ -36,6 +36,7 @@ use crate::lane::{Lane, Owners, SEGMENT_PAGES};
 use crate::magazine::{Freed, Magazines};
 use crate::optimistic::Published;
 use crate::os::PageSource;
+use crate::remote::{MAX_QUEUED, RemoteFrees};
 use crate::size_class::SizeClassTable;
 use crate::spacing::Spacing;
 use crate::stats::{ClassStats, PoolStats, Waste};
@@ -140,6 +141,10 @@ pub struct Pool {
     /// Log placement, per lane: where its next new object would go
     /// ([`Lane::append_point`]), for [`Pool::prefetch_append`].
     append_hints: Box<[CachePadded<std::sync::atomic::AtomicUsize>]>,
+    /// Log placement, per lane: frees of owned objects by other lanes'
+    /// threads, made while the lane was locked (`remote.rs`), applied by
+    /// the next holder of its write lock ([`Pool::drain_remote`]).
+    remote: Box<[CachePadded<RemoteFrees>]>,
     /// Threads' magazines of parked slots (`magazine.rs`): with size
     /// classes, frees under the class lock, lock-free reads and
     /// `parked_slots` above 0.
@@ -328,6 +333,9 @@ impl Pool {
             tag,
             owners: std::sync::OnceLock::new(),
             append_hints: (0..lanes).map(|_| CachePadded::default()).collect(),
+            remote: (0..lanes)
+                .map(|_| CachePadded(RemoteFrees::new()))
+                .collect(),
         })
     }
 
@@ -873,6 +881,7 @@ impl Pool {
         let Space::Lane(lane) = &mut **space else {
             unreachable!("a lane's cell holds a lane");
         };
+        self.drain_remote(k, lane, self.source(d));
         f(lane, self.source(d))
     }
 
@@ -908,23 +917,93 @@ impl Pool {
         Ok(f(lane.bytes(loc)))
     }
 
-    /// Free the owned object of `len` bytes at `place`.
+    /// Free the owned object of `len` bytes at `place`. A thread whose
+    /// stores go to another lane queues the free if the object's lane is
+    /// locked (`remote.rs`): it is applied by the lane's next writer, or
+    /// here, waiting for the lock, once the queue is long.
     pub(crate) fn free_owned(&self, place: u64, len: usize) -> Result<()> {
         let d = self.owned_lane(place)?;
+        let k = d - self.first_lane;
         let src = self.source(d);
         let lock = self.lane_cell(d)?;
-        let mut cell = lock.lock.write();
+        let mine = thread_number() % self.cfg.placement.lanes() == k;
+        let (mut cell, queued) = match lock.lock.try_write() {
+            Some(cell) => (cell, false),
+            None if mine => (lock.lock.write(), false),
+            None => {
+                if self.remote[k].push(place, len) <= MAX_QUEUED {
+                    return Ok(());
+                }
+                (lock.lock.write(), true)
+            }
+        };
         let Some(Space::Lane(lane)) = cell.as_deref_mut() else {
             return Err(no_lane(place));
         };
-        lane.free_owned(place, len, src)?;
-        if let Some((min_freeable_pages, max_moves)) = self.auto_policy()
-            && lane.auto_clean_due(min_freeable_pages)
-        {
-            let due = |l: &Lane| l.auto_clean_due(min_freeable_pages);
-            drop(self.clean_lane(lock, cell, max_moves, &due, src));
+        self.drain_remote(k, lane, src);
+        if !queued {
+            lane.free_owned(place, len, src)?;
+        }
+        // Another lane's thread cleans only a lane overdue: its own
+        // threads' stores would wait for the cleaning.
+        if let Some((min_freeable_pages, max_moves)) = self.auto_policy() {
+            let due = move |l: &Lane| {
+                if mine {
+                    l.auto_clean_due(min_freeable_pages)
+                } else {
+                    l.auto_clean_overdue(min_freeable_pages)
+                }
+            };
+            if due(lane) {
+                drop(self.clean_lane(lock, cell, max_moves, &due, src));
+            }
         }
         Ok(())
+    }
+
+    /// Apply lane `k`'s queued frees (`remote.rs`); the caller holds the
+    /// lane's write lock. The page store queued only frees of its own
+    /// objects at their places, so none fails; one that did would be a
+    /// fault of the store's, left as it is (checked in debug builds).
+    fn drain_remote(&self, k: usize, lane: &mut Lane, src: &PageSource) {
+        let Some(q) = self.remote.get(k) else { return };
+        for (place, len) in q.take() {
+            let freed = lane.free_owned(place, len, src);
+            debug_assert!(freed.is_ok(), "a queued free: {freed:?}");
+        }
+    }
+
+    /// The lane this thread's stores go to (tests of the queued frees).
+    #[cfg(test)]
+    pub(crate) fn my_lane(&self) -> usize {
+        thread_number() % self.cfg.placement.lanes()
+    }
+
+    /// Lane `k`'s lock, held until the guard goes (tests of the queued
+    /// frees), and the frees queued for it now.
+    #[cfg(test)]
+    pub(crate) fn hold_lane(&self, k: usize) -> (impl Sized + '_, &RemoteFrees) {
+        let d = usize::from(self.dense[self.table.len() + k - self.dense_base]);
+        (self.cells.get_or_make(d).lock.write(), &self.remote[k])
+    }
+
+    /// Apply every lane's queued frees, each under its lane's lock: before
+    /// a figure, a check, `flush`, `compact` or `trim`, so that none counts
+    /// a freed object.
+    fn drain_all_remote(&self) {
+        for (k, q) in self.remote.iter().enumerate() {
+            if q.queued() == 0 {
+                continue;
+            }
+            let d = usize::from(self.dense[self.table.len() + k - self.dense_base]);
+            let Some(cell) = self.cells.get(d) else {
+                continue;
+            };
+            let mut cell = cell.lock.write();
+            if let Some(Space::Lane(lane)) = cell.as_deref_mut() {
+                self.drain_remote(k, lane, self.source(d));
+            }
+        }
     }
 
     /// Clean the lane in `cell` (`lock` held as `cell`) as its policy or
@@ -1173,6 +1252,7 @@ impl Pool {
     /// free that returned before `flush` was called has given its memory
     /// back.
     pub fn flush(&self) {
+        self.drain_all_remote();
         self.reclaim_magazines();
         if let Some(shards) = &self.deferred {
             let mut batch = Vec::new();
@@ -1194,6 +1274,7 @@ impl Pool {
     /// source zspage's worth of moves (8 pages' worth when trimming), so
     /// readers and writers wait for at most that.
     pub fn compact(&self) -> usize {
+        self.drain_all_remote();
         let _pool = (self.cfg.free_mode == FreeMode::PoolLock)
             .then(|| self.pool_lock.write().unwrap_or_else(|e| e.into_inner()));
         let (mut freed, mut committed) = (0, 0);
@@ -1286,6 +1367,7 @@ impl Pool {
     /// that only they kept goes back too): a thread's magazine may hold
     /// the slots of a zspage whose objects were all freed.
     pub fn trim(&self) {
+        self.drain_all_remote();
         self.reclaim_magazines();
         for src in self.sources() {
             src.purge_cache();
@@ -1296,6 +1378,7 @@ impl Pool {
     /// shards are summed (`freeable` is the sum of each shard's: compaction
     /// moves objects within a shard).
     pub fn class_stats(&self) -> Vec<ClassStats> {
+        self.drain_all_remote();
         let totals = self.magazines.as_ref().map(|m| m.totals());
         self.table
             .physical_indices()
@@ -1358,6 +1441,7 @@ impl Pool {
     /// Pool totals. Classes are visited one at a time, so under concurrent
     /// use the totals are a sum of per-class snapshots.
     pub fn stats(&self) -> PoolStats {
+        self.drain_all_remote();
         let mut s = PoolStats {
             page_size: self.cfg.page_size,
             pages_held: self.pages.held_pages(),
@@ -1435,6 +1519,7 @@ impl Pool {
     /// Meant for tests and debugging: it walks all metadata. Under
     /// concurrent use, run it while no other thread uses the pool.
     pub fn check_invariants(&self) -> Result<()> {
+        self.drain_all_remote();
         let mut pages = 0;
         let totals = self.magazines.as_ref().map(|m| m.totals());
         let listed = match &self.magazines {

@@ -219,6 +219,15 @@ impl<T> RwLock<T> {
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+
+    /// [`RwLock::write`] if no one holds the lock now, else `None`.
+    pub(crate) fn try_write(&self) -> Option<WriteGuard<'_, T>> {
+        match self.0.try_write() {
+            Ok(guard) => Some(guard),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
 }
 
 impl<T> std::fmt::Debug for RwLock<T> {

@@ -45,6 +45,12 @@ use crate::os::PageSource;
 /// (zstd), where the scan took 3.1% of the cycles against 5.1%.
 const PLAN_SEGMENTS_LIVE: usize = 16;
 
+/// How far past the automatic policy's share of dead bytes a lane goes
+/// before a free by a thread whose stores go to another lane cleans it
+/// ([`Lane::auto_clean_overdue`]): 4 times, dead bytes at 1.6% of the
+/// lane's pages (docs/DESIGN.md, "Churn at two threads").
+const OVERDUE: usize = 4;
+
 /// Most victims in one plan.
 const PLAN_SEGMENTS: usize = 32;
 
@@ -120,6 +126,16 @@ impl Lane {
         self.compaction_due(min_pages)
             && (self.sparse_victims > 0
                 || self.freeable_pages() * DEAD_SHARE >= self.resident_pages)
+    }
+
+    /// Whether the automatic policy cleans on a free by a thread whose
+    /// stores go to another lane: only once the dead bytes are
+    /// [`OVERDUE`] times the share [`Lane::auto_clean_due`] cleans at. The
+    /// lane's own threads clean it first: cleaning holds the lane's lock,
+    /// which their stores wait for.
+    pub(crate) fn auto_clean_overdue(&self, min_pages: usize) -> bool {
+        self.compaction_due(min_pages)
+            && self.freeable_pages() * DEAD_SHARE >= OVERDUE * self.resident_pages
     }
 
     /// Clean as [`Lane::clean_step`] does, running a plan's scan at once

@@ -160,3 +160,118 @@ fn same_filled_detects_words() {
     almost[2048] ^= 1;
     assert_eq!(same_filled(&almost), None);
 }
+
+/// A log-placed store of two lanes, and a thread (other than the caller)
+/// whose stores go to the lane the caller's do not.
+fn two_lanes(slots: usize) -> PageStore {
+    PageStore::new(PageStoreConfig {
+        slots,
+        pool: PoolConfig {
+            placement: crate::Placement::Log { lanes: 2 },
+            ..PoolConfig::log()
+        },
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// Run `f` on a new thread whose lane is not `lane` (threads get lanes in
+/// the order of their first store, so a few tries at most).
+fn on_the_other_lane(s: &PageStore, lane: usize, f: impl Fn() + Sync) {
+    for _ in 0..64 {
+        let ran = std::thread::scope(|t| {
+            t.spawn(|| {
+                if s.pool().my_lane() == lane {
+                    return false;
+                }
+                f();
+                true
+            })
+            .join()
+            .unwrap()
+        });
+        if ran {
+            return;
+        }
+    }
+    panic!("no thread of the other lane in 64 tries");
+}
+
+/// Frees of objects of a locked lane by another lane's thread are queued,
+/// not waited for (up to `MAX_QUEUED`); the lane's next writer, or any
+/// figure, applies them, and every figure is then exact.
+#[test]
+#[cfg_attr(miri, ignore = "calls liblz4/libzstd through FFI")]
+fn frees_into_a_locked_lane_are_queued_and_applied_by_its_next_writer() {
+    let n = crate::remote::MAX_QUEUED;
+    let s = two_lanes(2 * n + 8);
+    for i in 0..2 * n {
+        s.write(i, &text(i as u8)).unwrap();
+    }
+    let before = s.pool().stats();
+    let lane = s.pool().my_lane();
+    {
+        let (held, queue) = s.pool().hold_lane(lane);
+        // The lane is locked: each discard queues its free and returns
+        // (were one to wait for the lock, the deadline lets it go).
+        std::thread::scope(|t| {
+            let freer = t.spawn(|| on_the_other_lane(&s, lane, || s.discard(0, n).unwrap()));
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !freer.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+            let waited = !freer.is_finished();
+            drop(held);
+            freer.join().unwrap();
+            assert!(!waited, "a free waited for the locked lane");
+        });
+        assert_eq!(queue.queued(), n);
+    }
+    // The next store to the lane applies them (the caller's lane).
+    s.write(2 * n, &text(7)).unwrap();
+    let after = s.pool().stats();
+    assert_eq!(after.objects, before.objects - n + 1);
+    s.pool().check_invariants().unwrap();
+    let mut out = vec![0u8; 4096];
+    for i in n..2 * n {
+        s.read(i, &mut out).unwrap();
+        assert_eq!(out, text(i as u8), "slot {i}");
+    }
+    for i in 0..n {
+        assert!(s.read(i, &mut out).is_ok_and(|_| out == [0u8; 4096]));
+    }
+}
+
+/// Past `MAX_QUEUED` queued frees, the free that finds the queue full waits
+/// for the lane's lock and applies them all; figures read meanwhile apply
+/// the queue first too.
+#[test]
+#[cfg_attr(miri, ignore = "calls liblz4/libzstd through FFI")]
+fn a_full_queue_of_frees_is_applied_by_the_free_that_fills_it() {
+    let n = crate::remote::MAX_QUEUED;
+    let s = two_lanes(2 * n + 8);
+    for i in 0..2 * n {
+        s.write(i, &text(i as u8)).unwrap();
+    }
+    let before = s.pool().stats();
+    let lane = s.pool().my_lane();
+    let (held, queue) = s.pool().hold_lane(lane);
+    std::thread::scope(|t| {
+        // One more free than the queue holds: the last one waits for the
+        // lock, released below once the queue is full.
+        let freer = t.spawn(|| on_the_other_lane(&s, lane, || s.discard(0, n + 1).unwrap()));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while queue.queued() <= n && !freer.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        assert!(
+            !freer.is_finished(),
+            "the free past a full queue did not wait"
+        );
+        drop(held);
+        freer.join().unwrap();
+    });
+    assert_eq!(queue.queued(), 0);
+    assert_eq!(s.pool().stats().objects, before.objects - n - 1);
+    s.pool().check_invariants().unwrap();
+}
