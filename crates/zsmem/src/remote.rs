@@ -18,8 +18,12 @@
 //! makes it so, waiting for the lock, so no more than that many objects a
 //! lane ever wait.
 
+// `std`'s atomic even under loom: the hint is only ever a hint (a stale
+// read leaves a queued free to a later holder of the lane's lock), and
+// loom's models of a lane (`pool.rs`) would take a branch for each look.
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
 use crate::sync::Mutex;
-use crate::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// Most frees a lane's queue holds before a free waits for the lane's lock
 /// and applies them (at most this many objects, up to a page each, wait
