@@ -197,6 +197,17 @@ fn on_the_other_lane(s: &PageStore, lane: usize, f: impl Fn() + Sync) {
     panic!("no thread of the other lane in 64 tries");
 }
 
+/// [`two_lanes`] with `pages` slots written by this thread: the store, the
+/// objects it holds, and the lane they are in.
+fn filled_lane(pages: usize) -> (PageStore, usize, usize) {
+    let s = two_lanes(pages + 8);
+    for i in 0..pages {
+        s.write(i, &text(i as u8)).unwrap();
+    }
+    let (objects, lane) = (s.pool().stats().objects, s.pool().my_lane());
+    (s, objects, lane)
+}
+
 /// Frees of objects of a locked lane by another lane's thread are queued,
 /// not waited for (up to `MAX_QUEUED`); the lane's next writer, or any
 /// figure, applies them, and every figure is then exact.
@@ -204,12 +215,7 @@ fn on_the_other_lane(s: &PageStore, lane: usize, f: impl Fn() + Sync) {
 #[cfg_attr(miri, ignore = "calls liblz4/libzstd through FFI")]
 fn frees_into_a_locked_lane_are_queued_and_applied_by_its_next_writer() {
     let n = crate::remote::MAX_QUEUED;
-    let s = two_lanes(2 * n + 8);
-    for i in 0..2 * n {
-        s.write(i, &text(i as u8)).unwrap();
-    }
-    let before = s.pool().stats();
-    let lane = s.pool().my_lane();
+    let (s, objects, lane) = filled_lane(2 * n);
     {
         let (held, queue) = s.pool().hold_lane(lane);
         // The lane is locked: each discard queues its free and returns
@@ -229,8 +235,8 @@ fn frees_into_a_locked_lane_are_queued_and_applied_by_its_next_writer() {
     }
     // The next store to the lane applies them (the caller's lane).
     s.write(2 * n, &text(7)).unwrap();
-    let after = s.pool().stats();
-    assert_eq!(after.objects, before.objects - n + 1);
+    assert_eq!(s.pool().hold_lane(lane).1.queued(), 0);
+    assert_eq!(s.pool().stats().objects, objects - n + 1);
     s.pool().check_invariants().unwrap();
     let mut out = vec![0u8; 4096];
     for i in n..2 * n {
@@ -243,18 +249,12 @@ fn frees_into_a_locked_lane_are_queued_and_applied_by_its_next_writer() {
 }
 
 /// Past `MAX_QUEUED` queued frees, the free that finds the queue full waits
-/// for the lane's lock and applies them all; figures read meanwhile apply
-/// the queue first too.
+/// for the lane's lock and applies them all.
 #[test]
 #[cfg_attr(miri, ignore = "calls liblz4/libzstd through FFI")]
 fn a_full_queue_of_frees_is_applied_by_the_free_that_fills_it() {
     let n = crate::remote::MAX_QUEUED;
-    let s = two_lanes(2 * n + 8);
-    for i in 0..2 * n {
-        s.write(i, &text(i as u8)).unwrap();
-    }
-    let before = s.pool().stats();
-    let lane = s.pool().my_lane();
+    let (s, objects, lane) = filled_lane(2 * n);
     let (held, queue) = s.pool().hold_lane(lane);
     std::thread::scope(|t| {
         // One more free than the queue holds: the last one waits for the
@@ -272,6 +272,6 @@ fn a_full_queue_of_frees_is_applied_by_the_free_that_fills_it() {
         freer.join().unwrap();
     });
     assert_eq!(queue.queued(), 0);
-    assert_eq!(s.pool().stats().objects, before.objects - n - 1);
+    assert_eq!(s.pool().stats().objects, objects - n - 1);
     s.pool().check_invariants().unwrap();
 }
