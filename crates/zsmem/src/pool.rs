@@ -836,11 +836,22 @@ impl Pool {
         };
         debug_assert!(self.owners.get().is_some() && lanes > 0);
         let k = thread_number() % lanes;
-        self.in_lane(k, |lane, src| {
-            let place = lane.alloc_owned(owner, data, src)?;
-            self.append_hints[k].store(lane.append_point(), std::sync::atomic::Ordering::Relaxed);
-            Ok(place)
-        })
+        let store = || {
+            self.in_lane(k, |lane, src| {
+                let place = lane.alloc_owned(owner, data, src)?;
+                self.append_hints[k]
+                    .store(lane.append_point(), std::sync::atomic::Ordering::Relaxed);
+                Ok(place)
+            })
+        };
+        match store() {
+            // Frees queued for other lanes (`remote.rs`) may free enough.
+            Err(Error::MemoryLimit { .. }) if self.remote.iter().any(|q| q.queued() > 0) => {
+                self.drain_all_remote();
+                store()
+            }
+            r => r,
+        }
     }
 
     /// Log placement: prefetch, to be written, the `len` bytes where this

@@ -13,7 +13,8 @@
 //!
 //! A queued free is a dead object the lane still counts as live until it
 //! is applied: every figure and check of the pool applies the queues
-//! first (`Pool::stats`, `check_invariants`, `flush`, `compact`, `trim`),
+//! first (`Pool::stats`, `check_invariants`, `flush`, `compact`, `trim`;
+//! a store refused at the memory limit too, before it tries again),
 //! and a queue longer than [`MAX_QUEUED`] is applied by the thread that
 //! makes it so, waiting for the lock, so no more than that many objects a
 //! lane ever wait.

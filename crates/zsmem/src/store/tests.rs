@@ -197,6 +197,47 @@ fn on_the_other_lane(s: &PageStore, lane: usize, f: impl Fn() + Sync) {
     panic!("no thread of the other lane in 64 tries");
 }
 
+/// A store refused at the memory limit applies the frees queued for other
+/// lanes and tries again: pages another lane's thread freed while that
+/// lane was locked are not held against the limit.
+#[test]
+#[cfg_attr(miri, ignore = "calls liblz4/libzstd through FFI")]
+fn a_store_at_the_memory_limit_applies_the_frees_queued_for_other_lanes() {
+    let n = 48;
+    let s = PageStore::new(PageStoreConfig {
+        slots: 2 * n,
+        pool: PoolConfig {
+            placement: crate::Placement::Log { lanes: 2 },
+            memory_limit: Some(n * 4096 + (64 << 10)),
+            page_return: crate::PageReturn::Immediate,
+            ..PoolConfig::log()
+        },
+        ..Default::default()
+    })
+    .unwrap();
+    // Incompressible pages, a page each: this thread's lane fills the limit.
+    let mut i = 0;
+    while i < 2 * n && s.write(i, &noise(i as u32)).is_ok() {
+        i += 1;
+    }
+    assert!((n / 2..2 * n).contains(&i), "{i} pages under the limit");
+    let full = i;
+    let lane = s.pool().my_lane();
+    let (held, queue) = s.pool().hold_lane(lane);
+    // Queued: the freeing thread's lane is the other one.
+    on_the_other_lane(&s, lane, || s.discard(0, full / 2).unwrap());
+    assert_eq!(queue.queued(), full / 2);
+    drop(held);
+    // A store to the other lane: refused at the limit, which the queued
+    // objects hold until it applies them, then made.
+    on_the_other_lane(&s, lane, || s.write(full, &noise(9999)).unwrap());
+    assert_eq!(queue.queued(), 0);
+    s.pool().check_invariants().unwrap();
+    let mut out = vec![0u8; 4096];
+    s.read(full, &mut out).unwrap();
+    assert_eq!(out, noise(9999));
+}
+
 /// [`two_lanes`] with `pages` slots written by this thread: the store, the
 /// objects it holds, and the lane they are in.
 fn filled_lane(pages: usize) -> (PageStore, usize, usize) {
