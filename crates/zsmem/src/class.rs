@@ -80,7 +80,9 @@
 //!   at rest);
 //! - `resident_pages` and `resident_slots` are the sums over live zspages.
 
-use crate::error::{Error, Result};
+use std::mem::MaybeUninit;
+
+use crate::error::{Error, HandleFault, Result};
 use crate::handle::{Directory, Handle, HandleTable, Held, Location};
 use crate::optimistic::{Geometry, Published};
 use crate::os::PageSource;
@@ -906,25 +908,47 @@ impl Class {
         self.magazines
     }
 
-    /// Copy the object's bytes into `dst` (room for `loc.len`) by words
-    /// (a class with magazines: see [`Class::magazines`]).
-    ///
-    /// # Safety
-    /// `dst` is valid for writes of `loc.len` bytes and no pool memory.
-    pub(crate) unsafe fn load(&self, loc: Location, dst: *mut u8) {
+    /// Copy live `h`'s object into the start of `dst` by words, in a class
+    /// with magazines (see [`Class::magazines`]), under its lock (shared
+    /// or not); returns its length. The lock does not keep a magazine's
+    /// free of `h` out: one racing the copy may let the slot be revived
+    /// and written by another thread meanwhile. So the entry is read again
+    /// after the copy (an `Acquire` fence between: a copy that saw any
+    /// byte of a revive's write, made after its `Release` fence, sees the
+    /// entry changed, as a lock-free read does, `optimistic.rs`), and a
+    /// changed entry gives the freed handle's error: the copy is no
+    /// object's, and is zeroed (up to the object's length).
+    pub(crate) fn load_live(&self, h: Handle, dst: &mut [MaybeUninit<u8>]) -> Result<usize> {
+        let (loc, word) = self.handles.get_with_word(h)?;
+        if dst.len() < loc.len {
+            return Err(Error::BufferTooSmall {
+                len: dst.len(),
+                object_len: loc.len,
+            });
+        }
         let z = self.zspage(loc.zspage);
         assert!(usize::from(loc.obj) < z.objs() && loc.len <= self.info.size);
         // SAFETY: the object lies in the run, 8-aligned, whole words; its
         // memory is accessed concurrently only through `words` (the pool
-        // writes by words where lock-free reads or magazines race);
-        // `dst` is the caller's.
+        // writes by words where lock-free reads or magazines race); `dst`
+        // is the caller's, with room for `loc.len` bytes.
         unsafe {
             crate::words::load(
                 z.base().add(usize::from(loc.obj) * self.info.size),
-                dst,
+                dst.as_mut_ptr().cast(),
                 loc.len,
-            )
+            );
         }
+        crate::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        if self.handles.word_now(h) != Some(word) {
+            dst[..loc.len].fill(MaybeUninit::new(0));
+            return Err(self
+                .handles
+                .get(h)
+                .err()
+                .unwrap_or_else(|| h.fault(HandleFault::Freed)));
+        }
+        Ok(loc.len)
     }
 
     /// The object's bytes.

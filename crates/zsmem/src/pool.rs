@@ -735,19 +735,17 @@ impl Pool {
         buf: &mut [MaybeUninit<u8>],
     ) -> Result<usize> {
         let class = lock_read(cell, h)?;
+        if let Space::Class(c) = &*class
+            && c.magazines()
+        {
+            return c.load_live(h, buf);
+        }
         let loc = class.resolve(h)?;
         if buf.len() < loc.len {
             return Err(Error::BufferTooSmall {
                 len: buf.len(),
                 object_len: loc.len,
             });
-        }
-        if let Space::Class(c) = &*class
-            && c.magazines()
-        {
-            // SAFETY: `buf` has room for the object and is no pool memory.
-            unsafe { c.load(loc, buf.as_mut_ptr().cast()) };
-            return Ok(loc.len);
         }
         let bytes = class.bytes(loc);
         // SAFETY: `buf` has room for `bytes`, and is no pool memory (a
@@ -788,23 +786,20 @@ impl Pool {
     /// configuration, see docs/DESIGN.md, "The object API's allocation
     /// path"), `f` is given a copy made under the lock: a racing free of
     /// the same handle could let another thread write the object's slot
-    /// without the lock, which a reference into it must not see.
+    /// without the lock, which a reference into it must not see (such a
+    /// free makes this call the freed handle's error).
     pub fn with_object<R>(&self, h: Handle, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
         let class = self.read_class(h)?;
-        let loc = class.resolve(h)?;
         if let Space::Class(c) = &*class
             && c.magazines()
         {
-            let mut copy = Vec::with_capacity(loc.len);
-            // SAFETY: `copy` has room for the object and is no pool
-            // memory; `load` initialises its first `loc.len` bytes.
-            unsafe {
-                c.load(loc, copy.as_mut_ptr());
-                copy.set_len(loc.len);
-            }
+            let mut copy = Vec::with_capacity(c.resolve(h)?.len);
+            let n = c.load_live(h, copy.spare_capacity_mut())?;
+            // SAFETY: `load_live` initialised the first `n` bytes.
+            unsafe { copy.set_len(n) };
             return Ok(f(&copy));
         }
-        Ok(f(class.bytes(loc)))
+        Ok(f(class.bytes(class.resolve(h)?)))
     }
 
     /// The object's length in bytes.

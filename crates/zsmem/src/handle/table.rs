@@ -362,6 +362,24 @@ impl HandleTable {
         Ok(self.location(word))
     }
 
+    /// [`HandleTable::get`], and the entry's word it resolved (for a copy
+    /// that must find the word unchanged after it: see
+    /// `Class::load_live`).
+    pub(crate) fn get_with_word(&self, h: Handle) -> Result<(Location, u64)> {
+        let e = self.find(h)?;
+        // Acquire: as in `get`.
+        let word = e.word.load(Ordering::Acquire);
+        check_state(h, word, false)?;
+        Ok((self.location(word), word))
+    }
+
+    /// `h`'s entry's word now, if its slot has an entry (after a copy
+    /// whose object a free of `h` may have raced: `Class::load_live`).
+    pub(crate) fn word_now(&self, h: Handle) -> Option<u64> {
+        // Relaxed: the caller's Acquire fence orders it after its copy.
+        self.find(h).ok().map(|e| e.word.load(Ordering::Relaxed))
+    }
+
     /// Resolve a handle and mark it dying, for a free under the class lock:
     /// a lock-free deferred free racing for the same handle cannot also win.
     pub(crate) fn claim(&self, h: Handle) -> Result<Location> {
