@@ -56,8 +56,8 @@
 //! for live entries, [`SCAN_FOR_LIVE`]); `Pool::compact`,
 //! `Pool::flush`, `Pool::trim` ([`Class::reclaim_all`]); an exited
 //! thread's slots, and the oldest slots of a magazine a stream of frees
-//! filled, given back by its own thread in one batch (`Pool::take_back`;
-//! both [`Class::reclaim`]). A magazine's free parks a slot
+//! filled, given back by its own thread in the lock hold of a locked free
+//! (`Pool::free_locked`; both [`Class::reclaim`]). A magazine's free parks a slot
 //! only while its zspage holds more slots than the magazine will, so one
 //! thread's magazine never holds all of a zspage's slots (its use count
 //! is published for that: `Published::holds_more_than`). With magazines,

@@ -173,13 +173,14 @@ enum Revive {
 }
 
 /// What a magazine's free did with the handle.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Freed {
     /// Parked in the calling thread's magazine.
     Parked,
-    /// Parked, and the full magazine gave up these older slots (slot,
-    /// generation): the caller takes them back under the class lock.
-    Gave(Vec<(u32, u32)>),
+    /// Not parked, the magazine being full: the locked free frees it and
+    /// gives the magazine's oldest slots back in the same lock hold
+    /// ([`Magazines::give_back`]).
+    Full,
     /// Not parked: the locked free must free it.
     Locked,
 }
@@ -212,22 +213,20 @@ impl Stack {
     }
 
     /// Give up the oldest slots, keeping the newest `budget` ones (at
-    /// most `most`): a full magazine's batch for its class to take back.
-    fn give_oldest(&self, most: usize) -> Vec<(u32, u32)> {
+    /// most `most`), each (slot, generation) to `take`: a full magazine's
+    /// batch, taken back by its class.
+    fn give_oldest(&self, most: usize, mut take: impl FnMut(u32, u32)) {
         let n = self.len.load(Relaxed);
         let keep = self.budget.load(Relaxed).min(most).min(n);
         let gone = n - keep;
-        let gave = (0..gone)
-            .map(|k| {
-                let (slot, generation, _) = unpack(self.slots[k].load(Relaxed));
-                (slot, generation)
-            })
-            .collect();
+        for k in 0..gone {
+            let (slot, generation, _) = unpack(self.slots[k].load(Relaxed));
+            take(slot, generation);
+        }
         for k in 0..keep {
             self.slots[k].store(self.slots[gone + k].load(Relaxed), Relaxed);
         }
         self.len.store(keep, Relaxed);
-        gave
     }
 
     /// The class took a slot back: hold half as many.
@@ -328,13 +327,12 @@ impl Magazines {
 
     /// A free without the class lock: park live `h`'s slot (of class `d`,
     /// whose objects `logical` gives the logical class of by length) in
-    /// this thread's magazine. A magazine [`BATCH`] slots past its budget
-    /// (or at its capacity) gives up its oldest slots once `h`'s is parked
-    /// (it keeps its budget, at most half its capacity), for the caller to
-    /// take back under the class lock, one lock for the batch
-    /// ([`Freed::Gave`]). A free the locked path must serve leaves the
-    /// magazine as it is. [`Freed::Locked`] when the locked free must free
-    /// `h` (its zspage holds too few slots, the generation is the last).
+    /// this thread's magazine. [`Freed::Full`] when the magazine holds
+    /// [`BATCH`] slots past its budget (or its capacity): the locked free
+    /// frees `h` and gives the oldest back in the same lock hold
+    /// ([`Magazines::give_back`]). [`Freed::Locked`] when the locked free
+    /// must free `h` (its zspage holds too few slots, the generation is
+    /// the last). The magazine is as it was unless `h` parked.
     #[inline]
     pub(crate) fn free(
         self: &Arc<Self>,
@@ -346,6 +344,11 @@ impl Magazines {
         let directory = published.directory();
         self.with_stack(d, |stack| {
             let n = stack.len.load(Relaxed);
+            // Full: the locked free of `h` gives the oldest slots back in
+            // the same lock hold.
+            if n >= self.capacity.min(stack.budget.load(Relaxed) + BATCH) {
+                return Ok(Freed::Full);
+            }
             // Only while the object's zspage holds more slots than this
             // magazine will: so the slots of a zspage whose objects one
             // thread freed are never all in its magazine, and the free of
@@ -353,8 +356,6 @@ impl Magazines {
             // zspage is marked before the swap (a swap that then fails
             // leaves a mark that costs a look, no more), so that free
             // looks for parked slots there (`Published::note_parked`).
-            // A full magazine's oldest slots count too: they are free
-            // only once the class has taken them back.
             let admit = |place| {
                 let admitted = published.holds_more_than(place, n + 1);
                 if admitted {
@@ -365,24 +366,10 @@ impl Magazines {
             let Some(len) = directory.park(h, admit)? else {
                 return Ok(Freed::Locked);
             };
-            // Before the batch leaves the stack: nothing between the two
-            // may fail and drop it.
-            let packed = pack(h.slot(), h.generation() + 1, logical(len));
-            let budget = stack.budget.load(Relaxed);
-            let gave = if n >= self.capacity.min(budget + BATCH) {
-                stack.give_oldest(self.capacity / 2)
-            } else {
-                Vec::new()
-            };
-            let n = stack.len.load(Relaxed);
-            stack.slots[n].store(packed, Relaxed);
+            stack.slots[n].store(pack(h.slot(), h.generation() + 1, logical(len)), Relaxed);
             stack.len.store(n + 1, Relaxed);
             stack.count(-1, -(len as i64));
-            Ok(if gave.is_empty() {
-                Freed::Parked
-            } else {
-                Freed::Gave(gave)
-            })
+            Ok(Freed::Parked)
         })
         .unwrap_or(Ok(Freed::Locked))
     }
@@ -451,17 +438,13 @@ impl Magazines {
         mine
     }
 
-    /// Slots (slot, generation) of class `d` a magazine gave up that its
-    /// thread could not take back itself: onto the orphan list, which the
-    /// class drains at its next locked allocation.
-    pub(crate) fn orphan(&self, d: usize, slots: &[(u32, u32)]) {
-        let mut orphans = lock(&self.orphans);
-        orphans.extend(
-            slots
-                .iter()
-                .map(|&(slot, generation)| (d, pack(slot, generation, 0))),
-        );
-        self.orphaned.store(orphans.len(), Relaxed);
+    /// This thread's magazine of class `d` is full ([`Freed::Full`]): its
+    /// oldest slots (all but its budget, at most half its capacity), each
+    /// (slot, generation) to `take`, which the caller runs under the class
+    /// lock to take them back (nothing while the thread's storage is torn
+    /// down: its slots then go to the orphan list).
+    pub(crate) fn give_back(self: &Arc<Self>, d: usize, take: impl FnMut(u32, u32)) {
+        self.with_stack(d, |stack| stack.give_oldest(self.capacity / 2, take));
     }
 
     /// Exited threads' slots waiting to be taken back.

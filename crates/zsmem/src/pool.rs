@@ -1059,18 +1059,15 @@ impl Pool {
             (Some(shards), _) => self.free_deferred(shards, h),
             (None, FreeMode::PoolLock) => {
                 let _pool = self.pool_lock.read().unwrap_or_else(|e| e.into_inner());
-                self.free_locked(h)
+                self.free_locked(h, None)
             }
             (None, _) => match &self.magazines {
                 Some(m) => match self.free_to_magazine(m, h)? {
                     Freed::Parked => Ok(()),
-                    Freed::Gave(slots) => {
-                        self.take_back(m, h, &slots);
-                        Ok(())
-                    }
-                    Freed::Locked => self.free_locked(h),
+                    Freed::Full => self.free_locked(h, Some(m)),
+                    Freed::Locked => self.free_locked(h, None),
                 },
-                None => self.free_locked(h),
+                None => self.free_locked(h, None),
             },
         }
     }
@@ -1104,37 +1101,18 @@ impl Pool {
         if self.spacing.is_some() { logical } else { 0 }
     }
 
-    /// A full magazine of `h`'s class gave up `slots` (slot, generation):
-    /// take them back under the class lock, once for the batch (a slot
-    /// taken back meanwhile by another lock holder is skipped). The free
-    /// that parked `h` found its class, so this cannot fail; were it to,
-    /// the slots would go to the orphan list, not be lost.
-    fn take_back(&self, m: &Magazines, h: Handle, slots: &[(u32, u32)]) {
-        let class = self.dense_class(h).ok().and_then(|d| {
-            let space = self.lock_dense(d, h).ok()?;
-            matches!(*space, Space::Class(_)).then_some((d, space))
-        });
-        let Some((d, mut space)) = class else {
-            if let Ok(d) = self.dense_class(h) {
-                m.orphan(d, slots);
-            }
-            return;
-        };
-        let src = self.source(d);
-        if let Space::Class(c) = &mut *space {
-            for &(slot, generation) in slots {
-                c.reclaim(slot, Some(generation), src);
-            }
-        }
-        // Compaction takes parked slots back too: count them with these.
-        self.auto_compact(&mut space, src);
-        self.uncount_reclaimed(d, h.class(), &mut space);
-    }
-
-    fn free_locked(&self, h: Handle) -> Result<()> {
+    /// Free `h` under its class's lock; with `full`, this thread's full
+    /// magazine of the class gives its oldest slots back in the same lock
+    /// hold (a slot another lock holder took back meanwhile is skipped).
+    fn free_locked(&self, h: Handle, full: Option<&Arc<Magazines>>) -> Result<()> {
         let d = self.dense_class(h)?;
         let src = self.source(d);
         let mut class = self.lock_dense(d, h)?;
+        if let (Some(m), Space::Class(c)) = (full, &mut *class) {
+            m.give_back(d, |slot, generation| {
+                c.reclaim(slot, Some(generation), src);
+            });
+        }
         let freed = class.free(h, src);
         if let Ok(len) = freed {
             self.freed(h.class(), len);
