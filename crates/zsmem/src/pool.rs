@@ -130,7 +130,8 @@ pub struct Pool {
     /// lane (each its own lock and return queue), counting against
     /// `pages`' limit with it.
     more_pages: Box<[Arc<PageSource>]>,
-    /// Positions in `classes` from here on are lanes.
+    /// Positions in `classes` from here on are lanes: lane `k` is at
+    /// `first_lane + k` (`dense` says so of the lanes' handle indices too).
     first_lane: usize,
     compaction: Counters,
     /// In every handle of this pool.
@@ -830,7 +831,7 @@ impl Pool {
             ));
         };
         debug_assert!(self.owners.get().is_some() && lanes > 0);
-        let k = thread_number() % lanes;
+        let k = self.my_lane();
         let store = || {
             self.in_lane(k, |lane, src| {
                 let place = lane.alloc_owned(owner, data, src)?;
@@ -860,8 +861,7 @@ impl Pool {
         if lanes == 0 {
             return;
         }
-        let at =
-            self.append_hints[thread_number() % lanes].load(std::sync::atomic::Ordering::Relaxed);
+        let at = self.append_hints[self.my_lane()].load(std::sync::atomic::Ordering::Relaxed);
         if at != 0 {
             Lane::prefetch_for_write(at, len);
         }
@@ -870,7 +870,7 @@ impl Pool {
     /// Run `f` on this thread's lane (made at its first use), locked alone,
     /// with the lane's page source.
     fn in_my_lane<R>(&self, f: impl FnOnce(&mut Lane, &PageSource) -> Result<R>) -> Result<R> {
-        self.in_lane(thread_number() % self.cfg.placement.lanes(), f)
+        self.in_lane(self.my_lane(), f)
     }
 
     /// Run `f` on lane `k` (made at its first use), locked alone, with the
@@ -880,10 +880,9 @@ impl Pool {
         k: usize,
         f: impl FnOnce(&mut Lane, &PageSource) -> Result<R>,
     ) -> Result<R> {
-        let index = self.table.len() + k;
-        let d = usize::from(self.dense[index - self.dense_base]);
+        let d = self.first_lane + k;
         let mut cell = self.cells.get_or_make(d).lock.write();
-        let space = cell.get_or_insert_with(|| Box::new(self.make_space(d, index)));
+        let space = cell.get_or_insert_with(|| Box::new(self.make_space(d, self.table.len() + k)));
         let Space::Lane(lane) = &mut **space else {
             unreachable!("a lane's cell holds a lane");
         };
@@ -932,7 +931,7 @@ impl Pool {
         let k = d - self.first_lane;
         let src = self.source(d);
         let lock = self.lane_cell(d)?;
-        let mine = thread_number() % self.cfg.placement.lanes() == k;
+        let mine = self.my_lane() == k;
         let (mut cell, queued) = match lock.lock.try_write() {
             Some(cell) => (cell, false),
             None if mine => (lock.lock.write(), false),
@@ -979,8 +978,7 @@ impl Pool {
         }
     }
 
-    /// The lane this thread's stores go to (tests of the queued frees).
-    #[cfg(test)]
+    /// The lane this thread's stores go to (log placement).
     pub(crate) fn my_lane(&self) -> usize {
         thread_number() % self.cfg.placement.lanes()
     }
@@ -989,7 +987,7 @@ impl Pool {
     /// frees), and the frees queued for it now.
     #[cfg(test)]
     pub(crate) fn hold_lane(&self, k: usize) -> (impl Sized + '_, &RemoteFrees) {
-        let d = usize::from(self.dense[self.table.len() + k - self.dense_base]);
+        let d = self.first_lane + k;
         (self.cells.get_or_make(d).lock.write(), &self.remote[k])
     }
 
@@ -1001,7 +999,7 @@ impl Pool {
             if q.queued() == 0 {
                 continue;
             }
-            let d = usize::from(self.dense[self.table.len() + k - self.dense_base]);
+            let d = self.first_lane + k;
             let Some(cell) = self.cells.get(d) else {
                 continue;
             };
