@@ -55,38 +55,31 @@ impl<T, const S: usize> GrowOnly<T, S> {
         unsafe { &*seg.add(off) }.store(p, Ordering::Release);
     }
 
+    /// Index `i`'s cell, if its segment is made.
+    #[inline]
+    fn cell(&self, i: usize) -> Option<&AtomicPtr<T>> {
+        let (k, off) = locate(i);
+        let seg = self.segments.get(k)?.load(Ordering::Acquire);
+        // SAFETY: as in `publish`: in bounds, alive as long as `self`.
+        (!seg.is_null()).then(|| unsafe { &*seg.add(off) })
+    }
+
     /// Set index `i`'s pointer if its segment is made, from any thread
     /// without the owner's lock (the store is one atomic store and a
     /// segment never moves); false, with nothing set, if it is not made. A
     /// store racing [`GrowOnly::publish`] of the same index leaves one of
     /// the two: for hints whose loss costs no correctness.
     pub(crate) fn store_if_made(&self, i: usize, p: *mut T) -> bool {
-        let (k, off) = locate(i);
-        let Some(seg) = self.segments.get(k) else {
-            return false;
-        };
-        let seg = seg.load(Ordering::Acquire);
-        if seg.is_null() {
-            return false;
-        }
-        // SAFETY: as in `publish`: in bounds, alive as long as `self`.
-        unsafe { &*seg.add(off) }.store(p, Ordering::Release);
-        true
+        self.cell(i)
+            .map(|c| c.store(p, Ordering::Release))
+            .is_some()
     }
 
     /// Index `i`'s pointer: null if never published (or published null).
     #[inline]
     pub(crate) fn get(&self, i: usize) -> *mut T {
-        let (k, off) = locate(i);
-        let Some(seg) = self.segments.get(k) else {
-            return ptr::null_mut();
-        };
-        let seg = seg.load(Ordering::Acquire);
-        if seg.is_null() {
-            return ptr::null_mut();
-        }
-        // SAFETY: as in `publish`: in bounds, alive as long as `self`.
-        unsafe { &*seg.add(off) }.load(Ordering::Acquire)
+        self.cell(i)
+            .map_or(ptr::null_mut(), |c| c.load(Ordering::Acquire))
     }
 
     /// Heap bytes of the segments made.

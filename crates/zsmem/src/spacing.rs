@@ -187,11 +187,11 @@ impl Spacing {
         &self.live[shard * self.row..][..self.row]
     }
 
-    /// Live objects of logical class `logical` in shard `shard`, wherever
-    /// they were placed.
-    #[cfg(test)]
-    fn live_of(&self, live: &[AtomicU32], logical: usize) -> u64 {
-        live[logical * self.per..][..self.per]
+    /// Live objects of logical classes `first..=last` in a shard's counts
+    /// `live`, wherever they were placed: a class's counts lie side by side
+    /// (`per` a class), so a window's are one run of the row.
+    fn live_in(&self, live: &[AtomicU32], first: usize, last: usize) -> u64 {
+        live[first * self.per..(last + 1) * self.per]
             .iter()
             .map(|n| u64::from(n.load(Ordering::Relaxed)))
             .sum()
@@ -206,15 +206,9 @@ impl Spacing {
         let levels = self.levels(logical);
         // The last level (threshold 0) is taken without summing its window.
         // A window holds `logical`: the new object is counted in it.
-        // A window's classes' counts lie side by side (`per` a class), so
-        // its sum is one run of the row.
         let chosen = levels.iter().find(|l| {
             l.threshold == 0
-                || live[usize::from(l.first) * self.per..(usize::from(l.last) + 1) * self.per]
-                    .iter()
-                    .map(|n| u64::from(n.load(Ordering::Relaxed)))
-                    .sum::<u64>()
-                    + 1
+                || self.live_in(live, usize::from(l.first), usize::from(l.last)) + 1
                     >= u64::from(l.threshold)
         });
         // The last level's threshold is 0, so one is always found.
@@ -295,7 +289,7 @@ mod tests {
         // Enough objects of class 61 alone earn it its own slots: a page
         // and a slot of floor over the 16 bytes more of class 62.
         let own = (4096 + c(61).size).div_ceil(c(62).size - c(61).size);
-        while s.live_of(s.live(0), 61) < own as u64 - 1 {
+        while s.live_in(s.live(0), 61, 61) < own as u64 - 1 {
             s.place(61, 0);
         }
         assert_eq!(
@@ -307,7 +301,7 @@ mod tests {
         s.counted(61, 0, c(64).index, -1);
         s.counted(61, 0, c(64).index, -1);
         assert_ne!(s.place(61, 0), c(61).index, "sparse again");
-        assert_eq!(s.live_of(s.live(0), 61), own as u64 - 1);
+        assert_eq!(s.live_in(s.live(0), 61, 61), own as u64 - 1);
     }
 
     #[test]
@@ -385,8 +379,8 @@ mod tests {
         s.counted(61, 0, c(64).index, 1);
         let at = |k: usize| s.live(0)[61 * s.per + k].load(Ordering::Relaxed);
         assert_eq!((at(0), at(1), at(2)), (1, 0, 2));
-        assert_eq!(s.live_of(s.live(0), 61), 3);
+        assert_eq!(s.live_in(s.live(0), 61, 61), 3);
         s.counted(61, 0, c(64).index, -1);
-        assert_eq!(s.live_of(s.live(0), 61), 2);
+        assert_eq!(s.live_in(s.live(0), 61, 61), 2);
     }
 }

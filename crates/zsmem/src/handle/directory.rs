@@ -3,9 +3,7 @@
 //! lock-free reads, and for magazines (`magazine.rs`), which park and
 //! revive entries without it.
 
-use super::entry::{
-    Entry, check_state, generation_of, is_parked, len_of, mark, park, revive, revived,
-};
+use super::entry::{Entry, check_state, is_parked_at, len_of, mark, park, revive, revived};
 use super::{CHUNK_BITS, Handle, SLOT_BITS, split};
 use crate::error::{HandleFault, Result};
 use crate::grow::GrowOnly;
@@ -129,7 +127,7 @@ impl Directory {
     pub(crate) fn parked(&self, slot: u32, generation: u32) -> Option<(&Entry, u64)> {
         let e = self.entry(slot)?;
         let word = e.load(Ordering::Acquire);
-        (is_parked(word) && generation_of(word) == generation).then_some((e, word))
+        is_parked_at(word, Some(generation)).then_some((e, word))
     }
 
     /// A magazine's allocation: revive parked `e` from `expected` for an

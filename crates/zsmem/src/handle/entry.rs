@@ -152,6 +152,11 @@ pub(super) fn is_parked(word: u64) -> bool {
     word & (LIVE | DYING) == DYING
 }
 
+/// Whether `word` is parked, at `generation` if given.
+pub(super) fn is_parked_at(word: u64, generation: Option<u32>) -> bool {
+    is_parked(word) && generation.is_none_or(|g| g == generation_of(word))
+}
+
 /// A magazine's free: change `e` from live (`h`'s generation, not dying)
 /// to parked at the next generation, its place and length kept, by one
 /// compare-and-swap: of two racing frees of one handle (or a free racing

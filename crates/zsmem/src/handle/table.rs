@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::directory::Directory;
 use super::entry::{
-    Entry, check_state, free_word, generation_of, is_parked, len_of, live_word, mark, place_of,
+    Entry, check_state, free_word, generation_of, is_parked, is_parked_at, len_of, live_word, mark,
+    place_of,
 };
 use super::{
     CHUNK, CHUNK_BITS, DYING, GEN_SHIFT, Handle, LIVE, Location, MAX_GENERATION, PARKED,
@@ -621,7 +622,7 @@ impl HandleTable {
     pub(crate) fn parked_at(&self, slot: u32, generation: Option<u32>) -> bool {
         self.entry(slot)
             .map(|e| e.word.load(Ordering::Acquire))
-            .is_some_and(|w| is_parked(w) && generation.is_none_or(|g| g == generation_of(w)))
+            .is_some_and(|w| is_parked_at(w, generation))
     }
 
     /// What held `slot`'s entry says once it is not reviving: a reviving
