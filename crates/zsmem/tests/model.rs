@@ -237,6 +237,37 @@ fn configs() -> Vec<PoolConfig> {
     ]
 }
 
+/// A random operation of a long run: of every 100, those up to `mix[0]`
+/// store and up to `mix[1]` alloc while the population should `grow` (free
+/// otherwise), up to `mix[2]` read, `mix[3]` write in place, `mix[4]`
+/// free, `mix[5]` use a dead handle; `None` for the rest (compaction, run
+/// as the caller can).
+fn random_op(r: &mut Rng, page: usize, grow: bool, mix: [usize; 6]) -> Option<Op> {
+    let n = r.range(0, 99);
+    Some(if n <= mix[1] {
+        match (grow, n <= mix[0]) {
+            (true, true) => Op::Store(compressed_len(r, page), r.next()),
+            (true, false) => Op::Alloc(r.range(1, page), r.next()),
+            (false, _) => Op::Free(r.next() as usize),
+        }
+    } else if n <= mix[2] {
+        Op::Read(r.next() as usize)
+    } else if n <= mix[3] {
+        Op::WriteAt(
+            r.next() as usize,
+            r.next() as usize,
+            r.range(0, 300),
+            r.next(),
+        )
+    } else if n <= mix[4] {
+        Op::Free(r.next() as usize)
+    } else if n <= mix[5] {
+        Op::UseDead(r.next() as usize)
+    } else {
+        return None;
+    })
+}
+
 /// The long run: 320,000+ operations over eight configurations (two with
 /// deferred free, two with log placement), invariants
 /// checked after every one, every byte of every read compared.
@@ -254,21 +285,7 @@ fn long_random_sequences_match_the_model() {
         for step in 0..steps {
             let target = 50 + (step / 500 % 8) * 60;
             let grow = m.objects.len() < target;
-            let op = match r.range(0, 99) {
-                0..=29 if grow => Op::Store(compressed_len(&mut r, page), r.next()),
-                30..=44 if grow => Op::Alloc(r.range(1, page), r.next()),
-                0..=44 => Op::Free(r.next() as usize),
-                45..=74 => Op::Read(r.next() as usize),
-                75..=84 => Op::WriteAt(
-                    r.next() as usize,
-                    r.next() as usize,
-                    r.range(0, 300),
-                    r.next(),
-                ),
-                85..=93 => Op::Free(r.next() as usize),
-                94..=97 => Op::UseDead(r.next() as usize),
-                _ => Op::Compact,
-            };
+            let op = random_op(&mut r, page, grow, [29, 44, 74, 84, 93, 97]).unwrap_or(Op::Compact);
             apply(&pool, &mut m, &op);
             verify(&pool, &m);
             total += 1;
@@ -367,26 +384,13 @@ fn two_threads_random_sequences_on_one_pool_match_their_models() {
                         let steps = if cfg!(miri) { 40 } else { 2000 };
                         for step in 0..steps {
                             let grow = m.objects.len() < 40 + (step / 300 % 4) * 40;
-                            let op = match r.range(0, 99) {
-                                0..=34 if grow => Op::Store(compressed_len(&mut r, page), r.next()),
-                                35..=44 if grow => Op::Alloc(r.range(1, page), r.next()),
-                                0..=44 => Op::Free(r.next() as usize),
-                                45..=69 => Op::Read(r.next() as usize),
-                                70..=79 => Op::WriteAt(
-                                    r.next() as usize,
-                                    r.next() as usize,
-                                    r.range(0, 300),
-                                    r.next(),
-                                ),
-                                80..=96 => Op::Free(r.next() as usize),
-                                97..=98 => Op::UseDead(r.next() as usize),
-                                _ => {
-                                    // Not `Op::Compact`: what it asserts
-                                    // after compaction, the other thread
-                                    // may undo at once.
-                                    pool.compact();
-                                    continue;
-                                }
+                            let mix = [34, 44, 69, 79, 96, 98];
+                            let Some(op) = random_op(&mut r, page, grow, mix) else {
+                                // Not `Op::Compact`: what it asserts after
+                                // compaction, the other thread may undo at
+                                // once.
+                                pool.compact();
+                                continue;
                             };
                             apply(pool, m, &op);
                         }

@@ -238,6 +238,30 @@ fn a_store_at_the_memory_limit_applies_the_frees_queued_for_other_lanes() {
     assert_eq!(out, noise(9999));
 }
 
+/// With `lane`'s lock held, run `free` on a thread of the other lane until
+/// it returns or `enough` says so of the lane's queue (or ten seconds pass:
+/// a free that waits for the lock must not hang the test); then let the
+/// lock go and wait for `free`. Whether `free` returned with the lock held.
+fn free_while_held(
+    s: &PageStore,
+    lane: usize,
+    free: impl Fn() + Sync,
+    enough: impl Fn(&crate::remote::RemoteFrees) -> bool,
+) -> bool {
+    let (held, queue) = s.pool().hold_lane(lane);
+    std::thread::scope(|t| {
+        let freer = t.spawn(|| on_the_other_lane(s, lane, &free));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !freer.is_finished() && !enough(queue) && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        let returned = freer.is_finished();
+        drop(held);
+        freer.join().unwrap();
+        returned
+    })
+}
+
 /// [`two_lanes`] with `pages` slots written by this thread: the store, the
 /// objects it holds, and the lane they are in.
 fn filled_lane(pages: usize) -> (PageStore, usize, usize) {
@@ -257,23 +281,12 @@ fn filled_lane(pages: usize) -> (PageStore, usize, usize) {
 fn frees_into_a_locked_lane_are_queued_and_applied_by_its_next_writer() {
     let n = crate::remote::MAX_QUEUED;
     let (s, objects, lane) = filled_lane(2 * n);
-    {
-        let (held, queue) = s.pool().hold_lane(lane);
-        // The lane is locked: each discard queues its free and returns
-        // (were one to wait for the lock, the deadline lets it go).
-        std::thread::scope(|t| {
-            let freer = t.spawn(|| on_the_other_lane(&s, lane, || s.discard(0, n).unwrap()));
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while !freer.is_finished() && std::time::Instant::now() < deadline {
-                std::thread::yield_now();
-            }
-            let waited = !freer.is_finished();
-            drop(held);
-            freer.join().unwrap();
-            assert!(!waited, "a free waited for the locked lane");
-        });
-        assert_eq!(queue.queued(), n);
-    }
+    // The lane is locked: each discard queues its free and returns.
+    assert!(
+        free_while_held(&s, lane, || s.discard(0, n).unwrap(), |_| false),
+        "a free waited for the locked lane"
+    );
+    assert_eq!(s.pool().hold_lane(lane).1.queued(), n);
     // The next store to the lane applies them (the caller's lane).
     s.write(2 * n, &text(7)).unwrap();
     assert_eq!(s.pool().hold_lane(lane).1.queued(), 0);
@@ -296,23 +309,14 @@ fn frees_into_a_locked_lane_are_queued_and_applied_by_its_next_writer() {
 fn a_full_queue_of_frees_is_applied_by_the_free_that_fills_it() {
     let n = crate::remote::MAX_QUEUED;
     let (s, objects, lane) = filled_lane(2 * n);
-    let (held, queue) = s.pool().hold_lane(lane);
-    std::thread::scope(|t| {
-        // One more free than the queue holds: the last one waits for the
-        // lock, released below once the queue is full.
-        let freer = t.spawn(|| on_the_other_lane(&s, lane, || s.discard(0, n + 1).unwrap()));
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while queue.queued() <= n && !freer.is_finished() && std::time::Instant::now() < deadline {
-            std::thread::yield_now();
-        }
-        assert!(
-            !freer.is_finished(),
-            "the free past a full queue did not wait"
-        );
-        drop(held);
-        freer.join().unwrap();
-    });
-    assert_eq!(queue.queued(), 0);
+    // One more free than the queue holds: the last one waits for the lock,
+    // let go once the queue is full.
+    let more = || s.discard(0, n + 1).unwrap();
+    assert!(
+        !free_while_held(&s, lane, more, |q| q.queued() > n),
+        "the free past a full queue did not wait"
+    );
+    assert_eq!(s.pool().hold_lane(lane).1.queued(), 0);
     assert_eq!(s.pool().stats().objects, objects - n - 1);
     s.pool().check_invariants().unwrap();
 }
