@@ -759,12 +759,17 @@ impl Pool {
 
     /// A copy of the object: one copy, by [`Pool::read`]'s path (without
     /// the lock where the pool reads so), into a vector of the object's
-    /// length (`with_object` would copy twice in a pool with magazines).
+    /// length (its capacity may be up to the slot size of the object's
+    /// class).
     pub fn read_vec(&self, h: Handle) -> Result<Vec<u8>> {
-        // A handle's object keeps its length for life, so the read below
-        // fills exactly this much, or fails as a stale handle does.
-        let len = self.object_len(h)?;
-        let mut v = Vec::with_capacity(len);
+        // Room for any object of the handle's class, known without a
+        // look-up of the handle (under the class lock); a lane's objects
+        // have any length up to a page: that one is looked up.
+        let room = match self.class_info(h.class()) {
+            Some(class) => class.size,
+            None => self.object_len(h)?,
+        };
+        let mut v = Vec::with_capacity(room);
         let n = self.read_uninit(h, v.spare_capacity_mut())?;
         // SAFETY: `read_uninit` initialised the first `n` bytes.
         unsafe { v.set_len(n) };
